@@ -1,0 +1,16 @@
+package import Storage
+
+/// The schema of each store, in version order (see README.md in this folder).
+package enum Schema {
+    // SwiftPM names an embedded file by replacing its first character when it
+    // is a digit: `0001_x.sql` becomes `_001_x_sql`.
+
+    /// The disk tier of the response cache.
+    package static let cache: [Migration] = [
+        Migration(version: 1, name: "cache_create", sql: text(PackageResources._001_cache_create_sql)),
+    ]
+
+    private static func text(_ bytes: [UInt8]) -> String {
+        String(decoding: bytes, as: UTF8.self)
+    }
+}

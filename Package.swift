@@ -1,0 +1,127 @@
+// swift-tools-version:6.1
+import PackageDescription
+
+// Strict settings every target shares: Swift 6 language mode is the package
+// default below; these keep the code honest about what it exposes.
+let strictSwift: [SwiftSetting] = [
+    .enableUpcomingFeature("ExistentialAny"),
+    .enableUpcomingFeature("InternalImportsByDefault"),
+]
+
+let package = Package(
+    name: "URLLoading",
+    platforms: [.macOS(.v15)],
+    products: [
+        .library(name: "URLLoading", targets: ["URLLoading"]),
+        .executable(name: "cachetool", targets: ["cachetool"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
+        // Test-only: the loopback origin in Tests/TestSupport.
+        .package(url: "https://github.com/apple/swift-nio", from: "2.80.0"),
+        .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.30.0"),
+    ],
+    targets: [
+        // MARK: C system libraries
+        .systemLibrary(
+            name: "CCurl",
+            pkgConfig: "libcurl",
+            providers: [.apt(["libcurl4-openssl-dev"])]
+        ),
+        .systemLibrary(
+            name: "CSQLite",
+            pkgConfig: "sqlite3",
+            providers: [.apt(["libsqlite3-dev"])]
+        ),
+
+        // MARK: Schema
+        .target(
+            name: "Migrations",
+            dependencies: ["Storage"],
+            path: "Migrations",
+            exclude: ["README.md"],
+            resources: [
+                .embedInCode("0001_cache_create.sql"),
+            ],
+            swiftSettings: strictSwift
+        ),
+
+        // MARK: Internal layers
+        .target(
+            name: "Storage",
+            dependencies: [
+                "CSQLite",
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strictSwift
+        ),
+        .target(
+            name: "Transport",
+            dependencies: ["CCurl"],
+            swiftSettings: strictSwift
+        ),
+
+        // MARK: The library
+        .target(
+            name: "URLLoading",
+            dependencies: [
+                "Storage",
+                "Transport",
+                "Migrations",
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strictSwift
+        ),
+
+        // MARK: Tools
+        .executableTarget(
+            name: "cachetool",
+            dependencies: [
+                "URLLoading",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            swiftSettings: strictSwift
+        ),
+
+        // MARK: Tests
+        .target(
+            name: "TestSupport",
+            dependencies: [
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+            ],
+            path: "Tests/TestSupport",
+            swiftSettings: strictSwift
+        ),
+        .executableTarget(
+            name: "urlloading-test-helper",
+            dependencies: ["Storage", "Migrations"],
+            path: "Tests/TestHelper",
+            swiftSettings: strictSwift
+        ),
+        .testTarget(
+            name: "StorageTests",
+            dependencies: ["Storage", "Migrations", "urlloading-test-helper"],
+            swiftSettings: strictSwift
+        ),
+        .testTarget(
+            name: "TestSupportTests",
+            dependencies: ["TestSupport", "CCurl"],
+            swiftSettings: strictSwift
+        ),
+        .testTarget(
+            name: "ConformanceTests",
+            dependencies: ["URLLoading"],
+            swiftSettings: strictSwift
+        ),
+        .testTarget(
+            name: "cachetoolTests",
+            dependencies: ["cachetool", "URLLoading"],
+            swiftSettings: strictSwift
+        ),
+    ],
+    swiftLanguageModes: [.v6]
+)

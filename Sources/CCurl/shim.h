@@ -1,0 +1,64 @@
+// Typed wrappers for libcurl's variadic calls, which Swift cannot call.
+// Each wrapper passes exactly the argument type the option documents.
+#ifndef URLLOADING_CCURL_SHIM_H
+#define URLLOADING_CCURL_SHIM_H
+
+#include <curl/curl.h>
+
+static inline CURLcode urlloading_easy_setopt_long(CURL *h, CURLoption o, long v) {
+    return curl_easy_setopt(h, o, v);
+}
+static inline CURLcode urlloading_easy_setopt_off_t(CURL *h, CURLoption o, curl_off_t v) {
+    return curl_easy_setopt(h, o, v);
+}
+static inline CURLcode urlloading_easy_setopt_string(CURL *h, CURLoption o, const char *v) {
+    return curl_easy_setopt(h, o, v);
+}
+static inline CURLcode urlloading_easy_setopt_pointer(CURL *h, CURLoption o, void *v) {
+    return curl_easy_setopt(h, o, v);
+}
+static inline CURLcode urlloading_easy_setopt_slist(CURL *h, CURLoption o, struct curl_slist *v) {
+    return curl_easy_setopt(h, o, v);
+}
+static inline CURLcode urlloading_easy_setopt_write_callback(CURL *h, CURLoption o, curl_write_callback v) {
+    return curl_easy_setopt(h, o, v);
+}
+static inline CURLcode urlloading_easy_setopt_read_callback(CURL *h, CURLoption o, curl_read_callback v) {
+    return curl_easy_setopt(h, o, v);
+}
+static inline CURLcode urlloading_easy_setopt_xferinfo_callback(CURL *h, CURLoption o, curl_xferinfo_callback v) {
+    return curl_easy_setopt(h, o, v);
+}
+static inline CURLcode urlloading_easy_setopt_seek_callback(CURL *h, CURLoption o, curl_seek_callback v) {
+    return curl_easy_setopt(h, o, v);
+}
+
+static inline CURLcode urlloading_easy_getinfo_long(CURL *h, CURLINFO i, long *v) {
+    return curl_easy_getinfo(h, i, v);
+}
+static inline CURLcode urlloading_easy_getinfo_off_t(CURL *h, CURLINFO i, curl_off_t *v) {
+    return curl_easy_getinfo(h, i, v);
+}
+static inline CURLcode urlloading_easy_getinfo_double(CURL *h, CURLINFO i, double *v) {
+    return curl_easy_getinfo(h, i, v);
+}
+static inline CURLcode urlloading_easy_getinfo_string(CURL *h, CURLINFO i, char **v) {
+    return curl_easy_getinfo(h, i, v);
+}
+static inline CURLcode urlloading_easy_getinfo_pointer(CURL *h, CURLINFO i, void **v) {
+    return curl_easy_getinfo(h, i, v);
+}
+static inline CURLcode urlloading_easy_getinfo_certinfo(CURL *h, struct curl_certinfo **v) {
+    return curl_easy_getinfo(h, CURLINFO_CERTINFO, v);
+}
+
+// CURLVERSION_NOW is a macro naming the header's own version of the struct.
+static inline curl_version_info_data *urlloading_version_info(void) {
+    return curl_version_info(CURLVERSION_NOW);
+}
+
+static inline CURLMcode urlloading_multi_setopt_long(CURLM *m, CURLMoption o, long v) {
+    return curl_multi_setopt(m, o, v);
+}
+
+#endif

@@ -1,0 +1,142 @@
+import CSQLite
+import Foundation
+
+/// One SQLite connection. Owns its `sqlite3*` handle and closes it in `deinit`.
+///
+/// Not thread-safe on its own: `Database` is its serial owner, and code only
+/// reaches a connection inside `Database.read` or `Database.write`.
+package final class Connection {
+    let handle: OpaquePointer
+    /// The database file.
+    package let path: String
+    private var statementCache: [String: Statement] = [:]
+
+    /// Opens (creating if needed) the database at `path` with the pragmas this
+    /// project relies on: WAL, `busy_timeout`, foreign keys, NORMAL sync.
+    ///
+    /// - Throws: `SQLiteError`; `isCorruption` is true when the file is not a
+    ///   database or its header is damaged.
+    package init(path: String, busyTimeout: Duration, readOnly: Bool = false) throws(SQLiteError) {
+        var db: OpaquePointer?
+        let flags = (readOnly ? SQLITE_OPEN_READONLY : (SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE))
+            | SQLITE_OPEN_NOMUTEX
+        let rc = sqlite3_open_v2(path, &db, flags, nil)
+        guard rc == SQLITE_OK, let db else {
+            let message = db.map { String(cString: sqlite3_errmsg($0)) } ?? String(cString: sqlite3_errstr(rc))
+            if let db { sqlite3_close_v2(db) }
+            throw SQLiteError(extendedCode: rc, message: message, path: path)
+        }
+        self.handle = db
+        self.path = path
+        sqlite3_extended_result_codes(db, 1)
+        let (seconds, attoseconds) = busyTimeout.components
+        sqlite3_busy_timeout(db, Int32(clamping: seconds * 1000 + attoseconds / 1_000_000_000_000_000))
+        // The first statement reads the header: a non-database file fails here.
+        if !readOnly {
+            try execute("PRAGMA journal_mode=WAL")
+        } else {
+            try execute("SELECT count(*) FROM sqlite_master")
+        }
+        try execute("PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON")
+    }
+
+    deinit {
+        statementCache.removeAll()
+        sqlite3_close_v2(handle)
+    }
+
+    /// Runs one or more statements that take no arguments (migrations, pragmas).
+    package func execute(_ sql: String) throws(SQLiteError) {
+        var errorMessage: UnsafeMutablePointer<CChar>?
+        let rc = sqlite3_exec(handle, sql, nil, nil, &errorMessage)
+        if rc != SQLITE_OK {
+            let message = errorMessage.map { String(cString: $0) } ?? String(cString: sqlite3_errmsg(handle))
+            sqlite3_free(errorMessage)
+            throw SQLiteError(extendedCode: sqlite3_extended_errcode(handle), message: message, sql: sql, path: path)
+        }
+    }
+
+    /// A statement prepared once and kept for the connection's lifetime,
+    /// reset and with bindings cleared.
+    package func cachedStatement(_ sql: String) throws(SQLiteError) -> Statement {
+        if let statement = statementCache[sql] {
+            statement.reset()
+            return statement
+        }
+        let statement = try Statement(connection: self, sql: sql)
+        statementCache[sql] = statement
+        return statement
+    }
+
+    /// A statement prepared for one use.
+    package func makeStatement(_ sql: String) throws(SQLiteError) -> Statement {
+        try Statement(connection: self, sql: sql)
+    }
+
+    /// Runs a cached statement with `arguments` to completion.
+    package func run(_ sql: String, _ arguments: [SQLiteValue] = []) throws(SQLiteError) {
+        let statement = try cachedStatement(sql)
+        try statement.bind(arguments)
+        try statement.run()
+        statement.reset()
+    }
+
+    /// Runs a cached statement and maps each row.
+    package func query<T>(
+        _ sql: String, _ arguments: [SQLiteValue] = [], row: (Statement) throws -> T
+    ) throws -> [T] {
+        let statement = try cachedStatement(sql)
+        defer { statement.reset() }
+        try statement.bind(arguments)
+        var rows: [T] = []
+        while try statement.step() {
+            rows.append(try row(statement))
+        }
+        return rows
+    }
+
+    /// The first column of the first row, as an integer, or nil without rows.
+    package func scalarInt(_ sql: String, _ arguments: [SQLiteValue] = []) throws(SQLiteError) -> Int64? {
+        let statement = try cachedStatement(sql)
+        defer { statement.reset() }
+        try statement.bind(arguments)
+        guard try statement.step(), !statement.isNull(0) else { return nil }
+        return statement.int64(0)
+    }
+
+    /// Rows changed by the last INSERT, UPDATE or DELETE.
+    package var changes: Int { Int(sqlite3_changes64(handle)) }
+
+    /// The rowid of the last successful INSERT.
+    package var lastInsertRowID: Int64 { sqlite3_last_insert_rowid(handle) }
+
+    /// Whether a transaction is open.
+    package var isInTransaction: Bool { sqlite3_get_autocommit(handle) == 0 }
+
+    /// Runs `body` in a `BEGIN IMMEDIATE` transaction: committed when `body`
+    /// returns, rolled back when it throws. Takes the write lock up front, so
+    /// concurrent writers wait on `busy_timeout` instead of failing with
+    /// `SQLITE_BUSY_SNAPSHOT` half way.
+    package func immediateTransaction<T>(_ body: () throws -> T) throws -> T {
+        try execute("BEGIN IMMEDIATE")
+        do {
+            let result = try body()
+            try execute("COMMIT")
+            return result
+        } catch {
+            if isInTransaction { try? execute("ROLLBACK") }
+            throw error
+        }
+    }
+
+    func error(_ rc: Int32, sql: String?) -> SQLiteError {
+        let extended = sqlite3_extended_errcode(handle)
+        return SQLiteError(
+            extendedCode: extended != 0 ? extended : rc,
+            message: String(cString: sqlite3_errmsg(handle)),
+            sql: sql, path: path)
+    }
+}
+
+@available(*, unavailable)
+extension Connection: Sendable {}

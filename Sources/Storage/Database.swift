@@ -1,0 +1,204 @@
+import Foundation
+package import Logging
+import Synchronization
+
+/// The serial owner of one SQLite connection (GRDB's `DatabaseQueue` model):
+/// every use of the connection happens inside `read` or `write`, one at a
+/// time, from any thread.
+package final class Database: Sendable {
+    /// Serialises every use of `connection`.
+    private let lock = Mutex(())
+    /// Only touched inside `lock` (`read`/`write`): `Mutex<Connection>` cannot
+    /// lend a non-Sendable value to a caller's closure, so the lock guards it
+    /// from beside it.
+    private nonisolated(unsafe) let connection: Connection
+    /// The database file.
+    package let path: String
+    /// What opening the file found and did.
+    package let openReport: OpenReport
+
+    /// What to do when the file at the path is damaged or is not a database.
+    package enum CorruptionPolicy: Sendable, Equatable {
+        /// Throw `StorageError` with kind `.corrupt`; touch nothing.
+        case fail
+        /// Delete the file (and its WAL and shared-memory files) and start
+        /// empty. For caches, whose content can be fetched again.
+        case recreate
+        /// Rename the file (and its companions) to `<name>.corrupt-<time>`
+        /// and start empty, logging where it went. For stores whose content
+        /// cannot be fetched again (cookies, credentials).
+        case moveAside
+    }
+
+    /// How to open a database.
+    package struct Options: Sendable {
+        /// Mode of the database file when created, applied exactly (not
+        /// reduced by the umask). SQLite gives the WAL files the same mode.
+        package var fileMode: UInt32 = 0o644
+        /// Mode of directories created on the way to the file.
+        package var directoryMode: UInt32 = 0o755
+        /// Refuse to open an existing file that group or others can access.
+        package var requirePrivateFile = false
+        /// How long to wait for another connection's lock before `SQLITE_BUSY`.
+        /// Five seconds: long enough for any single write of ours, short
+        /// enough that a stuck process is reported rather than hung on.
+        package var busyTimeout: Duration = .seconds(5)
+        /// What to do with a damaged file.
+        package var onCorruption: CorruptionPolicy = .fail
+        /// Where to report recoveries.
+        package var logger = Logger(label: "urlloading.storage")
+
+        package init() {}
+    }
+
+    /// What `open` found and did.
+    package struct OpenReport: Sendable, Equatable {
+        /// Schema version before and after migrating.
+        package var migrated: Migrator.Outcome
+        /// The file did not exist and was created.
+        package var created: Bool
+        /// The file was damaged and recreated empty.
+        package var recreated: Bool = false
+        /// The file was damaged and moved to this path; a new one was created.
+        package var movedAsideTo: String?
+    }
+
+    /// Opens or creates the database at `path`, migrates it, and applies the
+    /// corruption policy if the file is damaged.
+    ///
+    /// - Throws: `StorageError` (newer schema, foreign schema, corrupt with
+    ///   `.fail`, file accessible by others, file system) or `SQLiteError`.
+    package init(path: String, migrations: [Migration], options: Options = Options()) throws {
+        let migrator = try Migrator(migrations)
+        self.path = path
+        let directory = (path as NSString).deletingLastPathComponent
+        try Self.ensureDirectory(directory, mode: options.directoryMode)
+        var created = try Self.prepareFile(path, options: options)
+        var report: OpenReport
+        var connection: Connection
+        do {
+            (connection, report) = try Self.connect(path, migrator: migrator, options: options, created: created)
+        } catch let error as SQLiteError where error.isCorruption {
+            switch options.onCorruption {
+            case .fail:
+                throw StorageError.corrupt(error, path: path)
+            case .recreate:
+                try Self.removeFiles(of: path)
+                options.logger.warning("damaged database deleted and recreated", metadata: [
+                    "path": "\(path)", "error": "\(error)",
+                ])
+                created = try Self.prepareFile(path, options: options)
+                (connection, report) = try Self.connect(path, migrator: migrator, options: options, created: created)
+                report.recreated = true
+            case .moveAside:
+                let aside = try Self.moveFilesAside(of: path)
+                options.logger.error("damaged database moved aside; a new empty one was created", metadata: [
+                    "path": "\(path)", "movedTo": "\(aside)", "error": "\(error)",
+                ])
+                created = try Self.prepareFile(path, options: options)
+                (connection, report) = try Self.connect(path, migrator: migrator, options: options, created: created)
+                report.movedAsideTo = aside
+            }
+        }
+        self.openReport = report
+        self.connection = connection
+    }
+
+    /// Runs `body` with the connection, outside any explicit transaction
+    /// (each statement is its own implicit transaction; WAL readers never
+    /// block writers).
+    package func read<T: Sendable>(_ body: (Connection) throws -> T) throws -> T {
+        try lock.withLock { _ throws -> T in
+            try body(connection)
+        }
+    }
+
+    /// Runs `body` in an immediate transaction: all of it is committed, or
+    /// none of it.
+    package func write<T: Sendable>(_ body: (Connection) throws -> T) throws -> T {
+        try lock.withLock { _ throws -> T in
+            try connection.immediateTransaction { try body(connection) }
+        }
+    }
+
+    // MARK: Opening
+
+    private static func connect(
+        _ path: String, migrator: Migrator, options: Options, created: Bool
+    ) throws -> (Connection, OpenReport) {
+        let connection = try Connection(path: path, busyTimeout: options.busyTimeout)
+        let outcome = try migrator.migrate(connection)
+        return (connection, OpenReport(migrated: outcome, created: created))
+    }
+
+    private static func ensureDirectory(_ directory: String, mode: UInt32) throws {
+        guard !directory.isEmpty else { return }
+        var isDirectory: ObjCBool = false
+        if FileManager.default.fileExists(atPath: directory, isDirectory: &isDirectory), isDirectory.boolValue {
+            return
+        }
+        do {
+            try FileManager.default.createDirectory(
+                atPath: directory, withIntermediateDirectories: true,
+                attributes: [.posixPermissions: Int(mode)])
+        } catch {
+            throw StorageError(kind: .fileSystem, message: "cannot create the directory: \(error.localizedDescription)", path: directory, underlying: nil)
+        }
+    }
+
+    /// Creates the file with the exact mode if missing; checks the mode of an
+    /// existing one. Returns whether the file was created.
+    private static func prepareFile(_ path: String, options: Options) throws -> Bool {
+        let fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, mode_t(options.fileMode))
+        if fd >= 0 {
+            defer { close(fd) }
+            // The umask may have narrowed the mode; set it exactly.
+            if fchmod(fd, mode_t(options.fileMode)) != 0 {
+                throw StorageError.fileSystem("cannot set the file mode", errno: errno, path: path)
+            }
+            return true
+        }
+        guard errno == EEXIST else {
+            throw StorageError.fileSystem("cannot create the file", errno: errno, path: path)
+        }
+        if options.requirePrivateFile {
+            var info = stat()
+            guard stat(path, &info) == 0 else {
+                throw StorageError.fileSystem("cannot read the file's attributes", errno: errno, path: path)
+            }
+            if UInt32(info.st_mode) & 0o077 != 0 {
+                throw StorageError.accessibleByOthers(mode: UInt32(info.st_mode), path: path)
+            }
+        }
+        return false
+    }
+
+    /// The database file and the companions SQLite keeps beside it.
+    static func companionPaths(of path: String) -> [String] {
+        [path, path + "-wal", path + "-shm", path + "-journal"]
+    }
+
+    private static func removeFiles(of path: String) throws {
+        for file in companionPaths(of: path) where unlink(file) != 0 && errno != ENOENT {
+            throw StorageError.fileSystem("cannot delete the damaged file", errno: errno, path: file)
+        }
+    }
+
+    private static func moveFilesAside(of path: String) throws -> String {
+        let stamp = ISO8601DateFormatter.string(
+            from: Date(), timeZone: TimeZone(identifier: "UTC") ?? .current,
+            formatOptions: [.withYear, .withMonth, .withDay, .withTime])
+        var aside = "\(path).corrupt-\(stamp)"
+        var suffix = 1
+        while FileManager.default.fileExists(atPath: aside) {
+            suffix += 1
+            aside = "\(path).corrupt-\(stamp)-\(suffix)"
+        }
+        for (file, target) in zip(companionPaths(of: path), companionPaths(of: aside)) {
+            if rename(file, target) != 0 && errno != ENOENT {
+                throw StorageError.fileSystem("cannot move the damaged file aside", errno: errno, path: file)
+            }
+        }
+        return aside
+    }
+}

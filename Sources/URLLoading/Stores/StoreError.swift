@@ -1,0 +1,83 @@
+import Storage
+
+/// Why a persistent store (cache, cookies, credentials) could not be used.
+///
+/// A struct with a kind and a message a person can act on; it names the file
+/// concerned but never the URLs, cookie values or secrets inside it.
+public struct StoreError: Error, CustomStringConvertible, Sendable {
+    /// The broad reason, stable for callers to branch on.
+    public struct Kind: Hashable, Sendable, CustomStringConvertible {
+        private let name: String
+        private init(_ name: String) { self.name = name }
+
+        /// No store exists at the path.
+        public static let notFound = Kind("not found")
+        /// Another process holds the store's write lock for longer than the busy timeout.
+        public static let locked = Kind("locked")
+        /// The file is damaged or is not a store of this kind.
+        public static let corrupt = Kind("corrupt")
+        /// The store was written by a newer version of URLLoading.
+        public static let newerSchema = Kind("newer schema")
+        /// A private store's file is readable by other users.
+        public static let insecurePermissions = Kind("insecure permissions")
+        /// The disk is full.
+        public static let diskFull = Kind("disk full")
+        /// Any other failure of the file system or SQLite.
+        public static let ioError = Kind("I/O error")
+
+        /// The kind's name.
+        public var description: String { name }
+    }
+
+    /// The broad reason.
+    public let kind: Kind
+    /// What happened and what to do about it.
+    public let message: String
+    /// The file or directory concerned.
+    public let path: String?
+
+    /// Creates an error.
+    public init(kind: Kind, message: String, path: String?) {
+        self.kind = kind
+        self.message = message
+        self.path = path
+    }
+
+    /// The message, followed by the path.
+    public var description: String {
+        path.map { "\(message) [\($0)]" } ?? message
+    }
+
+    /// Maps the storage layer's errors to this public shape.
+    static func wrapping(_ error: any Error, path: String) -> StoreError {
+        if let error = error as? StoreError { return error }
+        if let error = error as? StorageError {
+            switch error.kind {
+            case .newerSchema:
+                return StoreError(kind: .newerSchema, message: error.message, path: error.path ?? path)
+            case .corrupt, .unknownMigration:
+                return StoreError(kind: .corrupt, message: error.description, path: error.path ?? path)
+            case .fileAccessibleByOthers:
+                return StoreError(kind: .insecurePermissions, message: error.message, path: error.path ?? path)
+            default:
+                return StoreError(kind: .ioError, message: error.description, path: error.path ?? path)
+            }
+        }
+        if let error = error as? SQLiteError {
+            if error.isBusy {
+                return StoreError(
+                    kind: .locked,
+                    message: "another process holds the store's lock; retry when it is done (\(error.message))",
+                    path: error.path ?? path)
+            }
+            if error.isCorruption {
+                return StoreError(kind: .corrupt, message: "the file is damaged or is not a database (\(error.message))", path: error.path ?? path)
+            }
+            if error.isFull {
+                return StoreError(kind: .diskFull, message: "the disk is full (\(error.message))", path: error.path ?? path)
+            }
+            return StoreError(kind: .ioError, message: error.description, path: error.path ?? path)
+        }
+        return StoreError(kind: .ioError, message: "\(error)", path: path)
+    }
+}

@@ -1,0 +1,147 @@
+import ArgumentParser
+import Foundation
+@_spi(Tools) import URLLoading
+
+/// `cachetool`: inspect and maintain the stores of URLLoading.
+@main
+struct CacheTool: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "cachetool",
+        abstract: "Inspect and maintain URLLoading's HTTP cache, cookie and credential stores.",
+        discussion: """
+            Stores are found under the XDG directories of an application identifier \
+            ($XDG_CACHE_HOME/<app>/ for the cache), or given with --cache-dir.
+
+            Exit codes: 0 success; 1 failure; 2 usage error; 3 store not found; \
+            4 store locked by another process; 5 store damaged or written by a newer version.
+            """,
+        subcommands: [Create.self, Info.self, Verify.self]
+    )
+}
+
+/// Options every subcommand shares: which store, and how to print.
+struct StoreOptions: ParsableArguments {
+    @Option(name: .customLong("app"), help: "The application identifier whose stores to use.")
+    var applicationIdentifier: String?
+
+    @Option(help: "The cache directory (overrides --app).")
+    var cacheDir: String?
+
+    @Flag(help: "Print JSON instead of text.")
+    var json = false
+
+    var cacheDirectory: URL {
+        if let cacheDir { return URL(fileURLWithPath: cacheDir, isDirectory: true) }
+        guard let applicationIdentifier else {
+            return StoreLocations(applicationIdentifier: "cachetool").cacheDirectory
+        }
+        return StoreLocations(applicationIdentifier: applicationIdentifier).cacheDirectory
+    }
+}
+
+/// Exit codes, as documented in `--help` and README.
+enum ExitStatus {
+    static let failure: Int32 = 1
+    static let notFound: Int32 = 3
+    static let locked: Int32 = 4
+    static let damaged: Int32 = 5
+
+    static func code(for error: StoreError) -> Int32 {
+        switch error.kind {
+        case .notFound: return notFound
+        case .locked: return locked
+        case .corrupt, .newerSchema: return damaged
+        default: return failure
+        }
+    }
+}
+
+/// Runs `body`, turning a `StoreError` into a message on standard error and
+/// the documented exit code.
+func reportingStoreErrors(_ body: () throws -> Void) throws {
+    do {
+        try body()
+    } catch let error as StoreError {
+        FileHandle.standardError.write(Data("cachetool: \(error)\n".utf8))
+        throw ExitCode(ExitStatus.code(for: error))
+    }
+}
+
+/// Prints `value` as pretty, key-sorted JSON on standard output.
+func printJSON(_ value: some Encodable) throws {
+    let encoder = JSONEncoder()
+    encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+    let data = try encoder.encode(value)
+    FileHandle.standardOutput.write(data + Data("\n".utf8))
+}
+
+func printSummary(_ summary: CacheStoreSummary, json: Bool) throws {
+    if json {
+        try printJSON(summary)
+    } else {
+        print("""
+            store:    \(summary.path)
+            schema:   version \(summary.schemaVersion)
+            entries:  \(summary.entries)
+            bytes:    \(summary.bytes)
+            """)
+    }
+}
+
+extension CacheTool {
+    struct Create: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Create an empty cache store (what an application does on first use).")
+
+        @OptionGroup var store: StoreOptions
+
+        func run() throws {
+            try reportingStoreErrors {
+                try printSummary(try CacheMaintenance.create(in: store.cacheDirectory), json: store.json)
+            }
+        }
+    }
+
+    struct Info: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Show where the cache store is, its schema version and usage.")
+
+        @OptionGroup var store: StoreOptions
+
+        func run() throws {
+            try reportingStoreErrors {
+                try printSummary(try CacheMaintenance.summary(in: store.cacheDirectory), json: store.json)
+            }
+        }
+    }
+
+    struct Verify: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Check the cache store's integrity; exits 5 when it is damaged.")
+
+        @OptionGroup var store: StoreOptions
+
+        struct Report: Encodable {
+            var path: String
+            var ok: Bool
+            var problems: [String]
+        }
+
+        func run() throws {
+            try reportingStoreErrors {
+                let directory = store.cacheDirectory
+                let problems = try CacheMaintenance.verify(in: directory)
+                let path = directory.appendingPathComponent("Cache.sqlite").path
+                if store.json {
+                    try printJSON(Report(path: path, ok: problems.isEmpty, problems: problems))
+                } else if problems.isEmpty {
+                    print("ok: \(path)")
+                } else {
+                    print("damaged: \(path)")
+                    problems.forEach { print("  \($0)") }
+                }
+                if !problems.isEmpty { throw ExitCode(ExitStatus.damaged) }
+            }
+        }
+    }
+}

@@ -1,0 +1,191 @@
+import NIOCore
+import NIOHTTP1
+
+/// One connection of the test origin: collects each request, asks its
+/// route's handler, and writes the scripted response byte by byte as told.
+/// Requests that arrive while a response is being written wait their turn
+/// (HTTP/1.1 pipelining order).
+final class OriginConnectionHandler: ChannelInboundHandler {
+    typealias InboundIn = HTTPServerRequestPart
+    typealias OutboundOut = ByteBuffer
+
+    /// Writes of `.pattern` parts: large enough to be cheap, small enough
+    /// that a slow reader holds back the origin (back-pressure).
+    private static let patternWriteSize = 64 * 1024
+
+    private let shared: SharedState
+    private let connectionNumber: Int
+    private let overTLS: Bool
+    private var current: (head: HTTPRequestHead, body: [UInt8])?
+    private var queue: [(request: RecordedRequest, keepAlive: Bool)] = []
+    private var busy = false
+    private var closed = false
+
+    init(shared: SharedState, connectionNumber: Int, overTLS: Bool) {
+        self.shared = shared
+        self.connectionNumber = connectionNumber
+        self.overTLS = overTLS
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        switch unwrapInboundIn(data) {
+        case .head(let head):
+            current = (head, [])
+            if head.headers["expect"].contains(where: { $0.lowercased() == "100-continue" }) {
+                write(context, Array("HTTP/1.1 100 Continue\r\n\r\n".utf8))
+            }
+        case .body(var buffer):
+            if let bytes = buffer.readBytes(length: buffer.readableBytes) {
+                current?.body.append(contentsOf: bytes)
+            }
+        case .end:
+            guard let (head, body) = current else { return }
+            current = nil
+            let request = RecordedRequest(
+                method: head.method.rawValue, target: head.uri,
+                headers: head.headers.map { HeaderField($0.name, $0.value) },
+                body: body, connectionNumber: connectionNumber, overTLS: overTLS)
+            queue.append((request, head.isKeepAlive))
+            processNext(context)
+        }
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        closed = true
+        context.fireChannelInactive()
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        // A client that sends garbage or vanishes ends its connection only.
+        closed = true
+        context.close(promise: nil)
+    }
+
+    private func processNext(_ context: ChannelHandlerContext) {
+        guard !busy, !closed, !queue.isEmpty else { return }
+        busy = true
+        let (request, keepAlive) = queue.removeFirst()
+        let handler = shared.record(request)
+        let promise = context.eventLoop.makePromise(of: ScriptedResponse.self)
+        promise.completeWithTask {
+            if let handler { return await handler(request) }
+            return ScriptedResponse(status: 404, body: "no route for \(request.path)\n")
+        }
+        promise.futureResult.assumeIsolated().whenSuccess { response in
+            let keepAlive = keepAlive && !response.closeAfterResponse && response.framing != .closeDelimited
+            let headOnly = request.method == "HEAD"
+            if let delay = response.delayBeforeHead {
+                context.eventLoop.assumeIsolated().scheduleTask(in: .init(delay)) {
+                    self.send(response, headOnly: headOnly, keepAlive: keepAlive, context: context)
+                }
+            } else {
+                self.send(response, headOnly: headOnly, keepAlive: keepAlive, context: context)
+            }
+        }
+    }
+
+    private func send(_ response: ScriptedResponse, headOnly: Bool, keepAlive: Bool, context: ChannelHandlerContext) {
+        guard !closed else { return }
+        write(context, response.rawHead ?? head(of: response, keepAlive: keepAlive))
+        let parts = headOnly ? [] : response.parts
+        sendParts(parts[...], framing: response.framing, keepAlive: keepAlive, context: context)
+    }
+
+    private func head(of response: ScriptedResponse, keepAlive: Bool) -> [UInt8] {
+        var text = "HTTP/1.1 \(response.status) \(response.reason ?? ScriptedResponse.reasonPhrase(response.status))\r\n"
+        for field in response.headers {
+            text += "\(field.name): \(field.value)\r\n"
+        }
+        switch response.framing {
+        case .contentLength: text += "Content-Length: \(response.bodyLength)\r\n"
+        case .declaredLength(let length): text += "Content-Length: \(length)\r\n"
+        case .chunked: text += "Transfer-Encoding: chunked\r\n"
+        case .closeDelimited, .none: break
+        }
+        if !keepAlive { text += "Connection: close\r\n" }
+        text += "\r\n"
+        return Array(text.utf8)
+    }
+
+    /// Sends the parts one after another; each waits for the previous write
+    /// to reach the socket, so pauses and back-pressure are real.
+    private func sendParts(
+        _ parts: ArraySlice<ScriptedResponse.Part>, framing: ScriptedResponse.Framing,
+        keepAlive: Bool, context: ChannelHandlerContext
+    ) {
+        guard !closed else { return }
+        guard let part = parts.first else {
+            if framing == .chunked { write(context, Array("0\r\n\r\n".utf8)) }
+            finish(keepAlive: keepAlive, context: context)
+            return
+        }
+        let rest = parts.dropFirst()
+        switch part {
+        case .bytes(let bytes):
+            writeThen(context, bytes, framing: framing) {
+                self.sendParts(rest, framing: framing, keepAlive: keepAlive, context: context)
+            }
+        case .pattern(let offset, let count):
+            guard count > 0 else {
+                sendParts(rest, framing: framing, keepAlive: keepAlive, context: context)
+                return
+            }
+            let size = min(count, Self.patternWriteSize)
+            let chunk = TestOrigin.pattern(offset: offset, count: size)
+            var remaining = rest
+            if count > size {
+                remaining.insert(.pattern(offset: offset + size, count: count - size), at: remaining.startIndex)
+            }
+            let next = remaining
+            writeThen(context, chunk, framing: framing) {
+                self.sendParts(next, framing: framing, keepAlive: keepAlive, context: context)
+            }
+        case .pause(let duration):
+            context.eventLoop.assumeIsolated().scheduleTask(in: .init(duration)) {
+                self.sendParts(rest, framing: framing, keepAlive: keepAlive, context: context)
+            }
+        case .closeConnection:
+            closed = true
+            context.close(promise: nil)
+        }
+    }
+
+    private func finish(keepAlive: Bool, context: ChannelHandlerContext) {
+        if keepAlive {
+            busy = false
+            processNext(context)
+        } else {
+            closed = true
+            context.close(promise: nil)
+        }
+    }
+
+    private func write(_ context: ChannelHandlerContext, _ bytes: [UInt8]) {
+        context.writeAndFlush(wrapOutboundOut(context.channel.allocator.buffer(bytes: bytes)), promise: nil)
+    }
+
+    private func writeThen(
+        _ context: ChannelHandlerContext, _ bytes: [UInt8], framing: ScriptedResponse.Framing,
+        _ next: @escaping () -> Void
+    ) {
+        var buffer = context.channel.allocator.buffer(capacity: bytes.count + 16)
+        if framing == .chunked {
+            guard !bytes.isEmpty else { return next() }
+            buffer.writeString(String(bytes.count, radix: 16) + "\r\n")
+            buffer.writeBytes(bytes)
+            buffer.writeString("\r\n")
+        } else {
+            buffer.writeBytes(bytes)
+        }
+        context.writeAndFlush(wrapOutboundOut(buffer)).assumeIsolated().whenComplete { result in
+            if case .success = result { next() } else { self.closed = true }
+        }
+    }
+}
+
+extension TimeAmount {
+    init(_ duration: Duration) {
+        let (seconds, attoseconds) = duration.components
+        self = .nanoseconds(seconds * 1_000_000_000 + attoseconds / 1_000_000_000)
+    }
+}

@@ -1,0 +1,149 @@
+public import Foundation
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+import NIOSSL
+import Synchronization
+
+/// A real HTTP/1.1 origin on a loopback port chosen by the kernel, scripted
+/// per route by the test that starts it, logging every request it receives.
+///
+/// ```swift
+/// let origin = try await TestOrigin.start()
+/// defer { Task { try await origin.shutdown() } }
+/// origin.route("/hello") { _ in ScriptedResponse(body: "hi") }
+/// ```
+public final class TestOrigin: Sendable {
+    /// A route's handler: gets the whole request, returns the response.
+    public typealias Handler = @Sendable (RecordedRequest) async -> ScriptedResponse
+
+    /// The port the kernel chose.
+    public let port: Int
+    /// Whether the origin speaks TLS.
+    public let usesTLS: Bool
+    private let channel: any Channel
+    private let shared: SharedState
+
+    struct State {
+        var routes: [String: Handler] = [:]
+        var log: [RecordedRequest] = []
+        var connections = 0
+        var shutDown = false
+    }
+
+    private init(channel: any Channel, port: Int, usesTLS: Bool, shared: SharedState) {
+        self.channel = channel
+        self.port = port
+        self.usesTLS = usesTLS
+        self.shared = shared
+    }
+
+    /// Starts an origin on 127.0.0.1.
+    ///
+    /// - Parameter tls: Serve HTTPS with this server identity (see
+    ///   `TestCertificates`); plain HTTP when nil.
+    public static func start(tls: TestCertificates.ServerIdentity? = nil) async throws -> TestOrigin {
+        let sslContext = try tls.map { try $0.makeServerContext() }
+        // The origin object is created after binding, so the handlers reach
+        // the shared state through this box.
+        let shared = SharedState()
+        let bootstrap = ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+            .serverChannelOption(.backlog, value: 256)
+            .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
+            .childChannelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    let number = shared.state.withLock { state -> Int in
+                        state.connections += 1
+                        return state.connections
+                    }
+                    let sync = channel.pipeline.syncOperations
+                    if let sslContext {
+                        try sync.addHandler(NIOSSLServerHandler(context: sslContext))
+                    }
+                    try sync.addHandler(ByteToMessageHandler(HTTPRequestDecoder(leftOverBytesStrategy: .dropBytes)))
+                    try sync.addHandler(OriginConnectionHandler(
+                        shared: shared, connectionNumber: number, overTLS: sslContext != nil))
+                }
+            }
+        let channel = try await bootstrap.bind(host: "127.0.0.1", port: 0).get()
+        guard let port = channel.localAddress?.port else {
+            try await channel.close()
+            throw TestOriginError(message: "the listening socket has no port")
+        }
+        return TestOrigin(channel: channel, port: port, usesTLS: sslContext != nil, shared: shared)
+    }
+
+    /// `http://127.0.0.1:<port>` (or `https://localhost:<port>` with TLS,
+    /// the name the test certificate is issued for).
+    public var baseURL: URL {
+        // Force-unwrap is safe: the string is built from a number.
+        URL(string: usesTLS ? "https://localhost:\(port)" : "http://127.0.0.1:\(port)")!
+    }
+
+    /// The URL of `path` (which may carry a query) on this origin.
+    public func url(_ path: String) -> URL {
+        URL(string: baseURL.absoluteString + path) ?? baseURL
+    }
+
+    /// Scripts `path` (matched without the query): every request to it gets
+    /// what `handler` returns. Replaces an earlier script for the same path.
+    public func route(_ path: String, _ handler: @escaping Handler) {
+        shared.state.withLock { $0.routes[path] = handler }
+    }
+
+    /// Scripts `path` to answer every request with `response`.
+    public func route(_ path: String, response: ScriptedResponse) {
+        route(path) { _ in response }
+    }
+
+    /// Every request received, in arrival order.
+    public var requests: [RecordedRequest] {
+        shared.state.withLock { $0.log }
+    }
+
+    /// The requests received for `path` (without query).
+    public func requests(to path: String) -> [RecordedRequest] {
+        requests.filter { $0.path == path }
+    }
+
+    /// Connections accepted so far.
+    public var connectionCount: Int {
+        shared.state.withLock { $0.connections }
+    }
+
+    /// Stops listening and closes the listening socket. Open connections
+    /// finish their current response.
+    public func shutdown() async throws {
+        try await channel.close()
+    }
+
+    /// Byte `index` of the deterministic body pattern of `.pattern` parts:
+    /// not periodic at any power of two, so a misplaced range shows.
+    public static func patternByte(at index: Int) -> UInt8 {
+        UInt8(truncatingIfNeeded: (index &* 2_654_435_761) >> 13 ^ index)
+    }
+
+    /// Bytes `offset..<offset+count` of the pattern.
+    public static func pattern(offset: Int, count: Int) -> [UInt8] {
+        (offset..<(offset + count)).map(patternByte(at:))
+    }
+}
+
+/// What the listening socket and its connections share.
+final class SharedState: Sendable {
+    let state = Mutex(TestOrigin.State())
+
+    func record(_ request: RecordedRequest) -> TestOrigin.Handler? {
+        state.withLock { state in
+            state.log.append(request)
+            return state.routes[request.path]
+        }
+    }
+}
+
+/// An error of the test origin itself.
+public struct TestOriginError: Error, CustomStringConvertible {
+    public let message: String
+    public var description: String { message }
+}
