@@ -104,7 +104,7 @@ let package = Package(
         ),
         .testTarget(
             name: "StorageTests",
-            dependencies: ["Storage", "Migrations", "urlloading-test-helper"],
+            dependencies: ["Storage", "Migrations", "TestSupport", "urlloading-test-helper"],
             swiftSettings: strictSwift
         ),
         .testTarget(
@@ -119,7 +119,7 @@ let package = Package(
         ),
         .testTarget(
             name: "cachetoolTests",
-            dependencies: ["cachetool", "URLLoading"],
+            dependencies: ["cachetool", "TestSupport"],
             swiftSettings: strictSwift
         ),
     ],

@@ -56,7 +56,17 @@ package final class Statement {
     }
 
     package func bind(_ value: String, at index: Int32) throws(SQLiteError) {
-        try check(sqlite3_bind_text(handle, index, value, -1, urlloading_sqlite_transient()))
+        // With the byte count, so a NUL inside the string does not end it.
+        var value = value
+        let rc = value.withUTF8 { bytes -> Int32 in
+            guard let base = bytes.baseAddress else {
+                return sqlite3_bind_text(handle, index, "", 0, urlloading_sqlite_transient())
+            }
+            return sqlite3_bind_text64(
+                handle, index, UnsafeRawPointer(base).assumingMemoryBound(to: CChar.self),
+                sqlite3_uint64(bytes.count), urlloading_sqlite_transient(), UInt8(SQLITE_UTF8))
+        }
+        try check(rc)
     }
 
     package func bind(_ value: Data, at index: Int32) throws(SQLiteError) {

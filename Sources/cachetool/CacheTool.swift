@@ -17,6 +17,22 @@ struct CacheTool: ParsableCommand {
             """,
         subcommands: [Create.self, Info.self, Verify.self]
     )
+
+    /// Parses and runs, with usage errors exiting 2 (not ArgumentParser's 64)
+    /// as the documented codes say.
+    static func main() {
+        do {
+            var command = try parseAsRoot()
+            try command.run()
+        } catch {
+            let code = exitCode(for: error)
+            if code == .validationFailure {
+                FileHandle.standardError.write(Data((fullMessage(for: error) + "\n").utf8))
+                Foundation.exit(ExitStatus.usage)
+            }
+            exit(withError: error)
+        }
+    }
 }
 
 /// Options every subcommand shares: which store, and how to print.
@@ -42,6 +58,7 @@ struct StoreOptions: ParsableArguments {
 /// Exit codes, as documented in `--help` and README.
 enum ExitStatus {
     static let failure: Int32 = 1
+    static let usage: Int32 = 2
     static let notFound: Int32 = 3
     static let locked: Int32 = 4
     static let damaged: Int32 = 5

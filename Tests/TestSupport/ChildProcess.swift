@@ -1,0 +1,99 @@
+public import Foundation
+
+/// Runs programs as child processes for tests that need several processes
+/// on the same files, or that test a command-line tool as a user runs it.
+public enum ChildProcess {
+    /// What a finished child left behind.
+    public struct Result: Sendable {
+        /// The exit status, or 128 + signal number when killed.
+        public let status: Int32
+        /// Whether it was ended by a signal.
+        public let signalled: Bool
+        public let standardOutput: String
+        public let standardError: String
+    }
+
+    /// The directory of the executables SwiftPM built with the tests (the
+    /// test bundle lives there too).
+    public static var productsDirectory: URL {
+        let executable = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
+        return executable.deletingLastPathComponent()
+    }
+
+    /// The built `urlloading-test-helper`.
+    public static var helper: URL { productsDirectory.appendingPathComponent("urlloading-test-helper") }
+
+    /// Starts `executable` with `arguments`; output goes to temporary files.
+    public static func start(
+        _ executable: URL, _ arguments: [String], environment: [String: String]? = nil
+    ) throws -> Running {
+        let process = Process()
+        process.executableURL = executable
+        process.arguments = arguments
+        if let environment { process.environment = environment }
+        let directory = FileManager.default.temporaryDirectory
+        let out = directory.appendingPathComponent("child-\(UUID().uuidString).out")
+        let err = directory.appendingPathComponent("child-\(UUID().uuidString).err")
+        guard FileManager.default.createFile(atPath: out.path, contents: nil),
+              FileManager.default.createFile(atPath: err.path, contents: nil) else {
+            throw TestOriginError(message: "cannot create output files in \(directory.path)")
+        }
+        process.standardOutput = try FileHandle(forWritingTo: out)
+        process.standardError = try FileHandle(forWritingTo: err)
+        process.standardInput = FileHandle.nullDevice
+        let running = Running(process: process, outputPath: out, errorPath: err)
+        try process.run()
+        return running
+    }
+
+    /// Runs `executable` to the end.
+    public static func run(
+        _ executable: URL, _ arguments: [String], environment: [String: String]? = nil
+    ) async throws -> Result {
+        try await start(executable, arguments, environment: environment).wait()
+    }
+
+    /// A child that was started.
+    public final class Running: @unchecked Sendable {
+        // Process is not Sendable; this class only reads it after it ran, and
+        // `wait` is the one place that blocks on it.
+        private let process: Process
+        private let outputPath: URL
+        private let errorPath: URL
+
+        init(process: Process, outputPath: URL, errorPath: URL) {
+            self.process = process
+            self.outputPath = outputPath
+            self.errorPath = errorPath
+        }
+
+        /// The child's process id.
+        public var pid: Int32 { process.processIdentifier }
+
+        /// Sends `signal` to the child.
+        public func kill(_ signal: Int32) {
+            _ = Foundation.kill(process.processIdentifier, signal)
+        }
+
+        /// Waits for the child to end, off the cooperative thread pool.
+        public func wait() async throws -> Result {
+            let process = self.process
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                Thread.detachNewThread {
+                    process.waitUntilExit()
+                    continuation.resume()
+                }
+            }
+            defer {
+                try? FileManager.default.removeItem(at: outputPath)
+                try? FileManager.default.removeItem(at: errorPath)
+            }
+            let signalled = process.terminationReason == .uncaughtSignal
+            return Result(
+                status: signalled ? 128 + process.terminationStatus : process.terminationStatus,
+                signalled: signalled,
+                standardOutput: (try? String(contentsOf: outputPath, encoding: .utf8)) ?? "",
+                standardError: (try? String(contentsOf: errorPath, encoding: .utf8)) ?? "")
+        }
+    }
+}
