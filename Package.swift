@@ -98,13 +98,18 @@ let package = Package(
         ),
         .executableTarget(
             name: "urlloading-test-helper",
-            dependencies: ["Storage", "Migrations"],
+            dependencies: ["Storage", "Migrations", "URLLoading", "TestSupport"],
             path: "Tests/TestHelper",
             swiftSettings: strictSwift
         ),
         .testTarget(
             name: "StorageTests",
             dependencies: ["Storage", "Migrations", "TestSupport", "urlloading-test-helper"],
+            swiftSettings: strictSwift
+        ),
+        .testTarget(
+            name: "URLLoadingTests",
+            dependencies: ["URLLoading", "TestSupport", "urlloading-test-helper"],
             swiftSettings: strictSwift
         ),
         .testTarget(

@@ -4,8 +4,19 @@
 //   urlloading-test-helper storage-writer <db-path> <tag> <count>
 //       Opens <db-path> with the helper schema and inserts <count> rows
 //       tagged <tag>, one immediate transaction each; prints "wrote <count>".
+//
+//   urlloading-test-helper cache-store-loop <cache-dir> <first-index>
+//       Stores fixture responses (TestSupport.CacheFixtures) for
+//       https://fixture.test/loop/<i> from <first-index> on, for ever,
+//       printing "stored <i>" after each; the test kills it with SIGKILL.
+//
+//   urlloading-test-helper cache-writer <cache-dir> <tag> <count>
+//       Stores <count> fixture responses for https://fixture.test/<tag>/<i>,
+//       reads each back and checks its body; prints "ok <count>".
 import Foundation
 import Storage
+import TestSupport
+@testable import URLLoading
 
 let helperSchema = [
     Migration(version: 1, name: "helper_items", sql: "CREATE TABLE items(id INTEGER PRIMARY KEY, tag TEXT NOT NULL, n INTEGER NOT NULL)"),
@@ -32,6 +43,51 @@ case "storage-writer":
     } catch {
         fail("\(error)")
     }
+case "cache-store-loop":
+    let rest = Array(arguments.dropFirst())
+    guard rest.count == 2, let first = Int(rest[1]) else { fail("usage: cache-store-loop <cache-dir> <first-index>") }
+    do {
+        let cache = try ResponseCache(memoryCapacity: 0, diskCapacity: 1 << 30, directory: URL(fileURLWithPath: rest[0]))
+        var index = first
+        while true {
+            storeFixture(cache, url: "https://fixture.test/loop/\(index)", index: index)
+            // Unbuffered, so the test sees each line as it is written.
+            FileHandle.standardOutput.write(Data("stored \(index)\n".utf8))
+            index += 1
+        }
+    } catch {
+        fail("\(error)")
+    }
+case "cache-writer":
+    let rest = Array(arguments.dropFirst())
+    guard rest.count == 3, let count = Int(rest[2]) else { fail("usage: cache-writer <cache-dir> <tag> <count>") }
+    do {
+        let cache = try ResponseCache(memoryCapacity: 0, diskCapacity: 1 << 30, directory: URL(fileURLWithPath: rest[0]))
+        for index in 0..<count {
+            storeFixture(cache, url: "https://fixture.test/\(rest[1])/\(index)", index: index)
+        }
+        for index in 0..<count {
+            let url = "https://fixture.test/\(rest[1])/\(index)"
+            guard let key = CachePolicy.primaryKey(URL(string: url)!), let stored = cache.lookup(key: key, requestHeaders: []) else {
+                fail("entry \(url) missing")
+            }
+            guard stored.body == CacheFixtures.body(for: url, index: index) else { fail("entry \(url) has a wrong body") }
+        }
+        print("ok \(count)")
+    } catch {
+        fail("\(error)")
+    }
 default:
     fail("unknown mode \(arguments.first ?? "(none)")")
+}
+
+func storeFixture(_ cache: ResponseCache, url: String, index: Int) {
+    let now = Date().timeIntervalSince1970
+    // Force-unwraps: the fixture URLs are literals of this program.
+    let key = CachePolicy.primaryKey(URL(string: url)!)!
+    cache.store(StoredResponse(
+        url: url, key: key, status: 200,
+        responseHeaders: [("Cache-Control", "max-age=3600"), ("Content-Type", "application/octet-stream")],
+        requestHeaders: [], body: CacheFixtures.body(for: url, index: index),
+        requestTime: now, responseTime: now, storedAt: now))
 }

@@ -41,7 +41,26 @@ public enum ChildProcess {
         process.standardOutput = try FileHandle(forWritingTo: out)
         process.standardError = try FileHandle(forWritingTo: err)
         process.standardInput = FileHandle.nullDevice
-        let running = Running(process: process, outputPath: out, errorPath: err)
+        let running = Running(process: process, outputPath: out, errorPath: err, outputPipe: nil)
+        try process.run()
+        return running
+    }
+
+    /// Starts `executable` with its standard output on a pipe, readable
+    /// line by line with `Running.nextLine()`.
+    public static func startWithOutputLines(_ executable: URL, _ arguments: [String]) throws -> Running {
+        let process = Process()
+        process.executableURL = executable
+        process.arguments = arguments
+        let pipe = Pipe()
+        process.standardOutput = pipe
+        let err = FileManager.default.temporaryDirectory.appendingPathComponent("child-\(UUID().uuidString).err")
+        guard FileManager.default.createFile(atPath: err.path, contents: nil) else {
+            throw TestOriginError(message: "cannot create \(err.path)")
+        }
+        process.standardError = try FileHandle(forWritingTo: err)
+        process.standardInput = FileHandle.nullDevice
+        let running = Running(process: process, outputPath: nil, errorPath: err, outputPipe: pipe)
         try process.run()
         return running
     }
@@ -58,13 +77,43 @@ public enum ChildProcess {
         // Process is not Sendable; this class only reads it after it ran, and
         // `wait` is the one place that blocks on it.
         private let process: Process
-        private let outputPath: URL
+        private let outputPath: URL?
         private let errorPath: URL
+        private let lines: AsyncStream<String>?
 
-        init(process: Process, outputPath: URL, errorPath: URL) {
+        init(process: Process, outputPath: URL?, errorPath: URL, outputPipe: Pipe?) {
             self.process = process
             self.outputPath = outputPath
             self.errorPath = errorPath
+            if let outputPipe {
+                let (stream, continuation) = AsyncStream.makeStream(of: String.self)
+                let handle = outputPipe.fileHandleForReading
+                // A thread of its own: reading a pipe blocks.
+                Thread.detachNewThread {
+                    var pending = Data()
+                    while true {
+                        let chunk = handle.availableData
+                        if chunk.isEmpty { break }
+                        pending.append(chunk)
+                        while let newline = pending.firstIndex(of: 0x0A) {
+                            continuation.yield(String(decoding: pending[pending.startIndex..<newline], as: UTF8.self))
+                            pending = Data(pending[(newline + 1)...])
+                        }
+                    }
+                    continuation.finish()
+                }
+                self.lines = stream
+            } else {
+                self.lines = nil
+            }
+        }
+
+        /// The next line of standard output (for children started with
+        /// `startWithOutputLines`), or nil at its end.
+        public func nextLine() async -> String? {
+            guard let lines else { return nil }
+            var iterator = lines.makeAsyncIterator()
+            return await iterator.next()
         }
 
         /// The child's process id.
@@ -85,14 +134,14 @@ public enum ChildProcess {
                 }
             }
             defer {
-                try? FileManager.default.removeItem(at: outputPath)
+                if let outputPath { try? FileManager.default.removeItem(at: outputPath) }
                 try? FileManager.default.removeItem(at: errorPath)
             }
             let signalled = process.terminationReason == .uncaughtSignal
             return Result(
                 status: signalled ? 128 + process.terminationStatus : process.terminationStatus,
                 signalled: signalled,
-                standardOutput: (try? String(contentsOf: outputPath, encoding: .utf8)) ?? "",
+                standardOutput: outputPath.flatMap { try? String(contentsOf: $0, encoding: .utf8) } ?? "",
                 standardError: (try? String(contentsOf: errorPath, encoding: .utf8)) ?? "")
         }
     }

@@ -23,7 +23,7 @@ public enum CacheMaintenance {
     ///
     /// - Throws: `StoreError`.
     public static func create(in directory: URL) throws -> CacheStoreSummary {
-        try summary(of: DiskCacheFile(directory: directory))
+        try summary(of: DiskTier(directory: directory, capacity: 0))
     }
 
     /// The summary of an existing store.
@@ -47,18 +47,18 @@ public enum CacheMaintenance {
         }
     }
 
-    private static func openExisting(_ directory: URL) throws -> DiskCacheFile {
-        guard DiskCacheFile.exists(in: directory) else {
+    private static func openExisting(_ directory: URL) throws -> DiskTier {
+        guard DiskTier.exists(in: directory) else {
             throw StoreError(
                 kind: .notFound,
                 message: "no cache store here; check --cache-dir or the application identifier",
-                path: directory.appendingPathComponent(DiskCacheFile.databaseName).path)
+                path: directory.appendingPathComponent(DiskTier.databaseName).path)
         }
         // A tool must report damage, never repair it silently.
-        return try DiskCacheFile(directory: directory, recreateIfDamaged: false)
+        return try DiskTier(directory: directory, capacity: Int.max, recreateIfDamaged: false)
     }
 
-    private static func summary(of file: DiskCacheFile) throws -> CacheStoreSummary {
+    private static func summary(of file: DiskTier) throws -> CacheStoreSummary {
         do {
             let usage = try file.usage()
             return CacheStoreSummary(

@@ -1,0 +1,108 @@
+package import Foundation
+
+extension CachePolicy {
+    /// Fields a 304 never changes in the stored response (RFC 9111 §3.2):
+    /// the length of the stored body and the connection's own fields.
+    static let fieldsNotUpdatedBy304: Set<String> = [
+        "content-length", "connection", "keep-alive", "proxy-connection", "te", "transfer-encoding",
+        "upgrade", "trailer", "proxy-authenticate", "proxy-authentication-info",
+    ]
+
+    /// Whether a 304 answers for the stored response (RFC 9111 §4.3.4):
+    /// its entity tag, if it has one, must equal the stored one; else its
+    /// Last-Modified, if it has one. A 304 without validators answers for
+    /// the entry whose validators the conditional request carried (the
+    /// common case of servers that omit them).
+    package static func notModifiedSelects(_ entry: Entry, notModifiedHeaders: HeaderFields) -> Verdict {
+        if let etag = notModifiedHeaders["ETag"] {
+            guard let stored = entry.responseHeaders["ETag"], weakMatch(etag, stored) else {
+                return .no("the 304's ETag \(etag) is not the stored one")
+            }
+            return .yes("the 304's ETag matches")
+        }
+        if let lastModified = notModifiedHeaders["Last-Modified"] {
+            guard let stored = entry.responseHeaders["Last-Modified"],
+                  HTTPDate.parse(stored) == HTTPDate.parse(lastModified) else {
+                return .no("the 304's Last-Modified is not the stored one")
+            }
+            return .yes("the 304's Last-Modified matches")
+        }
+        return .yes("the 304 carries no validator; it answers the conditional request made for this entry")
+    }
+
+    /// The stored response's header fields updated by a 304 (RFC 9111
+    /// §3.2): each field the 304 carries replaces the stored lines of that
+    /// name, except the fields of `fieldsNotUpdatedBy304` and those the
+    /// 304's Connection names.
+    package static func updatedHeaders(_ stored: HeaderFields, with notModified: HeaderFields) -> HeaderFields {
+        var excluded = fieldsNotUpdatedBy304
+        for line in notModified.values("Connection") {
+            for name in line.split(separator: ",") {
+                excluded.insert(name.trimmingCharacters(in: [" ", "\t"]).lowercased())
+            }
+        }
+        var result = stored
+        var replaced: Set<String> = []
+        for field in notModified {
+            let name = field.name.lowercased()
+            guard !excluded.contains(name) else { continue }
+            if replaced.insert(name).inserted { result.remove(field.name) }
+            result.append(field.name, field.value)
+        }
+        return result
+    }
+
+    /// Weak comparison of entity tags (RFC 9110 §8.8.3.2).
+    package static func weakMatch(_ a: String, _ b: String) -> Bool {
+        func opaque(_ tag: String) -> Substring {
+            let trimmed = Substring(tag.trimmingCharacters(in: [" ", "\t"]))
+            return trimmed.hasPrefix("W/") ? trimmed.dropFirst(2) : trimmed
+        }
+        return opaque(a) == opaque(b)
+    }
+
+    // MARK: Invalidation (RFC 9111 §4.4)
+
+    /// The URLs whose stored responses a response to an unsafe method
+    /// invalidates: the target URL, and Location / Content-Location when
+    /// they are on the same origin, after a 2xx or 3xx.
+    package static func invalidatedURLs(method: String, status: Int, url: URL, responseHeaders: HeaderFields) -> [URL] {
+        guard !safeMethods.contains(method.uppercased()), (200..<400).contains(status) else { return [] }
+        var urls = [url]
+        for name in ["Location", "Content-Location"] {
+            guard let value = responseHeaders[name], let target = URL(string: value, relativeTo: url)?.absoluteURL,
+                  sameOrigin(target, url) else { continue }
+            urls.append(target)
+        }
+        return urls
+    }
+
+    static func sameOrigin(_ a: URL, _ b: URL) -> Bool {
+        a.scheme?.lowercased() == b.scheme?.lowercased() && a.host?.lowercased() == b.host?.lowercased()
+            && effectivePort(a) == effectivePort(b)
+    }
+
+    static func effectivePort(_ url: URL) -> Int? {
+        url.port ?? (url.scheme?.lowercased() == "https" ? 443 : url.scheme?.lowercased() == "http" ? 80 : nil)
+    }
+
+    // MARK: Keys (RFC 9111 §2)
+
+    /// The primary cache key of a URL: scheme and host lowercased, default
+    /// port and fragment removed, an empty path made "/", the query kept as
+    /// sent. Nil for URLs that are not http or https.
+    package static func primaryKey(_ url: URL) -> String? {
+        guard var components = URLComponents(url: url, resolvingAgainstBaseURL: true),
+              let scheme = components.scheme?.lowercased(), scheme == "http" || scheme == "https",
+              let host = components.host, !host.isEmpty
+        else { return nil }
+        components.scheme = scheme
+        components.host = host.lowercased()
+        if components.port == (scheme == "https" ? 443 : 80) { components.port = nil }
+        components.fragment = nil
+        components.user = nil
+        components.password = nil
+        if components.percentEncodedPath.isEmpty { components.percentEncodedPath = "/" }
+        return components.string
+    }
+}

@@ -1,0 +1,433 @@
+import Foundation
+import Logging
+import Migrations
+import Storage
+import Synchronization
+
+/// The disk tier: an SQLite database (WAL) of stored responses, with bodies
+/// above `inlineBodyLimit` in files beside it (SPEC C2), LRU eviction by an
+/// index on `last_used` (no table scan), and usage kept exact by triggers,
+/// so several processes can share one cache.
+///
+/// Crash safety: a body file is registered in `pending_files` before it is
+/// written and becomes referenced by its row in the same transaction that
+/// unregisters it; files of removed rows are registered before they are
+/// unlinked. A crash at any instant leaves at worst registered orphans,
+/// which a later open deletes; a row never points at a partial file (a file
+/// whose size is not the row's is treated as missing).
+final class DiskTier: Sendable {
+    /// The database file's name in the cache directory.
+    static let databaseName = "Cache.sqlite"
+    /// The folder of body files in the cache directory.
+    static let bodiesDirectoryName = "Bodies"
+    /// Bodies up to this size live in the database: SQLite reads blobs of
+    /// this size faster than separate files ("35% Faster Than The Filesystem",
+    /// sqlite.org/fasterthanfs.html), and a row is written atomically.
+    static let inlineBodyLimit = 128 * 1024
+    /// Touches (LRU updates) gathered before one write: a hit then costs a
+    /// read, not a write transaction.
+    static let touchBatch = 64
+    /// A pending body file younger than this may belong to another process's
+    /// store in progress; cleanup leaves it alone.
+    static let pendingGrace: Double = 600
+
+    let database: Database
+    let directory: URL
+    let bodiesDirectory: URL
+    private let state: Mutex<State>
+    private let logger: Logger
+
+    private struct State {
+        var capacity: Int
+        var touches: [Int64: Double] = [:]
+    }
+
+    /// Opens (creating and migrating as needed) the cache in `directory`.
+    ///
+    /// - Parameter recreateIfDamaged: Delete and recreate a damaged database
+    ///   (a cache's content can be fetched again); `cachetool` passes false
+    ///   to report damage instead.
+    /// - Throws: `StoreError`.
+    init(directory: URL, capacity: Int, recreateIfDamaged: Bool = true, logger: Logger = Logger(label: "urlloading.cache")) throws {
+        self.directory = directory
+        self.bodiesDirectory = directory.appendingPathComponent(Self.bodiesDirectoryName, isDirectory: true)
+        self.logger = logger
+        self.state = Mutex(State(capacity: max(0, capacity)))
+        var options = Database.Options()
+        // Cached responses may be private to the user: owner only.
+        options.fileMode = 0o600
+        options.directoryMode = 0o700
+        options.onCorruption = recreateIfDamaged ? .recreate : .fail
+        options.logger = logger
+        let path = directory.appendingPathComponent(Self.databaseName).path
+        do {
+            database = try Database(path: path, migrations: Schema.cache, options: options)
+            if database.openReport.recreated {
+                // The old rows are gone; so must their body files be.
+                try? FileManager.default.removeItem(at: bodiesDirectory)
+            }
+            try FileManager.default.createDirectory(
+                at: bodiesDirectory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        } catch {
+            throw StoreError.wrapping(error, path: path)
+        }
+        cleanUpPendingFiles()
+    }
+
+    deinit {
+        flushTouches()
+    }
+
+    /// Whether a cache database exists in `directory`.
+    static func exists(in directory: URL) -> Bool {
+        FileManager.default.fileExists(atPath: directory.appendingPathComponent(databaseName).path)
+    }
+
+    var capacity: Int {
+        get { state.withLock { $0.capacity } }
+        set {
+            state.withLock { $0.capacity = max(0, newValue) }
+            do {
+                try evictToCapacity()
+            } catch {
+                logger.error("cache eviction failed", metadata: ["error": "\(error)"])
+            }
+        }
+    }
+
+    /// The 5% rule (SPEC C3).
+    func admits(_ cost: Int) -> Bool {
+        let capacity = self.capacity
+        return capacity > 0 && cost <= capacity / 20
+    }
+
+    // MARK: Reading
+
+    private static let columns = """
+        id, url, variant, status, response_headers, request_headers, body, body_file, body_size,
+        request_time, response_time, stored_at, storage_policy, user_info
+        """
+
+    /// The variants stored under `key`, whole, marking them used.
+    func variants(for key: String) throws -> [StoredResponse] {
+        let rows = try database.read { connection in
+            try connection.query("SELECT \(Self.columns) FROM entries WHERE key = ?", [.text(key)]) { Row($0, key: key) }
+        }
+        var responses: [StoredResponse] = []
+        var touched: [Int64] = []
+        for row in rows {
+            guard let response = try load(row) else { continue }
+            responses.append(response)
+            touched.append(row.id)
+        }
+        if !touched.isEmpty { touch(touched) }
+        return responses
+    }
+
+    /// A row as read, before its body file (if any) is read.
+    private struct Row: Sendable {
+        var id: Int64
+        var url: String
+        var key: String
+        var variant: String
+        var status: Int
+        var responseHeaders: Data
+        var requestHeaders: Data
+        var body: Data?
+        var bodyFile: String?
+        var bodySize: Int
+        var requestTime: Double
+        var responseTime: Double
+        var storedAt: Double
+        var storagePolicy: Int
+        var userInfo: Data?
+
+        init(_ s: Statement, key: String) {
+            id = s.int64(0)
+            url = s.text(1) ?? ""
+            self.key = key
+            variant = s.text(2) ?? ""
+            status = s.int(3)
+            responseHeaders = s.data(4) ?? Data()
+            requestHeaders = s.data(5) ?? Data()
+            body = s.data(6)
+            bodyFile = s.text(7)
+            bodySize = s.int(8)
+            requestTime = s.double(9)
+            responseTime = s.double(10)
+            storedAt = s.double(11)
+            storagePolicy = s.int(12)
+            userInfo = s.data(13)
+        }
+    }
+
+    private func load(_ row: Row) throws -> StoredResponse? {
+        guard let responseHeaders = FieldCoding.decodeFields(row.responseHeaders),
+              let requestHeaders = FieldCoding.decodeFields(row.requestHeaders) else {
+            logger.warning("damaged cache entry removed", metadata: ["id": "\(row.id)"])
+            try remove(ids: [row.id])
+            return nil
+        }
+        let body: Data
+        if let name = row.bodyFile {
+            guard let data = try? Data(contentsOf: bodiesDirectory.appendingPathComponent(name)), data.count == row.bodySize else {
+                // Removed by another process meanwhile, or lost: a miss, never a partial body.
+                if (try? database.read({ try $0.scalarInt("SELECT count(*) FROM entries WHERE id = ?", [.integer(row.id)]) })) == 1 {
+                    try remove(ids: [row.id])
+                }
+                return nil
+            }
+            body = data
+        } else {
+            body = row.body ?? Data()
+        }
+        return StoredResponse(
+            url: row.url, key: row.key, variant: row.variant,
+            entry: CachePolicy.Entry(
+                status: row.status, responseHeaders: responseHeaders, requestHeaders: requestHeaders,
+                requestTime: row.requestTime, responseTime: row.responseTime),
+            body: body, storedAt: row.storedAt,
+            storagePolicy: CacheStoragePolicy(rawValue: row.storagePolicy) ?? .allowed,
+            userInfo: row.userInfo.flatMap(FieldCoding.decodeDictionary) ?? [:])
+    }
+
+    // MARK: Writing
+
+    /// Stores `response`, replacing the same key and variant; evicts least
+    /// recently used entries to stay within the capacity. Returns false when
+    /// the 5% rule keeps it out (an older copy is removed then).
+    @discardableResult
+    func store(_ response: StoredResponse, now: Double) throws -> Bool {
+        let cost = response.cost
+        guard admits(cost) else {
+            try remove(key: response.key, variant: response.variant)
+            return false
+        }
+        var bodyFile: String?
+        if response.body.count > Self.inlineBodyLimit {
+            bodyFile = try writeBodyFile(response.body, now: now)
+        }
+        let touches = takeTouches()
+        let capacity = self.capacity
+        let doomed: [String] = try database.write { connection in
+            try Self.applyTouches(touches, connection)
+            var doomed = try Self.deleteRows(
+                connection, where: "key = ? AND variant = ?", [.text(response.key), .text(response.variant)])
+            try connection.run(
+                """
+                INSERT INTO entries(key, variant, url, host, status, response_headers, request_headers, body, body_file,
+                    body_size, cost, request_time, response_time, stored_at, last_used, storage_policy, user_info)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                """,
+                [
+                    .text(response.key), .text(response.variant), .text(response.url),
+                    .text(URL(string: response.url)?.host?.lowercased() ?? ""), .integer(Int64(response.entry.status)),
+                    .blob(FieldCoding.encode(response.entry.responseHeaders)),
+                    .blob(FieldCoding.encode(response.entry.requestHeaders)),
+                    bodyFile == nil ? .blob(response.body) : .null, bodyFile.map { .text($0) } ?? .null,
+                    .integer(Int64(response.body.count)), .integer(Int64(cost)),
+                    .real(response.entry.requestTime), .real(response.entry.responseTime),
+                    .real(response.storedAt), .real(now), .integer(Int64(response.storagePolicy.rawValue)),
+                    response.userInfo.isEmpty ? .null : .blob(FieldCoding.encode(response.userInfo)),
+                ])
+            let inserted = connection.lastInsertRowID
+            if let bodyFile {
+                try connection.run("DELETE FROM pending_files WHERE name = ?", [.text(bodyFile)])
+            }
+            doomed += try Self.evict(connection, capacity: capacity, keeping: inserted)
+            try Self.register(doomed, connection, now: now)
+            return doomed
+        }
+        deleteFiles(doomed)
+        return true
+    }
+
+    func remove(key: String) throws {
+        try removeRows(where: "key = ?", [.text(key)])
+    }
+
+    func remove(key: String, variant: String) throws {
+        try removeRows(where: "key = ? AND variant = ?", [.text(key), .text(variant)])
+    }
+
+    func removeAll() throws {
+        try removeRows(where: "1", [])
+    }
+
+    /// Removes the entries stored at or after `date` (seconds since 1970).
+    func removeStored(since date: Double) throws {
+        try removeRows(where: "stored_at >= ?", [.real(date)])
+    }
+
+    private func remove(ids: [Int64]) throws {
+        for id in ids { try removeRows(where: "id = ?", [.integer(id)]) }
+    }
+
+    private func removeRows(where condition: String, _ arguments: [SQLiteValue]) throws {
+        let now = Date().timeIntervalSince1970
+        let doomed = try database.write { connection in
+            let doomed = try Self.deleteRows(connection, where: condition, arguments)
+            try Self.register(doomed, connection, now: now)
+            return doomed
+        }
+        deleteFiles(doomed)
+    }
+
+    /// Entries and bytes, as the triggers keep them.
+    func usage() throws -> (entries: Int, bytes: Int) {
+        try database.read { connection in
+            let rows = try connection.query("SELECT entries, bytes FROM usage WHERE id = 1") { ($0.int(0), $0.int(1)) }
+            return rows.first ?? (0, 0)
+        }
+    }
+
+    func evictToCapacity() throws {
+        let capacity = self.capacity
+        let now = Date().timeIntervalSince1970
+        let touches = takeTouches()
+        let doomed = try database.write { connection in
+            try Self.applyTouches(touches, connection)
+            let doomed = try Self.evict(connection, capacity: capacity, keeping: nil)
+            try Self.register(doomed, connection, now: now)
+            return doomed
+        }
+        deleteFiles(doomed)
+    }
+
+    /// Key and URL of every stored entry, oldest use first.
+    func listing() throws -> [(key: String, url: String)] {
+        try database.read { connection in
+            try connection.query("SELECT key, url FROM entries ORDER BY last_used, id") { ($0.text(0) ?? "", $0.text(1) ?? "") }
+        }
+    }
+
+    /// The schema version recorded in the file.
+    func schemaVersion() throws -> Int {
+        try database.read { Int(try $0.scalarInt("PRAGMA user_version") ?? 0) }
+    }
+
+    /// SQLite's `PRAGMA integrity_check` lines; `["ok"]` when sound.
+    func integrityCheck() throws -> [String] {
+        try database.read { connection in
+            try connection.query("PRAGMA integrity_check") { $0.text(0) ?? "" }
+        }
+    }
+
+    // MARK: LRU touches
+
+    private func touch(_ ids: [Int64]) {
+        let now = Date().timeIntervalSince1970
+        let full = state.withLock { state -> Bool in
+            for id in ids { state.touches[id] = now }
+            return state.touches.count >= Self.touchBatch
+        }
+        if full { flushTouches() }
+    }
+
+    private func takeTouches() -> [Int64: Double] {
+        state.withLock { state in
+            defer { state.touches.removeAll() }
+            return state.touches
+        }
+    }
+
+    /// Writes the gathered LRU updates in one transaction.
+    func flushTouches() {
+        let touches = takeTouches()
+        guard !touches.isEmpty else { return }
+        do {
+            try database.write { try Self.applyTouches(touches, $0) }
+        } catch {
+            logger.warning("cache LRU update failed", metadata: ["error": "\(error)"])
+        }
+    }
+
+    private static func applyTouches(_ touches: [Int64: Double], _ connection: Connection) throws {
+        for (id, time) in touches {
+            try connection.run("UPDATE entries SET last_used = max(last_used, ?) WHERE id = ?", [.real(time), .integer(id)])
+        }
+    }
+
+    // MARK: Rows and files
+
+    /// Deletes rows, returning their body files.
+    private static func deleteRows(_ connection: Connection, where condition: String, _ arguments: [SQLiteValue]) throws -> [String] {
+        let files = try connection.query("SELECT body_file FROM entries WHERE (\(condition)) AND body_file IS NOT NULL", arguments) { $0.text(0) }
+        try connection.run("DELETE FROM entries WHERE \(condition)", arguments)
+        return files.compactMap { $0 }
+    }
+
+    /// Deletes least recently used rows until usage fits `capacity`.
+    private static func evict(_ connection: Connection, capacity: Int, keeping kept: Int64?) throws -> [String] {
+        var files: [String] = []
+        while let bytes = try connection.scalarInt("SELECT bytes FROM usage WHERE id = 1"), bytes > capacity {
+            let victims = try connection.query(
+                "SELECT id, body_file FROM entries WHERE id != ? ORDER BY last_used, id LIMIT 32", [.integer(kept ?? -1)]
+            ) { ($0.int64(0), $0.text(1)) }
+            guard !victims.isEmpty else { break }
+            for (id, file) in victims {
+                try connection.run("DELETE FROM entries WHERE id = ?", [.integer(id)])
+                if let file { files.append(file) }
+                if let bytes = try connection.scalarInt("SELECT bytes FROM usage WHERE id = 1"), bytes <= capacity { break }
+            }
+        }
+        return files
+    }
+
+    /// Registers files about to be unlinked, in the transaction that made
+    /// them unreferenced.
+    private static func register(_ files: [String], _ connection: Connection, now: Double) throws {
+        for file in files {
+            try connection.run("INSERT OR REPLACE INTO pending_files(name, created) VALUES (?, ?)", [.text(file), .real(0)])
+        }
+    }
+
+    private func writeBodyFile(_ body: Data, now: Double) throws -> String {
+        let name = UUID().uuidString.lowercased()
+        try database.write { try $0.run("INSERT INTO pending_files(name, created) VALUES (?, ?)", [.text(name), .real(now)]) }
+        let final = bodiesDirectory.appendingPathComponent(name)
+        let temporary = bodiesDirectory.appendingPathComponent(name + ".tmp")
+        do {
+            try body.write(to: temporary)
+            try FileManager.default.moveItem(at: temporary, to: final)
+        } catch {
+            try? FileManager.default.removeItem(at: temporary)
+            throw StoreError(kind: .ioError, message: "cannot write a cached body: \(error.localizedDescription)", path: final.path)
+        }
+        return name
+    }
+
+    /// Unlinks files already unreferenced and registered, then unregisters them.
+    private func deleteFiles(_ names: [String]) {
+        guard !names.isEmpty else { return }
+        for name in names {
+            unlink(bodiesDirectory.appendingPathComponent(name).path)
+        }
+        do {
+            try database.write { connection in
+                for name in names { try connection.run("DELETE FROM pending_files WHERE name = ?", [.text(name)]) }
+            }
+        } catch {
+            logger.warning("cache file bookkeeping failed; the next open finishes it", metadata: ["error": "\(error)"])
+        }
+    }
+
+    /// Finishes what a crashed process left: registered files that no row
+    /// references (and are older than `pendingGrace`) are deleted.
+    private func cleanUpPendingFiles() {
+        let cutoff = Date().timeIntervalSince1970 - Self.pendingGrace
+        do {
+            let orphans = try database.read { connection in
+                try connection.query(
+                    "SELECT name FROM pending_files WHERE created < ? AND name NOT IN (SELECT body_file FROM entries WHERE body_file IS NOT NULL)",
+                    [.real(cutoff)]) { $0.text(0) ?? "" }
+            }
+            for name in orphans {
+                unlink(bodiesDirectory.appendingPathComponent(name + ".tmp").path)
+            }
+            deleteFiles(orphans)
+        } catch {
+            logger.warning("cache cleanup failed", metadata: ["error": "\(error)"])
+        }
+    }
+}

@@ -1,0 +1,199 @@
+public import Foundation
+#if canImport(FoundationNetworking)
+public import FoundationNetworking
+#endif
+import Logging
+
+/// The HTTP cache (Apple's `URLCache`, SPEC C1–C7): a memory tier and an
+/// SQLite disk tier, each bounded by a capacity in bytes and evicting the
+/// least recently used entries, each storing only responses no larger than
+/// 5% of its capacity.
+///
+/// Thread-safe; several processes may share one disk cache (an application
+/// and `cachetool`). Failures of the disk (full, damaged, locked) never
+/// reach callers as errors: a store that fails is logged and skipped, a
+/// lookup that fails is a miss.
+public final class ResponseCache: Sendable, CustomStringConvertible {
+    private let memory: MemoryTier
+    private let disk: DiskTier?
+    private let logger: Logger
+
+    /// A cache with a memory tier and, when `directory` is given, a disk tier
+    /// in that directory (created if needed, mode 0700; a damaged database
+    /// there is recreated empty).
+    ///
+    /// - Parameters:
+    ///   - memoryCapacity: Bytes the memory tier may hold.
+    ///   - diskCapacity: Bytes the disk tier may hold.
+    ///   - directory: The disk tier's directory; nil for memory only.
+    /// - Throws: `StoreError` when the directory or database cannot be
+    ///   opened (permissions, a newer schema, a lock held for too long).
+    public convenience init(memoryCapacity: Int, diskCapacity: Int, directory: URL?) throws {
+        let logger = Logger(label: "urlloading.cache")
+        let disk = try directory.map { try DiskTier(directory: $0, capacity: diskCapacity, logger: logger) }
+        self.init(memory: MemoryTier(capacity: memoryCapacity), disk: disk, logger: logger)
+    }
+
+    /// A cache held in memory only.
+    ///
+    /// - Parameter capacity: Bytes the memory tier may hold.
+    public convenience init(memoryCapacity capacity: Int) {
+        self.init(memory: MemoryTier(capacity: capacity), disk: nil, logger: Logger(label: "urlloading.cache"))
+    }
+
+    private init(memory: MemoryTier, disk: DiskTier?, logger: Logger) {
+        self.memory = memory
+        self.disk = disk
+        self.logger = logger
+    }
+
+    /// The directory of the disk tier, if any.
+    public var directory: URL? { disk?.directory }
+
+    /// Bytes the memory tier may hold; lowering it evicts at once.
+    public var memoryCapacity: Int {
+        get { memory.capacity }
+        set { memory.capacity = newValue }
+    }
+
+    /// Bytes the disk tier may hold (0 without one); lowering it evicts at once.
+    public var diskCapacity: Int {
+        get { disk?.capacity ?? 0 }
+        set { disk?.capacity = newValue }
+    }
+
+    /// Bytes held by the memory tier.
+    public var currentMemoryUsage: Int { memory.usage }
+
+    /// Bytes held by the disk tier, exact across processes.
+    public var currentDiskUsage: Int {
+        guard let disk else { return 0 }
+        do {
+            return try disk.usage().bytes
+        } catch {
+            logger.warning("cache usage unavailable", metadata: ["error": "\(error)"])
+            return 0
+        }
+    }
+
+    /// The stored response for `request`, whatever its freshness (the
+    /// session applies RFC 9111 before using it), or nil.
+    ///
+    /// - Parameter request: A GET request; its header fields select among
+    ///   variants when the stored response has Vary.
+    public func cachedResponse(for request: URLRequest) -> CachedResponse? {
+        guard let url = request.url, let key = CachePolicy.primaryKey(url) else { return nil }
+        guard let stored = lookup(key: key, requestHeaders: HeaderFields(request.allHTTPHeaderFields ?? [:])),
+              let response = stored.httpResponse() else { return nil }
+        return CachedResponse(response: response, data: stored.body, userInfo: stored.userInfo, storagePolicy: stored.storagePolicy)
+    }
+
+    /// Stores `cachedResponse` for `request`, in the tiers its storage
+    /// policy allows and the 5% rule admits. Replaces an earlier response
+    /// for the same URL and Vary variant.
+    public func storeCachedResponse(_ cachedResponse: CachedResponse, for request: URLRequest) {
+        guard let url = request.url, let key = CachePolicy.primaryKey(url) else { return }
+        var headers = HeaderFields()
+        for (name, value) in cachedResponse.response.allHeaderFields {
+            headers.append(String(describing: name), String(describing: value))
+        }
+        let now = Date().timeIntervalSince1970
+        store(StoredResponse(
+            url: url.absoluteString, key: key, status: cachedResponse.response.statusCode,
+            responseHeaders: headers, requestHeaders: HeaderFields(request.allHTTPHeaderFields ?? [:]),
+            body: cachedResponse.data, requestTime: now, responseTime: now, storedAt: now,
+            storagePolicy: cachedResponse.storagePolicy, userInfo: cachedResponse.userInfo))
+    }
+
+    /// Removes the stored responses (all variants) for `request`'s URL.
+    public func removeCachedResponse(for request: URLRequest) {
+        guard let url = request.url, let key = CachePolicy.primaryKey(url) else { return }
+        remove(key: key)
+    }
+
+    /// Removes every stored response from both tiers.
+    public func removeAllCachedResponses() {
+        memory.removeAll()
+        logging("remove all") { try disk?.removeAll() }
+    }
+
+    /// Removes the responses stored at or after `date` from both tiers.
+    public func removeCachedResponses(since date: Date) {
+        let seconds = date.timeIntervalSince1970
+        memory.removeStored(since: seconds)
+        logging("remove since a date") { try disk?.removeStored(since: seconds) }
+    }
+
+    /// Writes pending LRU bookkeeping to disk.
+    public func flush() {
+        disk?.flushTouches()
+    }
+
+    /// Names the tiers and their capacities.
+    public var description: String {
+        "ResponseCache(memory: \(memoryCapacity) bytes, disk: \(diskCapacity) bytes\(disk.map { " at \($0.directory.path)" } ?? ""))"
+    }
+
+    // MARK: For the session and tools
+
+    /// The stored response for a primary key whose Vary matches the request's
+    /// fields: memory tier first, then disk (promoted to memory on a hit).
+    package func lookup(key: String, requestHeaders: HeaderFields) -> StoredResponse? {
+        let comparable = StoredResponse.comparableRequestHeaders(requestHeaders)
+        func matching(_ variants: [StoredResponse]) -> StoredResponse? {
+            variants.last { CachePolicy.varyMatches($0.entry, requestHeaders: comparable).allowed }
+        }
+        if let hit = matching(memory.variants(for: key)) { return hit }
+        guard let disk else { return nil }
+        do {
+            guard let hit = matching(try disk.variants(for: key)) else { return nil }
+            if hit.storagePolicy != .notAllowed { memory.store(hit) }
+            return hit
+        } catch {
+            logger.warning("cache lookup failed; treated as a miss", metadata: ["error": "\(error)"])
+            return nil
+        }
+    }
+
+    /// Stores in the tiers the storage policy allows; the 5% rule per tier.
+    package func store(_ response: StoredResponse) {
+        switch response.storagePolicy {
+        case .notAllowed:
+            remove(key: response.key, variant: response.variant)
+        case .allowedInMemoryOnly:
+            memory.store(response)
+            logging("store") { try disk?.remove(key: response.key, variant: response.variant) }
+        case .allowed:
+            memory.store(response)
+            logging("store") { try disk?.store(response, now: Date().timeIntervalSince1970) }
+        }
+    }
+
+    package func remove(key: String) {
+        memory.remove(key: key)
+        logging("remove") { try disk?.remove(key: key) }
+    }
+
+    package func remove(key: String, variant: String) {
+        memory.remove(key: key, variant: variant)
+        logging("remove") { try disk?.remove(key: key, variant: variant) }
+    }
+
+    /// Key and URL of every entry of the disk tier, least recently used first.
+    package func diskListing() throws -> [(key: String, url: String)] {
+        try disk?.listing() ?? []
+    }
+
+    /// Entries and bytes of the disk tier.
+    package func diskUsage() throws -> (entries: Int, bytes: Int) {
+        try disk?.usage() ?? (0, 0)
+    }
+
+    private func logging(_ operation: String, _ body: () throws -> Void) {
+        do {
+            try body()
+        } catch {
+            logger.error("cache \(operation) failed", metadata: ["error": "\(error)"])
+        }
+    }
+}

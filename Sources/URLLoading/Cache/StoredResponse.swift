@@ -1,0 +1,161 @@
+package import Foundation
+#if canImport(FoundationNetworking)
+package import FoundationNetworking
+#endif
+
+/// A response as the cache tiers hold it: header fields in compact form, the
+/// body, the times RFC 9111 needs, and the application's data. The
+/// `HTTPURLResponse` a user sees is built from it only when handed out.
+package struct StoredResponse: Sendable, Equatable {
+    /// The request URL, as given.
+    package var url: String
+    /// The primary cache key (`CachePolicy.primaryKey`).
+    package var key: String
+    /// The secondary key (Vary), empty without Vary.
+    package var variant: String
+    /// Status, header fields and times.
+    package var entry: CachePolicy.Entry
+    /// The body.
+    package var body: Data
+    /// When the cache stored it (seconds since 1970).
+    package var storedAt: Double
+    package var storagePolicy: CacheStoragePolicy
+    package var userInfo: [String: String]
+
+    /// Request fields whose values are secrets: a stored request keeps only
+    /// a SHA-256 fingerprint of them, enough for Vary to compare.
+    static let secretRequestFields: Set<String> = ["authorization", "proxy-authorization", "cookie"]
+
+    /// Builds a stored response, keeping of the request only the fields the
+    /// response's Vary selects on (secrets as fingerprints).
+    package init(
+        url: String, key: String, status: Int, responseHeaders: HeaderFields, requestHeaders: HeaderFields,
+        body: Data, requestTime: Double, responseTime: Double, storedAt: Double,
+        storagePolicy: CacheStoragePolicy = .allowed, userInfo: [String: String] = [:]
+    ) {
+        let selecting = Self.selectingFields(responseHeaders: responseHeaders, requestHeaders: requestHeaders)
+        self.url = url
+        self.key = key
+        self.variant = CachePolicy.secondaryKey(responseHeaders: responseHeaders, requestHeaders: selecting)
+        self.entry = CachePolicy.Entry(
+            status: status, responseHeaders: responseHeaders, requestHeaders: selecting,
+            requestTime: requestTime, responseTime: responseTime)
+        self.body = body
+        self.storedAt = storedAt
+        self.storagePolicy = storagePolicy
+        self.userInfo = userInfo
+    }
+
+    /// Restores a stored response read from disk, fields as they were stored.
+    init(url: String, key: String, variant: String, entry: CachePolicy.Entry, body: Data, storedAt: Double,
+         storagePolicy: CacheStoragePolicy, userInfo: [String: String]) {
+        self.url = url
+        self.key = key
+        self.variant = variant
+        self.entry = entry
+        self.body = body
+        self.storedAt = storedAt
+        self.storagePolicy = storagePolicy
+        self.userInfo = userInfo
+    }
+
+    /// The request's fields named by Vary; secret ones replaced by fingerprints.
+    static func selectingFields(responseHeaders: HeaderFields, requestHeaders: HeaderFields) -> HeaderFields {
+        guard let names = CachePolicy.varyFields(responseHeaders), !names.isEmpty else { return [] }
+        var fields = HeaderFields()
+        for field in requestHeaders where names.contains(field.name.lowercased()) {
+            fields.append(field.name, fingerprintIfSecret(field))
+        }
+        return fields
+    }
+
+    static func fingerprintIfSecret(_ field: HeaderFields.Field) -> String {
+        secretRequestFields.contains(field.name.lowercased()) ? "sha256:" + SHA256.hex(field.value) : field.value
+    }
+
+    /// The new request's fields as a stored request holds them, for Vary
+    /// comparison against `entry.requestHeaders`.
+    static func comparableRequestHeaders(_ headers: HeaderFields) -> HeaderFields {
+        HeaderFields(headers.map { HeaderFields.Field($0.name, fingerprintIfSecret($0)) })
+    }
+
+    /// Bytes counted against a tier's capacity: body, header fields and URL.
+    package var cost: Int {
+        var total = body.count + url.utf8.count + key.utf8.count + variant.utf8.count + 64
+        for field in entry.responseHeaders { total += field.name.utf8.count + field.value.utf8.count + 4 }
+        for field in entry.requestHeaders { total += field.name.utf8.count + field.value.utf8.count + 4 }
+        for (name, value) in userInfo { total += name.utf8.count + value.utf8.count + 4 }
+        return total
+    }
+
+    /// The `HTTPURLResponse` a user sees, with the given header fields.
+    package func httpResponse(headers: HeaderFields? = nil) -> HTTPURLResponse? {
+        guard let url = URL(string: url) else { return nil }
+        var dictionary: [String: String] = [:]
+        for field in headers ?? entry.responseHeaders {
+            if let existing = dictionary[field.name] {
+                dictionary[field.name] = existing + ", " + field.value
+            } else {
+                dictionary[field.name] = field.value
+            }
+        }
+        return HTTPURLResponse(url: url, statusCode: entry.status, httpVersion: "HTTP/1.1", headerFields: dictionary)
+    }
+}
+
+/// A compact, total encoding of header lists and userInfo for the disk tier:
+/// for each string, a 4-byte little-endian length and its UTF-8. Decoding
+/// checks every length and returns nil on a damaged blob.
+enum FieldCoding {
+    static func encode(_ fields: HeaderFields) -> Data {
+        var data = Data()
+        for field in fields {
+            append(field.name, to: &data)
+            append(field.value, to: &data)
+        }
+        return data
+    }
+
+    static func encode(_ dictionary: [String: String]) -> Data {
+        var data = Data()
+        for (name, value) in dictionary.sorted(by: { $0.key < $1.key }) {
+            append(name, to: &data)
+            append(value, to: &data)
+        }
+        return data
+    }
+
+    static func decodeFields(_ data: Data) -> HeaderFields? {
+        guard let strings = strings(data), strings.count % 2 == 0 else { return nil }
+        return HeaderFields(stride(from: 0, to: strings.count, by: 2).map { HeaderFields.Field(strings[$0], strings[$0 + 1]) })
+    }
+
+    static func decodeDictionary(_ data: Data) -> [String: String]? {
+        guard let strings = strings(data), strings.count % 2 == 0 else { return nil }
+        var dictionary: [String: String] = [:]
+        for index in stride(from: 0, to: strings.count, by: 2) { dictionary[strings[index]] = strings[index + 1] }
+        return dictionary
+    }
+
+    private static func append(_ string: String, to data: inout Data) {
+        let utf8 = Array(string.utf8)
+        let count = UInt32(truncatingIfNeeded: utf8.count)
+        data.append(contentsOf: [UInt8(count & 0xFF), UInt8(count >> 8 & 0xFF), UInt8(count >> 16 & 0xFF), UInt8(count >> 24)])
+        data.append(contentsOf: utf8)
+    }
+
+    private static func strings(_ data: Data) -> [String]? {
+        let bytes = [UInt8](data)
+        var strings: [String] = []
+        var index = 0
+        while index < bytes.count {
+            guard bytes.count - index >= 4 else { return nil }
+            let count = Int(bytes[index]) | Int(bytes[index + 1]) << 8 | Int(bytes[index + 2]) << 16 | Int(bytes[index + 3]) << 24
+            index += 4
+            guard count <= bytes.count - index else { return nil }
+            strings.append(String(decoding: bytes[index..<(index + count)], as: UTF8.self))
+            index += count
+        }
+        return strings
+    }
+}

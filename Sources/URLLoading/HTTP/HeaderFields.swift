@@ -1,0 +1,105 @@
+/// An ordered list of HTTP header fields, kept as received: names keep their
+/// case, repeated fields stay separate lines. Lookups compare names
+/// ASCII-case-insensitively.
+///
+/// The library's decisions (cache, cookies, authentication) read these;
+/// Foundation's `HTTPURLResponse` is built once, when handed to the user.
+package struct HeaderFields: Sendable, Equatable, Hashable, Sequence, ExpressibleByArrayLiteral {
+    /// One field line.
+    package struct Field: Sendable, Equatable, Hashable {
+        package var name: String
+        package var value: String
+        package init(_ name: String, _ value: String) {
+            self.name = name
+            self.value = value
+        }
+    }
+
+    package private(set) var fields: [Field]
+
+    package init(_ fields: [Field] = []) {
+        self.fields = fields
+    }
+
+    package init(arrayLiteral elements: (String, String)...) {
+        self.fields = elements.map { Field($0.0, $0.1) }
+    }
+
+    /// From a dictionary (as `URLRequest.allHTTPHeaderFields` gives).
+    package init(_ dictionary: [String: String]) {
+        self.fields = dictionary.sorted { $0.key < $1.key }.map { Field($0.key, $0.value) }
+    }
+
+    package func makeIterator() -> IndexingIterator<[Field]> { fields.makeIterator() }
+
+    package var count: Int { fields.count }
+    package var isEmpty: Bool { fields.isEmpty }
+
+    /// The first line's value for `name`, or nil.
+    package subscript(_ name: String) -> String? {
+        fields.first { Self.namesEqual($0.name, name) }?.value
+    }
+
+    /// The values of every line named `name`, in order.
+    package func values(_ name: String) -> [String] {
+        fields.compactMap { Self.namesEqual($0.name, name) ? $0.value : nil }
+    }
+
+    /// The lines named `name` combined into one value with ", " (RFC 9110
+    /// §5.3), or nil when there are none.
+    package func combined(_ name: String) -> String? {
+        let values = values(name)
+        return values.isEmpty ? nil : values.joined(separator: ", ")
+    }
+
+    /// Whether any line is named `name`.
+    package func contains(_ name: String) -> Bool {
+        fields.contains { Self.namesEqual($0.name, name) }
+    }
+
+    /// Appends a line.
+    package mutating func append(_ name: String, _ value: String) {
+        fields.append(Field(name, value))
+    }
+
+    /// Removes every line named `name`.
+    package mutating func remove(_ name: String) {
+        fields.removeAll { Self.namesEqual($0.name, name) }
+    }
+
+    /// Replaces every line named `name` with one line `value`, at the place
+    /// of the first one (or at the end).
+    package mutating func set(_ name: String, _ value: String) {
+        if let index = fields.firstIndex(where: { Self.namesEqual($0.name, name) }) {
+            fields[index].value = value
+            var seen = false
+            fields.removeAll { field in
+                guard Self.namesEqual(field.name, name) else { return false }
+                defer { seen = true }
+                return seen
+            }
+        } else {
+            fields.append(Field(name, value))
+        }
+    }
+
+    /// Removes lines for which `predicate` is true.
+    package mutating func removeAll(where predicate: (Field) -> Bool) {
+        fields.removeAll(where: predicate)
+    }
+
+    /// ASCII case-insensitive equality of field names, without allocating.
+    package static func namesEqual(_ a: String, _ b: String) -> Bool {
+        var a = a, b = b
+        return a.withUTF8 { x in
+            b.withUTF8 { y in
+                guard x.count == y.count else { return false }
+                for i in 0..<x.count where x[i] != y[i] {
+                    let l = x[i] | 0x20, r = y[i] | 0x20
+                    guard l == r, l >= UInt8(ascii: "a"), l <= UInt8(ascii: "z") else { return false }
+                }
+                return true
+            }
+        }
+    }
+}

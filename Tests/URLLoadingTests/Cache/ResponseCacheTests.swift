@@ -1,0 +1,243 @@
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import Testing
+import TestSupport
+@_spi(Tools) @testable import URLLoading
+
+/// ResponseCache over real SQLite files: the API of SPEC C7, the tiers and
+/// their capacities (C1, C3), persistence (C2), several processes and crashes.
+@Suite struct ResponseCacheTests {
+    static func stored(_ url: String, body: Data, headers: HeaderFields = [("Cache-Control", "max-age=60")],
+                       request: HeaderFields = [], at time: Double = Date().timeIntervalSince1970,
+                       policy: CacheStoragePolicy = .allowed) -> StoredResponse {
+        // Force-unwraps: test literals.
+        StoredResponse(url: url, key: CachePolicy.primaryKey(URL(string: url)!)!, status: 200, responseHeaders: headers,
+                       requestHeaders: request, body: body, requestTime: time, responseTime: time, storedAt: time,
+                       storagePolicy: policy)
+    }
+
+    static func key(_ url: String) -> String { CachePolicy.primaryKey(URL(string: url)!)! }
+
+    @Test("C7: store, look up, remove one, remove all — through URLRequest and HTTPURLResponse")
+    func foundationAPI() throws {
+        let directory = TemporaryDirectory()
+        let cache = try ResponseCache(memoryCapacity: 1 << 20, diskCapacity: 1 << 24, directory: directory.url)
+        let url = try #require(URL(string: "https://example.com/a?x=1"))
+        let request = URLRequest(url: url)
+        let response = try #require(HTTPURLResponse(url: url, statusCode: 200, httpVersion: "HTTP/1.1",
+                                                    headerFields: ["Cache-Control": "max-age=60", "Content-Type": "text/plain"]))
+        cache.storeCachedResponse(CachedResponse(response: response, data: Data("hello".utf8), userInfo: ["k": "v"]), for: request)
+        let hit = try #require(cache.cachedResponse(for: request))
+        #expect(hit.data == Data("hello".utf8))
+        #expect(hit.response.statusCode == 200)
+        #expect(hit.response.value(forHTTPHeaderField: "content-type") == "text/plain")
+        #expect(hit.userInfo == ["k": "v"])
+        #expect(cache.cachedResponse(for: URLRequest(url: try #require(URL(string: "https://example.com/a?x=2")))) == nil)
+        cache.removeCachedResponse(for: request)
+        #expect(cache.cachedResponse(for: request) == nil)
+        cache.storeCachedResponse(CachedResponse(response: response, data: Data("again".utf8)), for: request)
+        cache.removeAllCachedResponses()
+        #expect(cache.cachedResponse(for: request) == nil)
+        #expect(cache.currentDiskUsage == 0)
+        #expect(cache.currentMemoryUsage == 0)
+    }
+
+    @Test("C2: entries survive a restart, large bodies included, with exact usage")
+    func survivesRestart() throws {
+        let directory = TemporaryDirectory()
+        let small = Data(repeating: 1, count: 1000)
+        let large = Data((0..<300_000).map { UInt8(truncatingIfNeeded: $0 * 7) })
+        var bytes = 0
+        do {
+            let cache = try ResponseCache(memoryCapacity: 0, diskCapacity: 100 << 20, directory: directory.url)
+            let a = Self.stored("https://example.com/small", body: small)
+            let b = Self.stored("https://example.com/large", body: large)
+            cache.store(a)
+            cache.store(b)
+            bytes = a.cost + b.cost
+        }
+        let reopened = try ResponseCache(memoryCapacity: 0, diskCapacity: 100 << 20, directory: directory.url)
+        #expect(reopened.lookup(key: Self.key("https://example.com/small"), requestHeaders: [])?.body == small)
+        #expect(reopened.lookup(key: Self.key("https://example.com/large"), requestHeaders: [])?.body == large)
+        #expect(reopened.currentDiskUsage == bytes)
+        let files = try FileManager.default.contentsOfDirectory(atPath: directory.url.appendingPathComponent("Bodies").path)
+        #expect(files.count == 1)
+    }
+
+    @Test("C3: a tier stores a response only up to 5% of its capacity; capacity 0 stores nothing")
+    func fivePercentRule() throws {
+        let directory = TemporaryDirectory()
+        let cache = try ResponseCache(memoryCapacity: 100_000, diskCapacity: 1_000_000, directory: directory.url)
+        let fits = Self.stored("https://example.com/fits", body: Data(count: 4000))      // < 5,000 and < 50,000
+        let diskOnly = Self.stored("https://example.com/disk", body: Data(count: 20_000)) // > 5,000, < 50,000
+        let neither = Self.stored("https://example.com/none", body: Data(count: 60_000))  // > 50,000
+        for response in [fits, diskOnly, neither] { cache.store(response) }
+        #expect(cache.currentMemoryUsage == fits.cost)
+        #expect(cache.currentDiskUsage == fits.cost + diskOnly.cost)
+        let none = try ResponseCache(memoryCapacity: 0, diskCapacity: 0, directory: TemporaryDirectory().url)
+        none.store(fits)
+        #expect(none.lookup(key: fits.key, requestHeaders: []) == nil)
+    }
+
+    @Test("C1: the least recently used entries go first, on disk and in memory; shrinking evicts")
+    func lruEviction() throws {
+        let directory = TemporaryDirectory()
+        let responses = (0..<21).map { Self.stored("https://example.com/\($0 + 10)", body: Data(count: 900)) }
+        let cost = responses[0].cost // the same for every one: equal URL lengths and bodies
+        // Room for exactly 20: the 5% rule admits each one.
+        let cache = try ResponseCache(memoryCapacity: 0, diskCapacity: 20 * cost, directory: directory.url)
+        for response in responses.prefix(20) { cache.store(response) }
+        #expect(try cache.diskListing().count == 20)
+        // Use entry 0 so that entry 1 is the least recently used.
+        #expect(cache.lookup(key: responses[0].key, requestHeaders: []) != nil)
+        cache.store(responses[20])
+        let keys = Set(try cache.diskListing().map(\.key))
+        #expect(keys.count == 20)
+        #expect(!keys.contains(responses[1].key))
+        #expect(keys.contains(responses[0].key))
+        #expect(keys.contains(responses[20].key))
+        #expect(cache.currentDiskUsage <= cache.diskCapacity)
+        cache.diskCapacity = 10 * cost
+        #expect(cache.currentDiskUsage <= 10 * cost)
+        #expect(try cache.diskListing().count == 10)
+
+        let memory = MemoryTier(capacity: 20 * cost)
+        for response in responses.prefix(20) { memory.store(response) }
+        _ = memory.variants(for: responses[0].key)
+        memory.store(responses[20])
+        #expect(memory.variants(for: responses[1].key).isEmpty)
+        #expect(!memory.variants(for: responses[0].key).isEmpty)
+        #expect(memory.count == 20)
+        memory.capacity = 5 * cost
+        #expect(memory.count == 5)
+        #expect(memory.usage == 5 * cost)
+    }
+
+    @Test("C7: storage policies: memory only, and not allowed")
+    func storagePolicies() throws {
+        let directory = TemporaryDirectory()
+        let cache = try ResponseCache(memoryCapacity: 1 << 20, diskCapacity: 1 << 20, directory: directory.url)
+        cache.store(Self.stored("https://example.com/m", body: Data(count: 10), policy: .allowedInMemoryOnly))
+        cache.store(Self.stored("https://example.com/n", body: Data(count: 10), policy: .notAllowed))
+        #expect(cache.lookup(key: Self.key("https://example.com/m"), requestHeaders: []) != nil)
+        #expect(cache.lookup(key: Self.key("https://example.com/n"), requestHeaders: []) == nil)
+        #expect(try cache.diskListing().isEmpty)
+    }
+
+    @Test("C7: remove responses stored since a date")
+    func removeSince() throws {
+        let directory = TemporaryDirectory()
+        let cache = try ResponseCache(memoryCapacity: 1 << 20, diskCapacity: 1 << 20, directory: directory.url)
+        let now = Date().timeIntervalSince1970
+        cache.store(Self.stored("https://example.com/old", body: Data(count: 10), at: now - 1000))
+        cache.store(Self.stored("https://example.com/new", body: Data(count: 10), at: now))
+        cache.removeCachedResponses(since: Date(timeIntervalSince1970: now - 10))
+        #expect(cache.lookup(key: Self.key("https://example.com/old"), requestHeaders: []) != nil)
+        #expect(cache.lookup(key: Self.key("https://example.com/new"), requestHeaders: []) == nil)
+        #expect(try cache.diskListing().map(\.url) == ["https://example.com/old"])
+    }
+
+    @Test("§4.1: variants of one URL are kept apart by Vary; secrets are stored as fingerprints only")
+    func varyVariants() throws {
+        let directory = TemporaryDirectory()
+        let cache = try ResponseCache(memoryCapacity: 0, diskCapacity: 1 << 20, directory: directory.url)
+        let headers: HeaderFields = [("Cache-Control", "max-age=60"), ("Vary", "Accept-Language, Authorization")]
+        cache.store(Self.stored("https://example.com/v", body: Data("en".utf8), headers: headers,
+                                request: [("Accept-Language", "en"), ("Authorization", "Bearer secret-token-1")]))
+        cache.store(Self.stored("https://example.com/v", body: Data("fr".utf8), headers: headers,
+                                request: [("Accept-Language", "fr"), ("Authorization", "Bearer secret-token-1")]))
+        let key = Self.key("https://example.com/v")
+        #expect(cache.lookup(key: key, requestHeaders: [("Accept-Language", "fr"), ("Authorization", "Bearer secret-token-1")])?.body == Data("fr".utf8))
+        #expect(cache.lookup(key: key, requestHeaders: [("Accept-Language", "en"), ("Authorization", "Bearer secret-token-1")])?.body == Data("en".utf8))
+        #expect(cache.lookup(key: key, requestHeaders: [("Accept-Language", "en"), ("Authorization", "Bearer other")]) == nil)
+        let database = try Data(contentsOf: directory.url.appendingPathComponent("Cache.sqlite"))
+            + ((try? Data(contentsOf: directory.url.appendingPathComponent("Cache.sqlite-wal"))) ?? Data())
+        #expect(database.range(of: Data("secret-token-1".utf8)) == nil)
+    }
+
+    @Test("C2: a damaged cache database is recreated empty and works")
+    func damagedDatabaseIsRecreated() throws {
+        let directory = TemporaryDirectory()
+        try Data("garbage, not a database".utf8).write(to: directory.url.appendingPathComponent("Cache.sqlite"))
+        let cache = try ResponseCache(memoryCapacity: 0, diskCapacity: 1 << 20, directory: directory.url)
+        cache.store(Self.stored("https://example.com/x", body: Data(count: 10)))
+        #expect(cache.lookup(key: Self.key("https://example.com/x"), requestHeaders: []) != nil)
+    }
+
+    @Test("C2: a body file lost behind the cache's back is a miss, never a partial body")
+    func lostBodyFileIsAMiss() throws {
+        let directory = TemporaryDirectory()
+        let cache = try ResponseCache(memoryCapacity: 0, diskCapacity: 100 << 20, directory: directory.url)
+        cache.store(Self.stored("https://example.com/big", body: Data(count: 500_000)))
+        let bodies = directory.url.appendingPathComponent("Bodies")
+        for name in try FileManager.default.contentsOfDirectory(atPath: bodies.path) {
+            try Data(count: 10).write(to: bodies.appendingPathComponent(name))
+        }
+        #expect(cache.lookup(key: Self.key("https://example.com/big"), requestHeaders: []) == nil)
+        #expect(try cache.diskListing().isEmpty)
+        #expect(cache.currentDiskUsage == 0)
+    }
+
+    // MARK: Several processes, crashes
+
+    @Test("C2: two processes and this one store into one cache at once; nothing is lost")
+    func threeWritersAtOnce() async throws {
+        let directory = TemporaryDirectory()
+        let count = 150
+        let children = try ["a", "b"].map { tag in
+            try ChildProcess.start(ChildProcess.helper, ["cache-writer", directory.url.path, tag, "\(count)"])
+        }
+        let cache = try ResponseCache(memoryCapacity: 0, diskCapacity: 1 << 30, directory: directory.url)
+        for index in 0..<count {
+            let url = "https://fixture.test/c/\(index)"
+            cache.store(Self.stored(url, body: CacheFixtures.body(for: url, index: index)))
+        }
+        for child in children {
+            let result = try await child.wait()
+            #expect(result.status == 0, "\(result.standardError)")
+            #expect(result.standardOutput == "ok \(count)\n")
+        }
+        let listing = try cache.diskListing()
+        #expect(listing.count == 3 * count)
+        var bytes = 0
+        for (key, url) in listing {
+            let stored = try #require(cache.lookup(key: key, requestHeaders: []))
+            #expect(stored.body == CacheFixtures.body(for: url, index: CacheFixtures.index(of: url) ?? -1), "\(url)")
+            bytes += stored.cost
+        }
+        #expect(try cache.diskUsage() == (3 * count, bytes))
+    }
+
+    @Test("C2: SIGKILL while storing, 20 times: the cache opens, passes integrity_check, and serves only whole entries")
+    func crashWhileStoring() async throws {
+        let directory = TemporaryDirectory()
+        var survivors = 0
+        var reported = 0
+        for round in 0..<20 {
+            let child = try ChildProcess.startWithOutputLines(ChildProcess.helper, ["cache-store-loop", directory.url.path, "\(round * 100_000)"])
+            // Kill after a varying number of stores, during the next one.
+            let target = Int.random(in: 3...40)
+            var seen = 0
+            while seen < target, let line = await child.nextLine(), line.hasPrefix("stored ") { seen += 1 }
+            reported += seen
+            child.kill(SIGKILL)
+            let result = try await child.wait()
+            #expect(result.signalled, "round \(round): the child ended by itself: \(result.standardError)")
+
+            let cache = try ResponseCache(memoryCapacity: 0, diskCapacity: 1 << 30, directory: directory.url)
+            #expect(try CacheMaintenance.verify(in: directory.url).isEmpty, "round \(round): integrity_check failed")
+            let listing = try cache.diskListing()
+            #expect(listing.count >= reported, "round \(round): lost entries that were reported stored")
+            for (key, url) in listing {
+                guard let stored = cache.lookup(key: key, requestHeaders: []) else { continue }
+                #expect(stored.body == CacheFixtures.body(for: url, index: CacheFixtures.index(of: url) ?? -1), "round \(round): \(url)")
+                survivors += 1
+            }
+            let (entries, _) = try cache.diskUsage()
+            #expect(entries == (try cache.diskListing().count))
+        }
+        #expect(survivors > 0)
+    }
+}

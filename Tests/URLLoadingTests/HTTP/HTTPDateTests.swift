@@ -1,0 +1,61 @@
+import Testing
+@testable import URLLoading
+
+/// HTTP dates: RFC 9110 §5.6.7.
+@Suite struct HTTPDateTests {
+    static let sunday1994 = 784_111_777.0 // Sun, 06 Nov 1994 08:49:37 GMT
+
+    @Test("RFC 9110 §5.6.7: the three formats give the same instant")
+    func threeFormats() {
+        #expect(HTTPDate.parse("Sun, 06 Nov 1994 08:49:37 GMT") == Self.sunday1994)
+        #expect(HTTPDate.parse("Sunday, 06-Nov-94 08:49:37 GMT", now: 1_735_689_600) == Self.sunday1994)
+        #expect(HTTPDate.parse("Sun Nov  6 08:49:37 1994") == Self.sunday1994)
+        #expect(HTTPDate.parse("Sun Nov 16 08:49:37 1994") == Self.sunday1994 + 10 * 86_400)
+    }
+
+    @Test("RFC 9110 §5.6.7: IMF-fixdate is formatted exactly")
+    func formatting() {
+        #expect(HTTPDate.format(Self.sunday1994) == "Sun, 06 Nov 1994 08:49:37 GMT")
+        #expect(HTTPDate.format(0) == "Thu, 01 Jan 1970 00:00:00 GMT")
+        #expect(HTTPDate.format(2_147_483_648) == "Tue, 19 Jan 2038 03:14:08 GMT")
+        for seconds in stride(from: -1_000_000_000.0, to: 10_000_000_000, by: 123_456_789) {
+            #expect(HTTPDate.parse(HTTPDate.format(seconds)) == seconds)
+        }
+    }
+
+    @Test("RFC 9110 §5.6.7: a two-digit year more than 50 years ahead is in the past")
+    func rfc850Century() {
+        let now2026 = 1_795_000_000.0
+        #expect(HTTPDate.parse("Thursday, 18-Aug-50 02:01:18 GMT", now: now2026).map(HTTPDate.format) == "Thu, 18 Aug 2050 02:01:18 GMT")
+        #expect(HTTPDate.parse("Friday, 18-Aug-95 02:01:18 GMT", now: now2026).map(HTTPDate.format) == "Fri, 18 Aug 1995 02:01:18 GMT")
+    }
+
+    @Test("Names in any case are accepted, as browsers do")
+    func caseInsensitiveNames() {
+        #expect(HTTPDate.parse("THU, 18 Aug 2050 02:01:18 GMT") != nil)
+        #expect(HTTPDate.parse("Thu, 18 AUG 2050 02:01:18 gMT") != nil)
+        #expect(HTTPDate.parse("  Thu, 18 Aug 2050 02:01:18 GMT\t") != nil)
+    }
+
+    @Test("RFC 9110 §5.6.7: values outside the grammar are invalid", arguments: [
+        "Thu, 18 Aug 2050 02:01:18 UTC", "Thu, 18 Aug 2050 02:01:18 AEST", "Thu, 18 Aug 50 02:01:18 GMT",
+        "Thu 18 Aug 2050 02:01:18 GMT", "Thu, 18  Aug  2050 02:01:18 GMT", "Thu, 18-Aug-2050 02:01:18 GMT",
+        "Thu, 18 Aug 2050 02.01.18 GMT", "Thu, 18 Aug 2050 2:01:18 GMT", "Thu, 31 Feb 2050 02:01:18 GMT",
+        "Thu, 18 Aug 2050 24:01:18 GMT", "now", "", "0", "Thu, 18 Aug 2050 02:01:18 GMT junk",
+        "\u{0}\u{1}\u{ff}", "Thu, 1\u{0}8 Aug 2050 02:01:18 GMT",
+    ])
+    func invalidValues(text: String) {
+        #expect(HTTPDate.parse(text) == nil)
+    }
+
+    @Test("Parsing never traps on arbitrary bytes")
+    func totalOnRandomInput() {
+        var generator = SystemRandomNumberGenerator()
+        let alphabet = Array("Sun, 06 Nov 1994 08:49:37 GMT-:0123456789\u{0}\u{7f}é ".unicodeScalars)
+        for _ in 0..<2000 {
+            let length = Int.random(in: 0...40, using: &generator)
+            let text = String(String.UnicodeScalarView((0..<length).map { _ in alphabet.randomElement(using: &generator)! }))
+            _ = HTTPDate.parse(text)
+        }
+    }
+}
