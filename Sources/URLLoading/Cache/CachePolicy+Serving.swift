@@ -81,7 +81,9 @@ extension CachePolicy {
             return result(.useStored, "stale by \(Int(staleness)) s, within the request's max-stale=\(limit) (§5.2.1.2)")
         default: break
         }
-        if case .valid(let window) = response.staleWhileRevalidate, staleness <= Double(window) {
+        // The window ends at N seconds of staleness (exclusive, as OkHttp and
+        // http-cache-semantics read RFC 5861's "up to N seconds").
+        if case .valid(let window) = response.staleWhileRevalidate, staleness < Double(window) {
             return result(.useStoredAndRevalidate, "stale by \(Int(staleness)) s, within stale-while-revalidate=\(window) (RFC 5861 §3)")
         }
         return result(.revalidate, "stale by \(Int(staleness)) s (§4.2)")
@@ -97,7 +99,7 @@ extension CachePolicy {
         }
         let staleness = max(0, currentAge(entry, now: now) - freshnessLifetime(entry).seconds)
         for (control, whose) in [(requestControl(requestHeaders), "request's"), (response, "response's")] {
-            if case .valid(let window) = control.staleIfError, staleness <= Double(window) {
+            if case .valid(let window) = control.staleIfError, staleness < Double(window) {
                 return .yes("stale by \(Int(staleness)) s, within the \(whose) stale-if-error=\(window) (RFC 5861 §4)")
             }
         }
@@ -111,6 +113,50 @@ extension CachePolicy {
         if let etag = entry.responseHeaders.combined("ETag") { fields.append("If-None-Match", etag) }
         if let lastModified = entry.responseHeaders["Last-Modified"] { fields.append("If-Modified-Since", lastModified) }
         return fields
+    }
+
+    /// Fields that belong to one connection, never stored nor forwarded
+    /// (RFC 9111 §3.1, RFC 9110 §7.6.1).
+    package static let connectionFields: Set<String> = [
+        "connection", "keep-alive", "proxy-connection", "te", "transfer-encoding", "upgrade", "trailer",
+    ]
+
+    /// `headers` without the connection-specific fields and those the
+    /// Connection field names (RFC 9111 §3.1).
+    package static func removingConnectionFields(_ headers: HeaderFields) -> HeaderFields {
+        var excluded = connectionFields
+        for line in headers.values("Connection") {
+            for name in line.split(separator: ",") { excluded.insert(name.trimmingCharacters(in: [" ", "\t"]).lowercased()) }
+        }
+        var result = headers
+        result.removeAll { excluded.contains($0.name.lowercased()) }
+        return result
+    }
+
+    /// The header fields of the request that revalidates `entry` for a new
+    /// request (RFC 9111 §4.3.1): the new request's fields without
+    /// connection fields and If-Range, its own If-None-Match extended by the
+    /// stored entity tag, and the stored Last-Modified as If-Modified-Since
+    /// unless the request brings its own. Weak validators are left out
+    /// where they cannot be used: with If-Match, If-Unmodified-Since or
+    /// Range (RFC 9110 §13.1).
+    package static func revalidationHeaders(_ entry: Entry, requestHeaders: HeaderFields) -> HeaderFields {
+        var headers = removingConnectionFields(requestHeaders)
+        headers.remove("If-Range")
+        let forbidsWeak = headers.contains("If-Match") || headers.contains("If-Unmodified-Since") || headers.contains("Range")
+        var tags = headers.values("If-None-Match").flatMap { $0.split(separator: ",").map { $0.trimmingCharacters(in: [" ", "\t"]) } }
+        if let etag = entry.responseHeaders["ETag"]?.trimmingCharacters(in: [" ", "\t"]), !tags.contains(etag) {
+            tags.append(etag)
+        }
+        if forbidsWeak { tags.removeAll { $0.hasPrefix("W/") } }
+        headers.remove("If-None-Match")
+        if !tags.isEmpty { headers.append("If-None-Match", tags.joined(separator: ", ")) }
+        if forbidsWeak {
+            headers.remove("If-Modified-Since")
+        } else if !headers.contains("If-Modified-Since"), let lastModified = entry.responseHeaders["Last-Modified"] {
+            headers.append("If-Modified-Since", lastModified)
+        }
+        return headers
     }
 
     /// The header fields of a stored response served at `now`: `Age` set to

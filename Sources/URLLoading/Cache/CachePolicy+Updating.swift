@@ -10,9 +10,9 @@ extension CachePolicy {
 
     /// Whether a 304 answers for the stored response (RFC 9111 §4.3.4):
     /// its entity tag, if it has one, must equal the stored one; else its
-    /// Last-Modified, if it has one. A 304 without validators answers for
-    /// the entry whose validators the conditional request carried (the
-    /// common case of servers that omit them).
+    /// Last-Modified, if it has one. A 304 without any validator selects the
+    /// stored response only if that one has none either (servers must send
+    /// the ETag they would send in a 200, RFC 9110 §15.4.5).
     package static func notModifiedSelects(_ entry: Entry, notModifiedHeaders: HeaderFields) -> Verdict {
         if let etag = notModifiedHeaders["ETag"] {
             guard let stored = entry.responseHeaders["ETag"], weakMatch(etag, stored) else {
@@ -27,7 +27,10 @@ extension CachePolicy {
             }
             return .yes("the 304's Last-Modified matches")
         }
-        return .yes("the 304 carries no validator; it answers the conditional request made for this entry")
+        if entry.responseHeaders.contains("ETag") || entry.responseHeaders.contains("Last-Modified") {
+            return .no("the 304 carries no validator while the stored response has one")
+        }
+        return .yes("neither the 304 nor the stored response carries a validator")
     }
 
     /// The stored response's header fields updated by a 304 (RFC 9111

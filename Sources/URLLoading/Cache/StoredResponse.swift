@@ -27,12 +27,14 @@ package struct StoredResponse: Sendable, Equatable {
     static let secretRequestFields: Set<String> = ["authorization", "proxy-authorization", "cookie"]
 
     /// Builds a stored response, keeping of the request only the fields the
-    /// response's Vary selects on (secrets as fingerprints).
+    /// response's Vary selects on (secrets as fingerprints), and of the
+    /// response none of the connection's own fields (RFC 9111 §3.1).
     package init(
         url: String, key: String, status: Int, responseHeaders: HeaderFields, requestHeaders: HeaderFields,
         body: Data, requestTime: Double, responseTime: Double, storedAt: Double,
         storagePolicy: CacheStoragePolicy = .allowed, userInfo: [String: String] = [:]
     ) {
+        let responseHeaders = CachePolicy.removingConnectionFields(responseHeaders)
         let selecting = Self.selectingFields(responseHeaders: responseHeaders, requestHeaders: requestHeaders)
         self.url = url
         self.key = key
