@@ -118,13 +118,17 @@ package final class Connection {
     /// concurrent writers wait on `busy_timeout` instead of failing with
     /// `SQLITE_BUSY_SNAPSHOT` half way.
     package func immediateTransaction<T>(_ body: () throws -> T) throws -> T {
-        try execute("BEGIN IMMEDIATE")
+        // Cached statements: parsing BEGIN and COMMIT on every write costs
+        // more than running them.
+        try cachedStatement("BEGIN IMMEDIATE").run()
         do {
             let result = try body()
-            try execute("COMMIT")
+            try cachedStatement("COMMIT").run()
             return result
         } catch {
-            if isInTransaction { try? execute("ROLLBACK") }
+            // The original error is the one to report; a failed ROLLBACK
+            // leaves nothing more to undo (SQLite rolls back on close).
+            if isInTransaction { try? cachedStatement("ROLLBACK").run() }
             throw error
         }
     }

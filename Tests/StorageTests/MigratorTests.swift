@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import TestSupport
 @testable import Storage
 
 /// The migrator: fresh install, upgrade with data kept, refusal of newer and

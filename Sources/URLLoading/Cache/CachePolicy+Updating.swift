@@ -91,10 +91,55 @@ extension CachePolicy {
 
     // MARK: Keys (RFC 9111 §2)
 
+    /// Whether `text` is already in primary-key form: lowercase http(s)
+    /// scheme and host, no user info, no default port, a path, no fragment.
+    /// Most URLs are, and checking bytes costs far less than URLComponents.
+    static func isNormalizedKey(_ text: String) -> Bool {
+        var text = text
+        return text.withUTF8 { bytes -> Bool in
+            let https = bytes.starts(with: "https://".utf8)
+            guard https || bytes.starts(with: "http://".utf8) else { return false }
+            var index = https ? 8 : 7
+            let hostStart = index
+            var portStart = -1
+            while index < bytes.count {
+                let byte = bytes[index]
+                if byte == UInt8(ascii: "/") { break }
+                switch byte {
+                case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "."), UInt8(ascii: "-"):
+                    break
+                case UInt8(ascii: ":"):
+                    guard portStart < 0 else { return false }
+                    portStart = index
+                default:
+                    return false // upper case, user info, IPv6, query or fragment right after the host
+                }
+                index += 1
+            }
+            guard index < bytes.count, index > hostStart, portStart != hostStart else { return false }
+            if portStart >= 0 {
+                let port = bytes[(portStart + 1)..<index]
+                guard !port.isEmpty, port.first != UInt8(ascii: "0"),
+                      !port.elementsEqual((https ? "443" : "80").utf8) else { return false }
+            }
+            return !bytes[index...].contains(UInt8(ascii: "#"))
+        }
+    }
+
+    /// The host of a primary key (lowercase, without port).
+    package static func host(ofKey key: String) -> String {
+        guard let schemeEnd = key.range(of: "://") else { return "" }
+        let authority = key[schemeEnd.upperBound...].prefix { $0 != "/" && $0 != "?" }
+        if authority.hasPrefix("[") { return String(authority.prefix { $0 != "]" }.dropFirst()) }
+        return String(authority.prefix { $0 != ":" })
+    }
+
     /// The primary cache key of a URL: scheme and host lowercased, default
     /// port and fragment removed, an empty path made "/", the query kept as
     /// sent. Nil for URLs that are not http or https.
     package static func primaryKey(_ url: URL) -> String? {
+        let text = url.absoluteString
+        if isNormalizedKey(text) { return text }
         guard var components = URLComponents(url: url, resolvingAgainstBaseURL: true),
               let scheme = components.scheme?.lowercased(), scheme == "http" || scheme == "https",
               let host = components.host, !host.isEmpty

@@ -26,7 +26,11 @@ final class DiskTier: Sendable {
     static let inlineBodyLimit = 128 * 1024
     /// Touches (LRU updates) gathered before one write: a hit then costs a
     /// read, not a write transaction.
-    static let touchBatch = 64
+    static let touchBatch = 256
+    /// An entry used less than this long ago is not touched again: the LRU
+    /// order is kept to the minute, which eviction needs, and a hot entry
+    /// costs no write per hit (each touch dirties a page of the database).
+    static let touchResolution: Double = 60
     /// A pending body file younger than this may belong to another process's
     /// store in progress; cleanup leaves it alone.
     static let pendingGrace: Double = 600
@@ -105,11 +109,11 @@ final class DiskTier: Sendable {
 
     private static let columns = """
         id, url, variant, status, response_headers, request_headers, body, body_file, body_size,
-        request_time, response_time, stored_at, storage_policy, user_info
+        request_time, response_time, stored_at, storage_policy, user_info, last_used
         """
 
     /// The variants stored under `key`, whole, marking them used.
-    func variants(for key: String) throws -> [StoredResponse] {
+    func variants(for key: String, now: Double) throws -> [StoredResponse] {
         let rows = try database.read { connection in
             try connection.query("SELECT \(Self.columns) FROM entries WHERE key = ?", [.text(key)]) { Row($0, key: key) }
         }
@@ -118,9 +122,9 @@ final class DiskTier: Sendable {
         for row in rows {
             guard let response = try load(row) else { continue }
             responses.append(response)
-            touched.append(row.id)
+            if now - row.lastUsed >= Self.touchResolution { touched.append(row.id) }
         }
-        if !touched.isEmpty { touch(touched) }
+        if !touched.isEmpty { touch(touched, at: now) }
         return responses
     }
 
@@ -141,6 +145,7 @@ final class DiskTier: Sendable {
         var storedAt: Double
         var storagePolicy: Int
         var userInfo: Data?
+        var lastUsed: Double
 
         init(_ s: Statement, key: String) {
             id = s.int64(0)
@@ -158,6 +163,7 @@ final class DiskTier: Sendable {
             storedAt = s.double(11)
             storagePolicy = s.int(12)
             userInfo = s.data(13)
+            lastUsed = s.double(14)
         }
     }
 
@@ -221,7 +227,7 @@ final class DiskTier: Sendable {
                 """,
                 [
                     .text(response.key), .text(response.variant), .text(response.url),
-                    .text(URL(string: response.url)?.host?.lowercased() ?? ""), .integer(Int64(response.entry.status)),
+                    .text(CachePolicy.host(ofKey: response.key)), .integer(Int64(response.entry.status)),
                     .blob(FieldCoding.encode(response.entry.responseHeaders)),
                     .blob(FieldCoding.encode(response.entry.requestHeaders)),
                     bodyFile == nil ? .blob(response.body) : .null, bodyFile.map { .text($0) } ?? .null,
@@ -315,8 +321,7 @@ final class DiskTier: Sendable {
 
     // MARK: LRU touches
 
-    private func touch(_ ids: [Int64]) {
-        let now = Date().timeIntervalSince1970
+    private func touch(_ ids: [Int64], at now: Double) {
         let full = state.withLock { state -> Bool in
             for id in ids { state.touches[id] = now }
             return state.touches.count >= Self.touchBatch
@@ -352,9 +357,7 @@ final class DiskTier: Sendable {
 
     /// Deletes rows, returning their body files.
     private static func deleteRows(_ connection: Connection, where condition: String, _ arguments: [SQLiteValue]) throws -> [String] {
-        let files = try connection.query("SELECT body_file FROM entries WHERE (\(condition)) AND body_file IS NOT NULL", arguments) { $0.text(0) }
-        try connection.run("DELETE FROM entries WHERE \(condition)", arguments)
-        return files.compactMap { $0 }
+        try connection.query("DELETE FROM entries WHERE \(condition) RETURNING body_file", arguments) { $0.text(0) }.compactMap { $0 }
     }
 
     /// Deletes least recently used rows until usage fits `capacity`.

@@ -138,15 +138,19 @@ public final class ResponseCache: Sendable, CustomStringConvertible {
 
     /// The stored response for a primary key whose Vary matches the request's
     /// fields: memory tier first, then disk (promoted to memory on a hit).
-    package func lookup(key: String, requestHeaders: HeaderFields) -> StoredResponse? {
-        let comparable = StoredResponse.comparableRequestHeaders(requestHeaders)
+    package func lookup(key: String, requestHeaders: HeaderFields, now: Double = Date().timeIntervalSince1970) -> StoredResponse? {
+        var comparable: HeaderFields?
         func matching(_ variants: [StoredResponse]) -> StoredResponse? {
-            variants.last { CachePolicy.varyMatches($0.entry, requestHeaders: comparable).allowed }
+            variants.last { stored in
+                guard stored.entry.responseHeaders.contains("Vary") else { return true }
+                if comparable == nil { comparable = StoredResponse.comparableRequestHeaders(requestHeaders) }
+                return CachePolicy.varyMatches(stored.entry, requestHeaders: comparable ?? requestHeaders).allowed
+            }
         }
         if let hit = matching(memory.variants(for: key)) { return hit }
         guard let disk else { return nil }
         do {
-            guard let hit = matching(try disk.variants(for: key)) else { return nil }
+            guard let hit = matching(try disk.variants(for: key, now: now)) else { return nil }
             if hit.storagePolicy != .notAllowed { memory.store(hit) }
             return hit
         } catch {
@@ -156,7 +160,7 @@ public final class ResponseCache: Sendable, CustomStringConvertible {
     }
 
     /// Stores in the tiers the storage policy allows; the 5% rule per tier.
-    package func store(_ response: StoredResponse) {
+    package func store(_ response: StoredResponse, now: Double = Date().timeIntervalSince1970) {
         switch response.storagePolicy {
         case .notAllowed:
             remove(key: response.key, variant: response.variant)
@@ -165,7 +169,7 @@ public final class ResponseCache: Sendable, CustomStringConvertible {
             logging("store") { try disk?.remove(key: response.key, variant: response.variant) }
         case .allowed:
             memory.store(response)
-            logging("store") { try disk?.store(response, now: Date().timeIntervalSince1970) }
+            logging("store") { try disk?.store(response, now: now) }
         }
     }
 

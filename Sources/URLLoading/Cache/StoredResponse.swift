@@ -147,17 +147,19 @@ enum FieldCoding {
     }
 
     private static func strings(_ data: Data) -> [String]? {
-        let bytes = [UInt8](data)
-        var strings: [String] = []
-        var index = 0
-        while index < bytes.count {
-            guard bytes.count - index >= 4 else { return nil }
-            let count = Int(bytes[index]) | Int(bytes[index + 1]) << 8 | Int(bytes[index + 2]) << 16 | Int(bytes[index + 3]) << 24
-            index += 4
-            guard count <= bytes.count - index else { return nil }
-            strings.append(String(decoding: bytes[index..<(index + count)], as: UTF8.self))
-            index += count
+        data.withUnsafeBytes { (raw: UnsafeRawBufferPointer) -> [String]? in
+            let bytes = raw.bindMemory(to: UInt8.self)
+            var strings: [String] = []
+            var index = 0
+            while index < bytes.count {
+                guard bytes.count - index >= 4 else { return nil }
+                let count = Int(bytes[index]) | Int(bytes[index + 1]) << 8 | Int(bytes[index + 2]) << 16 | Int(bytes[index + 3]) << 24
+                index += 4
+                guard count <= bytes.count - index else { return nil }
+                strings.append(String(decoding: UnsafeBufferPointer(rebasing: bytes[index..<(index + count)]), as: UTF8.self))
+                index += count
+            }
+            return strings
         }
-        return strings
     }
 }

@@ -265,3 +265,28 @@ import Testing
         #expect(try key("http://example.com/a?b=2") != key("http://example.com/a?b=1"))
     }
 }
+
+/// The fast path of the primary key agrees with URLComponents.
+@Suite struct PrimaryKeyFastPathTests {
+    @Test("§2: normalized URLs are recognised; every other form goes through URLComponents", arguments: [
+        ("https://example.com/a?b=1", true), ("http://example.com/", true), ("http://a.b-c.d:8080/x", true),
+        ("https://Example.com/a", false), ("HTTPS://example.com/a", false), ("https://example.com", false),
+        ("https://example.com:443/a", false), ("http://example.com:80/a", false), ("https://u:p@example.com/a", false),
+        ("https://example.com/a#f", false), ("https://[::1]/a", false), ("https://example.com?q", false),
+        ("https://:80/a", false), ("ftp://example.com/a", false),
+    ])
+    func fastPath(url: String, normalized: Bool) throws {
+        #expect(CachePolicy.isNormalizedKey(url) == normalized)
+        if normalized {
+            var components = try #require(URLComponents(string: url))
+            components.host = components.host?.lowercased()
+            #expect(CachePolicy.primaryKey(try #require(URL(string: url))) == components.string)
+        }
+    }
+
+    @Test func hostOfKey() {
+        #expect(CachePolicy.host(ofKey: "https://example.com:8443/a") == "example.com")
+        #expect(CachePolicy.host(ofKey: "http://[::1]:80/a") == "::1")
+        #expect(CachePolicy.host(ofKey: "http://example.com?x") == "example.com")
+    }
+}

@@ -88,11 +88,12 @@ import TestSupport
         let cost = responses[0].cost // the same for every one: equal URL lengths and bodies
         // Room for exactly 20: the 5% rule admits each one.
         let cache = try ResponseCache(memoryCapacity: 0, diskCapacity: 20 * cost, directory: directory.url)
-        for response in responses.prefix(20) { cache.store(response) }
+        let t0 = Date().timeIntervalSince1970
+        for (offset, response) in responses.prefix(20).enumerated() { cache.store(response, now: t0 + Double(offset)) }
         #expect(try cache.diskListing().count == 20)
-        // Use entry 0 so that entry 1 is the least recently used.
-        #expect(cache.lookup(key: responses[0].key, requestHeaders: []) != nil)
-        cache.store(responses[20])
+        // Use entry 0 (past the LRU's one-minute resolution) so that entry 1 is the least recently used.
+        #expect(cache.lookup(key: responses[0].key, requestHeaders: [], now: t0 + 120) != nil)
+        cache.store(responses[20], now: t0 + 121)
         let keys = Set(try cache.diskListing().map(\.key))
         #expect(keys.count == 20)
         #expect(!keys.contains(responses[1].key))

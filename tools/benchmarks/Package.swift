@@ -1,0 +1,24 @@
+// swift-tools-version:6.1
+// Benchmarks, in a package of their own so that the library's users never
+// build what only the benchmarks need. Run with `tools/bench`.
+import PackageDescription
+
+let package = Package(
+    name: "URLLoadingBenchmarks",
+    platforms: [.macOS(.v15)],
+    dependencies: [
+        .package(name: "URLLoading", path: "../.."),
+    ],
+    targets: [
+        // The raw-SQLite reference: libsqlite3 straight, one table, one statement.
+        .systemLibrary(name: "CSQLiteBench", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
+        .executableTarget(
+            name: "urlloading-bench",
+            dependencies: [
+                "CSQLiteBench",
+                .product(name: "URLLoading", package: "URLLoading"),
+            ]
+        ),
+    ],
+    swiftLanguageModes: [.v6]
+)

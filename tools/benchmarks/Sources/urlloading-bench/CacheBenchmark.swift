@@ -1,0 +1,206 @@
+import Foundation
+@_spi(Tools) import URLLoading
+
+/// `urlloading-bench cache`: store throughput, memory-tier hit, disk-tier hit
+/// from a new process, opening a cache of 100,000 entries, storing into a
+/// full cache; each as a ratio of our time to raw SQLite's and to
+/// FoundationNetworking's URLCache.
+enum CacheBenchmark {
+    /// Sizes: ours and raw SQLite on the full sizes; Foundation on smaller
+    /// ones, since each of its stores takes milliseconds (it lists its whole
+    /// directory): its figures per operation only get worse with more entries,
+    /// so the ratios against it are conservative.
+    static let storeCount = 20_000
+    static let hitCount = 100_000
+    static let bigCache = 100_000
+    static let smallCache = 1_000
+    static let diskLookups = 20_000
+    static let evictCapacityEntries = 2_000
+    static let evictCount = 5_000
+    static let foundationStoreCount = 300
+    static let foundationEntries = 500
+    static let foundationLookups = 200
+
+    static func ours(_ path: String, memory: Int = 0, disk: Int = 1 << 34) -> ResponseCache {
+        do {
+            return try ResponseCache(memoryCapacity: memory, diskCapacity: disk, directory: URL(fileURLWithPath: path))
+        } catch {
+            fail("cannot open our cache at \(path): \(error)")
+        }
+    }
+
+    static func storeOurs(_ cache: ResponseCache, _ index: Int) {
+        cache.store(url: Fixture.url(index), status: 200, responseHeaders: Fixture.headers(index), body: Fixture.body)
+    }
+
+    static func lookupOurs(_ cache: ResponseCache, _ index: Int) -> Int {
+        cache.snapshot(for: Fixture.url(index))?.body.count ?? 0
+    }
+
+    static func run() {
+        var rows: [(figure: String, ours: Double, raw: Double, foundation: Double)] = []
+        print("urlloading-bench cache: microseconds per operation, then ratios (ours / reference; below 1 is faster)\n")
+
+        // store
+        let oursStore: Double = {
+            let cache = ours(scratchDirectory("store-ours"))
+            return microsecondsPerOperation(storeCount) { for i in 0..<storeCount { storeOurs(cache, i) } }
+        }()
+        let rawStore: Double = {
+            let raw = RawSQLite(path: scratchDirectory("store-raw") + "/raw.sqlite")
+            return microsecondsPerOperation(storeCount) { for i in 0..<storeCount { raw.store(i) } }
+        }()
+        let foundationStore: Double = {
+            let cache = FoundationCache.make(path: scratchDirectory("store-foundation"), memory: 0, disk: 1 << 30)
+            return microsecondsPerOperation(foundationStoreCount) { for i in 0..<foundationStoreCount { FoundationCache.store(cache, i) } }
+        }()
+        rows.append(("store", oursStore, rawStore, foundationStore))
+
+        // memory-hit
+        let oursMemory: Double = {
+            let cache = ResponseCache(memoryCapacity: 256 << 20)
+            for i in 0..<smallCache { storeOurs(cache, i) }
+            let order = Fixture.lookups(hitCount, below: smallCache)
+            var total = 0
+            let time = microsecondsPerOperation(hitCount) { for i in order { total += lookupOurs(cache, i) } }
+            if total != hitCount * Fixture.body.count { fail("memory hits missed") }
+            return time
+        }()
+        let rawWarm: Double = {
+            let raw = RawSQLite(path: scratchDirectory("warm-raw") + "/raw.sqlite")
+            raw.populate(smallCache)
+            let order = Fixture.lookups(hitCount, below: smallCache)
+            var total = 0
+            return microsecondsPerOperation(hitCount) { for i in order { total += raw.lookup(i) } }
+        }()
+        let foundationMemory: Double = {
+            let cache = FoundationCache.make(path: scratchDirectory("memory-foundation"), memory: 256 << 20, disk: 0)
+            for i in 0..<smallCache { FoundationCache.store(cache, i) }
+            let order = Fixture.lookups(hitCount, below: smallCache)
+            var total = 0
+            let time = microsecondsPerOperation(hitCount) { for i in order { total += FoundationCache.lookup(cache, i) } }
+            if total == 0 { fail("Foundation's memory cache missed every lookup") }
+            return time
+        }()
+        rows.append(("memory-hit", oursMemory, rawWarm, foundationMemory))
+
+        // Caches for the new-process figures.
+        let oursBig = scratchDirectory("big-ours"), oursSmall = scratchDirectory("small-ours")
+        populateOurs(oursBig, bigCache)
+        populateOurs(oursSmall, smallCache)
+        let rawBig = scratchDirectory("big-raw") + "/raw.sqlite", rawSmall = scratchDirectory("small-raw") + "/raw.sqlite"
+        RawSQLite(path: rawBig).populate(bigCache)
+        RawSQLite(path: rawSmall).populate(smallCache)
+        let foundationDirectory = scratchDirectory("disk-foundation")
+        do {
+            let cache = FoundationCache.make(path: foundationDirectory, memory: 0, disk: 1 << 30)
+            for i in 0..<foundationEntries { FoundationCache.store(cache, i) }
+        }
+
+        // disk-hit from a new process
+        let oursDisk = runChild(["child-disk-hit", "ours", oursBig, "\(bigCache)", "\(diskLookups)"])
+        let rawDisk = runChild(["child-disk-hit", "raw", rawBig, "\(bigCache)", "\(diskLookups)"])
+        let foundationDisk = runChild(["child-disk-hit", "foundation", foundationDirectory, "\(foundationEntries)", "\(foundationLookups)"])
+        rows.append(("disk-hit", oursDisk, rawDisk, foundationDisk))
+
+        // open-100k: a new process opens the cache and serves its first hit
+        func opening(_ kind: String, _ path: String, _ entries: Int) -> Double {
+            median((0..<5).map { _ in runChild(["child-open", kind, path, "\(entries)"]) })
+        }
+        let oursOpenBig = opening("ours", oursBig, bigCache)
+        let oursOpenSmall = opening("ours", oursSmall, smallCache)
+        let rawOpenBig = opening("raw", rawBig, bigCache)
+        let foundationOpen = opening("foundation", foundationDirectory, foundationEntries)
+        rows.append(("open-100k", oursOpenBig, rawOpenBig, foundationOpen))
+
+        // evict: storing into a full cache
+        let oursEvict: Double = {
+            let directory = scratchDirectory("evict-ours")
+            let probe = ours(scratchDirectory("evict-probe"))
+            storeOurs(probe, 0)
+            let cost = probe.currentDiskUsage
+            let cache = ours(directory, disk: cost * evictCapacityEntries)
+            for i in 0..<evictCapacityEntries { storeOurs(cache, i) }
+            let time = microsecondsPerOperation(evictCount) {
+                for i in evictCapacityEntries..<(evictCapacityEntries + evictCount) { storeOurs(cache, i) }
+            }
+            if cache.currentDiskUsage > cache.diskCapacity { fail("our cache went over its capacity") }
+            return time
+        }()
+        let rawEvict: Double = {
+            let raw = RawSQLite(path: scratchDirectory("evict-raw") + "/raw.sqlite")
+            raw.populate(evictCapacityEntries)
+            return microsecondsPerOperation(evictCount) {
+                for i in evictCapacityEntries..<(evictCapacityEntries + evictCount) { raw.storeEvicting(i) }
+            }
+        }()
+        let foundationEvict: Double = {
+            let cache = FoundationCache.make(path: scratchDirectory("evict-foundation"), memory: 0, disk: 200 * 1400)
+            for i in 0..<200 { FoundationCache.store(cache, i) }
+            return microsecondsPerOperation(foundationStoreCount) { for i in 200..<(200 + foundationStoreCount) { FoundationCache.store(cache, i) } }
+        }()
+        rows.append(("evict", oursEvict, rawEvict, foundationEvict))
+
+        print("figure        ours µs    raw-sqlite µs    foundation µs")
+        for row in rows {
+            print(row.figure.padding(toLength: 12, withPad: " ", startingAt: 0),
+                  formatted(row.ours).leftPadded(9), formatted(row.raw).leftPadded(16), formatted(row.foundation).leftPadded(16))
+        }
+        print("open-1k (ours) \(formatted(oursOpenSmall)) µs\n")
+        for row in rows {
+            print("bench cache \(row.figure): \(String(format: "%.2f", row.ours / row.raw))x raw-sqlite")
+            print("bench cache \(row.figure): \(String(format: "%.4f", row.ours / row.foundation))x foundation")
+        }
+        print("bench cache open-scaling: \(String(format: "%.2f", oursOpenBig / oursOpenSmall))x open-1k")
+        print("\nFoundation's figures use \(foundationEntries) entries (stores: \(foundationStoreCount)); ours and raw SQLite use \(bigCache).")
+        try? FileManager.default.removeItem(atPath: NSTemporaryDirectory() + "urlloading-bench-\(getpid())")
+    }
+
+    static func populateOurs(_ path: String, _ count: Int) {
+        let cache = ours(path)
+        for i in 0..<count { storeOurs(cache, i) }
+        cache.flush()
+    }
+
+    // MARK: Children
+
+    static func childDiskHit(kind: String, path: String, entries: Int, lookups: Int) -> Double {
+        let order = Fixture.lookups(lookups, below: entries)
+        var total = 0
+        let time: Double
+        switch kind {
+        case "ours":
+            let cache = ours(path)
+            time = microsecondsPerOperation(lookups) { for i in order { total += lookupOurs(cache, i) } }
+        case "raw":
+            let raw = RawSQLite(path: path)
+            time = microsecondsPerOperation(lookups) { for i in order { total += raw.lookup(i) } }
+        default:
+            let cache = FoundationCache.make(path: path, memory: 0, disk: 1 << 30)
+            time = microsecondsPerOperation(lookups) { for i in order { total += FoundationCache.lookup(cache, i) } }
+        }
+        if total == 0 { fail("\(kind): every disk lookup missed") }
+        return time
+    }
+
+    static func childOpen(kind: String, path: String, entries: Int) -> Double {
+        let start = now()
+        let size: Int
+        switch kind {
+        case "ours":
+            size = lookupOurs(ours(path), entries / 2)
+        case "raw":
+            size = RawSQLite(path: path).lookup(entries / 2)
+        default:
+            size = FoundationCache.lookup(FoundationCache.make(path: path, memory: 0, disk: 1 << 30), entries / 2)
+        }
+        if size == 0 { fail("\(kind): the first lookup after opening missed") }
+        return Double(now() - start) / 1000
+    }
+}
+
+extension String {
+    func leftPadded(_ width: Int) -> String {
+        count >= width ? self : String(repeating: " ", count: width - count) + self
+    }
+}

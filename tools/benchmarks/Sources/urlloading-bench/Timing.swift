@@ -1,0 +1,44 @@
+import Foundation
+
+/// Nanoseconds on the monotonic clock.
+func now() -> UInt64 { DispatchTime.now().uptimeNanoseconds }
+
+/// Microseconds per operation of `body`, which runs `count` operations.
+func microsecondsPerOperation(_ count: Int, _ body: () -> Void) -> Double {
+    let start = now()
+    body()
+    return Double(now() - start) / 1000 / Double(count)
+}
+
+/// The median of several runs.
+func median(_ values: [Double]) -> Double {
+    let sorted = values.sorted()
+    return sorted[sorted.count / 2]
+}
+
+/// Runs this executable in a new process and reads the number it prints.
+func runChild(_ arguments: [String]) -> Double {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
+    process.arguments = arguments
+    let pipe = Pipe()
+    process.standardOutput = pipe
+    do { try process.run() } catch { fail("cannot start a child: \(error)") }
+    let output = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+    process.waitUntilExit()
+    guard process.terminationStatus == 0, let value = Double(output.trimmingCharacters(in: .whitespacesAndNewlines)) else {
+        fail("child \(arguments) failed: \(output)")
+    }
+    return value
+}
+
+func scratchDirectory(_ name: String) -> String {
+    let path = NSTemporaryDirectory() + "urlloading-bench-\(getpid())/\(name)"
+    try? FileManager.default.removeItem(atPath: path)
+    try? FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+    return path
+}
+
+func formatted(_ value: Double) -> String {
+    value >= 100 ? String(format: "%.0f", value) : value >= 10 ? String(format: "%.1f", value) : String(format: "%.2f", value)
+}

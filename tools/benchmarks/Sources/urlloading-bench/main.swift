@@ -1,0 +1,34 @@
+// urlloading-bench: side-by-side benchmarks, every figure a ratio against a
+// reference measured in the same run on the same data.
+//
+//   urlloading-bench cache      the HTTP cache against raw SQLite and
+//                               FoundationNetworking's URLCache
+//
+// Child modes (the bench runs itself for "new process" figures):
+//   urlloading-bench child-disk-hit <ours|raw|foundation> <path> <entries> <lookups>
+//   urlloading-bench child-open <ours|raw|foundation> <path> <entries>
+//   urlloading-bench child-populate <path> <entries>      (for profiling)
+import Foundation
+
+let arguments = Array(CommandLine.arguments.dropFirst())
+
+func fail(_ message: String) -> Never {
+    FileHandle.standardError.write(Data("urlloading-bench: \(message)\n".utf8))
+    exit(1)
+}
+
+switch arguments.first {
+case "cache":
+    CacheBenchmark.run()
+case "child-disk-hit":
+    guard arguments.count == 5, let entries = Int(arguments[3]), let lookups = Int(arguments[4]) else { fail("bad arguments") }
+    print(CacheBenchmark.childDiskHit(kind: arguments[1], path: arguments[2], entries: entries, lookups: lookups))
+case "child-open":
+    guard arguments.count == 4, let entries = Int(arguments[3]) else { fail("bad arguments") }
+    print(CacheBenchmark.childOpen(kind: arguments[1], path: arguments[2], entries: entries))
+case "child-populate":
+    guard arguments.count == 3, let entries = Int(arguments[2]) else { fail("bad arguments") }
+    CacheBenchmark.populateOurs(arguments[1], entries)
+default:
+    fail("usage: urlloading-bench cache")
+}
