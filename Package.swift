@@ -113,6 +113,11 @@ let package = Package(
             swiftSettings: strictSwift
         ),
         .testTarget(
+            name: "TransportTests",
+            dependencies: ["Transport", "TestSupport"],
+            swiftSettings: strictSwift
+        ),
+        .testTarget(
             name: "TestSupportTests",
             dependencies: ["TestSupport", "CCurl"],
             swiftSettings: strictSwift

@@ -1,0 +1,332 @@
+import CCurl
+import Foundation
+
+/// One easy handle and what its callbacks need. Lives on the loop thread;
+/// libcurl's callbacks get a retained reference as user data, released in
+/// `close` after the handle is cleaned up (never an unretained `self`).
+final class Transfer {
+    let handle: UnsafeMutableRawPointer
+    let observer: any TransferObserver
+    private var headerList: UnsafeMutablePointer<curl_slist>?
+    private var errorBuffer = [CChar](repeating: 0, count: Int(CURL_ERROR_SIZE) + 1)
+    private var retained: Unmanaged<Transfer>?
+    private var body: BodySource
+    private let bodyLength: Int64
+
+    // The response head as it arrives, line by line.
+    private var status = 0
+    private var httpVersion = ""
+    private var headers: [(name: String, value: String)] = []
+    private var headBytes = 0
+    private var headDelivered = false
+    var paused = false
+    /// Set when a callback stops the transfer for a reason of ours.
+    var failure: TransferError?
+
+    private enum BodySource {
+        case none
+        case data(Data, offset: Int)
+        case file(FileHandle)
+    }
+
+    init(request: TransferRequest, observer: any TransferObserver) throws(TransferError) {
+        guard let handle = curl_easy_init() else {
+            throw .curl(CurlError(easy: CURLE_OUT_OF_MEMORY))
+        }
+        self.handle = handle
+        self.observer = observer
+        switch request.body {
+        case .none:
+            body = .none
+            bodyLength = 0
+        case .data(let data):
+            body = .data(data, offset: 0)
+            bodyLength = Int64(data.count)
+        case .file(let path, let length):
+            guard let file = FileHandle(forReadingAtPath: path) else {
+                curl_easy_cleanup(handle)
+                throw .bodyUnreadable("cannot open the body file \(path)")
+            }
+            body = .file(file)
+            bodyLength = length
+        }
+        let me = Unmanaged.passRetained(self)
+        retained = me
+        do {
+            try configure(request, userData: me.toOpaque())
+        } catch {
+            close()
+            throw error
+        }
+    }
+
+    private func set(_ option: CURLoption, _ value: Int) throws(TransferError) {
+        let code = urlloading_easy_setopt_long(handle, option, value)
+        if code != CURLE_OK { throw .curl(CurlError(easy: code)) }
+    }
+
+    private func set(_ option: CURLoption, _ value: String) throws(TransferError) {
+        let code = urlloading_easy_setopt_string(handle, option, value)
+        if code != CURLE_OK { throw .curl(CurlError(easy: code)) }
+    }
+
+    private func milliseconds(_ duration: Duration) -> Int {
+        let (seconds, attoseconds) = duration.components
+        return Int(clamping: seconds * 1000 + attoseconds / 1_000_000_000_000_000)
+    }
+
+    private func configure(_ request: TransferRequest, userData: UnsafeMutableRawPointer) throws(TransferError) {
+        try set(CURLOPT_URL, request.url)
+        try set(CURLOPT_NOSIGNAL, 1)
+        // The session follows redirects itself, so cookies, cache and delegates see every hop.
+        try set(CURLOPT_FOLLOWLOCATION, 0)
+        try set(CURLOPT_SUPPRESS_CONNECT_HEADERS, 1)
+        try set(CURLOPT_HTTP_VERSION, CURL_HTTP_VERSION_2TLS)
+        try set(CURLOPT_PIPEWAIT, 1)
+        try set(CURLOPT_TCP_KEEPALIVE, 1)
+        try set(CURLOPT_PROTOCOLS_STR, "http,https")
+        if request.decodeContent { try set(CURLOPT_ACCEPT_ENCODING, "") }
+        if let connect = request.connectTimeout { try set(CURLOPT_CONNECTTIMEOUT_MS, max(1, milliseconds(connect))) }
+        if let idle = request.idleTimeout {
+            // "Less than 1 byte a second for the whole interval" is libcurl's idle timeout.
+            try set(CURLOPT_LOW_SPEED_LIMIT, 1)
+            try set(CURLOPT_LOW_SPEED_TIME, max(1, milliseconds(idle) / 1000))
+        }
+        if let total = request.totalTimeout { try set(CURLOPT_TIMEOUT_MS, max(1, milliseconds(total))) }
+        if let proxy = request.proxy { try set(CURLOPT_PROXY, proxy) } else { try set(CURLOPT_PROXY, "") }
+        try configureTLS(request.tls)
+
+        switch request.method {
+        case "GET": try set(CURLOPT_HTTPGET, 1)
+        case "HEAD": try set(CURLOPT_NOBODY, 1)
+        default:
+            if case .none = request.body {
+                try set(CURLOPT_CUSTOMREQUEST, request.method)
+            } else {
+                try set(CURLOPT_POST, 1)
+                _ = urlloading_easy_setopt_off_t(handle, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(bodyLength))
+                if request.method != "POST" { try set(CURLOPT_CUSTOMREQUEST, request.method) }
+            }
+        }
+
+        for field in request.headers {
+            // "Name;" sends an empty value; "Name:" would remove curl's own field.
+            let line = field.value.isEmpty ? "\(field.name);" : "\(field.name): \(field.value)"
+            guard let list = curl_slist_append(headerList, line) else { throw .curl(CurlError(easy: CURLE_OUT_OF_MEMORY)) }
+            headerList = list
+        }
+        if let headerList { _ = urlloading_easy_setopt_slist(handle, CURLOPT_HTTPHEADER, headerList) }
+
+        _ = urlloading_easy_setopt_pointer(handle, CURLOPT_ERRORBUFFER, &errorBuffer)
+        _ = urlloading_easy_setopt_pointer(handle, CURLOPT_PRIVATE, userData)
+        _ = urlloading_easy_setopt_write_callback(handle, CURLOPT_HEADERFUNCTION, Transfer.headerCallback)
+        _ = urlloading_easy_setopt_pointer(handle, CURLOPT_HEADERDATA, userData)
+        _ = urlloading_easy_setopt_write_callback(handle, CURLOPT_WRITEFUNCTION, Transfer.writeCallback)
+        _ = urlloading_easy_setopt_pointer(handle, CURLOPT_WRITEDATA, userData)
+        _ = urlloading_easy_setopt_read_callback(handle, CURLOPT_READFUNCTION, Transfer.readCallback)
+        _ = urlloading_easy_setopt_pointer(handle, CURLOPT_READDATA, userData)
+        if bodyLength > 0 {
+            _ = urlloading_easy_setopt_xferinfo_callback(handle, CURLOPT_XFERINFOFUNCTION, Transfer.progressCallback)
+            _ = urlloading_easy_setopt_pointer(handle, CURLOPT_XFERINFODATA, userData)
+            try set(CURLOPT_NOPROGRESS, 0)
+        }
+    }
+
+    private func configureTLS(_ tls: TransferRequest.TLS) throws(TransferError) {
+        if let caFile = tls.caFile { try set(CURLOPT_CAINFO, caFile) }
+        try set(CURLOPT_SSL_VERIFYPEER, tls.verifyPeer ? 1 : 0)
+        try set(CURLOPT_SSL_VERIFYHOST, tls.verifyPeer ? 2 : 0)
+        var version = Int(CURL_SSLVERSION_DEFAULT)
+        switch tls.minimumVersion.map({ $0.0 * 10 + $0.1 }) {
+        case 10: version = Int(CURL_SSLVERSION_TLSv1_0)
+        case 11: version = Int(CURL_SSLVERSION_TLSv1_1)
+        case 12: version = Int(CURL_SSLVERSION_TLSv1_2)
+        case 13: version = Int(CURL_SSLVERSION_TLSv1_3)
+        default: break
+        }
+        switch tls.maximumVersion.map({ $0.0 * 10 + $0.1 }) {
+        case 10: version |= Int(CURL_SSLVERSION_MAX_TLSv1_0)
+        case 11: version |= Int(CURL_SSLVERSION_MAX_TLSv1_1)
+        case 12: version |= Int(CURL_SSLVERSION_MAX_TLSv1_2)
+        case 13: version |= Int(CURL_SSLVERSION_MAX_TLSv1_3)
+        default: break
+        }
+        try set(CURLOPT_SSLVERSION, version)
+        if let certificate = tls.clientCertificateFile { try set(CURLOPT_SSLCERT, certificate) }
+        if let key = tls.clientKeyFile { try set(CURLOPT_SSLKEY, key) }
+    }
+
+    /// Cleans up the handle and releases the callbacks' reference. After
+    /// this, libcurl calls no callback of this transfer.
+    func close() {
+        curl_easy_cleanup(handle)
+        curl_slist_free_all(headerList)
+        headerList = nil
+        if case .file(let file) = body { try? file.close() }
+        body = .none
+        retained?.release()
+        retained = nil
+    }
+
+    var errorDetail: String {
+        errorBuffer.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
+    }
+
+    func metrics() -> TransferMetrics {
+        var metrics = TransferMetrics()
+        func seconds(_ info: CURLINFO) -> Double {
+            var value: curl_off_t = 0
+            _ = urlloading_easy_getinfo_off_t(handle, info, &value)
+            return Double(value) / 1_000_000
+        }
+        func integer(_ info: CURLINFO) -> Int {
+            var value = 0
+            _ = urlloading_easy_getinfo_long(handle, info, &value)
+            return value
+        }
+        func bytes(_ info: CURLINFO) -> Int64 {
+            var value: curl_off_t = 0
+            _ = urlloading_easy_getinfo_off_t(handle, info, &value)
+            return Int64(value)
+        }
+        func text(_ info: CURLINFO) -> String? {
+            var value: UnsafeMutablePointer<CChar>?
+            _ = urlloading_easy_getinfo_string(handle, info, &value)
+            return value.map { String(cString: $0) }
+        }
+        metrics.nameLookup = seconds(CURLINFO_NAMELOOKUP_TIME_T)
+        metrics.connect = seconds(CURLINFO_CONNECT_TIME_T)
+        metrics.tlsHandshake = seconds(CURLINFO_APPCONNECT_TIME_T)
+        metrics.requestSent = seconds(CURLINFO_PRETRANSFER_TIME_T)
+        metrics.firstByte = seconds(CURLINFO_STARTTRANSFER_TIME_T)
+        metrics.total = seconds(CURLINFO_TOTAL_TIME_T)
+        metrics.bytesSent = bytes(CURLINFO_SIZE_UPLOAD_T)
+        metrics.bytesReceived = bytes(CURLINFO_SIZE_DOWNLOAD_T)
+        metrics.headerBytes = Int64(integer(CURLINFO_HEADER_SIZE))
+        metrics.httpVersion = httpVersion
+        metrics.reusedConnection = integer(CURLINFO_NUM_CONNECTS) == 0
+        metrics.remoteAddress = text(CURLINFO_PRIMARY_IP)
+        metrics.remotePort = integer(CURLINFO_PRIMARY_PORT)
+        metrics.localAddress = text(CURLINFO_LOCAL_IP)
+        metrics.localPort = integer(CURLINFO_LOCAL_PORT)
+        return metrics
+    }
+
+    // MARK: Callbacks (on the loop thread, inside curl_multi_perform)
+
+    private static func transfer(_ user: UnsafeMutableRawPointer?) -> Transfer? {
+        user.map { Unmanaged<Transfer>.fromOpaque($0).takeUnretainedValue() }
+    }
+
+    private static let headerCallback: curl_write_callback = { data, size, count, user in
+        guard let transfer = transfer(user), let data else { return 0 }
+        let length = size * count
+        return transfer.headerLine(UnsafeRawBufferPointer(start: data, count: length)) ? length : 0
+    }
+
+    private static let writeCallback: curl_write_callback = { data, size, count, user in
+        guard let transfer = transfer(user), let data else { return 0 }
+        let length = size * count
+        guard transfer.headDelivered || transfer.deliverHead() else { return 0 }
+        if transfer.observer.transferDidReceive(UnsafeRawBufferPointer(start: data, count: length)) {
+            return length
+        }
+        transfer.paused = true
+        return Int(CURL_WRITEFUNC_PAUSE)
+    }
+
+    private static let readCallback: curl_read_callback = { buffer, size, count, user in
+        guard let transfer = transfer(user), let buffer else { return Int(CURL_READFUNC_ABORT) }
+        return transfer.readBody(into: UnsafeMutableRawBufferPointer(start: buffer, count: size * count))
+    }
+
+    private static let progressCallback: curl_xferinfo_callback = { user, _, _, _, uploaded in
+        guard let transfer = transfer(user) else { return 0 }
+        if uploaded > 0 { transfer.observer.transferDidSendBody(sent: Int64(uploaded), total: transfer.bodyLength) }
+        return 0
+    }
+
+    /// One line of the head; false stops the transfer.
+    private func headerLine(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        headBytes += bytes.count
+        guard headBytes <= CurlMulti.maximumHeadBytes else {
+            failure = .headTooLarge(CurlMulti.maximumHeadBytes)
+            return false
+        }
+        // Strip CR LF as bytes: as Characters, "\r\n" is one grapheme.
+        var end = bytes.count
+        while end > 0, bytes[end - 1] == 0x0A || bytes[end - 1] == 0x0D { end -= 1 }
+        let line = Substring(String(decoding: UnsafeRawBufferPointer(rebasing: bytes[0..<end]), as: UTF8.self))
+        if line.hasPrefix("HTTP/") {
+            // A new status line: an interim (1xx) head before it is forgotten.
+            let parts = line.split(separator: " ", maxSplits: 2, omittingEmptySubsequences: true)
+            guard parts.count >= 2, let code = Int(parts[1]), (100...999).contains(code) else {
+                failure = .badResponse("malformed status line")
+                return false
+            }
+            status = code
+            httpVersion = String(parts[0])
+            headers = []
+            return true
+        }
+        if line.isEmpty {
+            // The end of a head: the final one is delivered with the first
+            // body byte, or at completion for an empty body.
+            if (100..<200).contains(status) && status != 101 { status = 0 }
+            return true
+        }
+        if let first = line.first, first == " " || first == "\t", !headers.isEmpty {
+            // obs-fold (RFC 9112 §5.2): a continuation of the previous line.
+            headers[headers.count - 1].value += " " + line.trimmingCharacters(in: .whitespaces)
+            return true
+        }
+        guard let colon = line.firstIndex(of: ":") else {
+            failure = .badResponse("malformed header line")
+            return false
+        }
+        let name = line[..<colon]
+        guard !name.isEmpty, !name.contains(where: { $0 == " " || $0 == "\t" }) else {
+            failure = .badResponse("malformed header field name")
+            return false
+        }
+        headers.append((String(name), line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)))
+        return true
+    }
+
+    /// Hands the final head to the observer once.
+    @discardableResult
+    func deliverHead() -> Bool {
+        guard !headDelivered else { return true }
+        guard status >= 200 else {
+            failure = .badResponse("no final status line")
+            return false
+        }
+        headDelivered = true
+        observer.transferDidReceiveHead(ResponseHead(status: status, httpVersion: httpVersion, headers: headers))
+        return true
+    }
+
+    private func readBody(into buffer: UnsafeMutableRawBufferPointer) -> Int {
+        switch body {
+        case .none:
+            return 0
+        case .data(let data, let offset):
+            let count = min(buffer.count, data.count - offset)
+            guard count > 0 else { return 0 }
+            data.withUnsafeBytes { source in
+                buffer.copyMemory(from: UnsafeRawBufferPointer(rebasing: source[offset..<(offset + count)]))
+            }
+            body = .data(data, offset: offset + count)
+            return count
+        case .file(let file):
+            do {
+                guard let chunk = try file.read(upToCount: buffer.count) else { return 0 }
+                chunk.copyBytes(to: buffer)
+                return chunk.count
+            } catch {
+                failure = .bodyUnreadable("reading the body file failed: \(error.localizedDescription)")
+                return Int(CURL_READFUNC_ABORT)
+            }
+        }
+    }
+}

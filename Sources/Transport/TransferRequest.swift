@@ -1,0 +1,105 @@
+package import Foundation
+
+/// What one HTTP exchange sends, in the terms libcurl needs. Built by the
+/// session for each hop (redirects are separate transfers).
+package struct TransferRequest: Sendable {
+    /// Where the request body comes from.
+    package enum Body: Sendable {
+        case none
+        case data(Data)
+        /// A file streamed from disk; `length` bytes are sent.
+        case file(path: String, length: Int64)
+    }
+
+    /// TLS settings.
+    package struct TLS: Sendable, Equatable {
+        /// A PEM bundle of trust roots instead of the system's.
+        package var caFile: String?
+        /// Verify the server's certificate chain and name (default: yes).
+        package var verifyPeer = true
+        /// Minimum and maximum TLS versions as (major, minor), e.g. (1, 2).
+        package var minimumVersion: (Int, Int)?
+        package var maximumVersion: (Int, Int)?
+        /// A client identity (PEM certificate and key files).
+        package var clientCertificateFile: String?
+        package var clientKeyFile: String?
+
+        package init() {}
+
+        package static func == (a: TLS, b: TLS) -> Bool {
+            a.caFile == b.caFile && a.verifyPeer == b.verifyPeer
+                && a.minimumVersion.map { [$0.0, $0.1] } == b.minimumVersion.map { [$0.0, $0.1] }
+                && a.maximumVersion.map { [$0.0, $0.1] } == b.maximumVersion.map { [$0.0, $0.1] }
+                && a.clientCertificateFile == b.clientCertificateFile && a.clientKeyFile == b.clientKeyFile
+        }
+    }
+
+    package var url: String
+    package var method: String
+    /// Header fields in order; each is sent as given.
+    package var headers: [(name: String, value: String)]
+    package var body: Body
+    /// Give up connecting after this long.
+    package var connectTimeout: Duration?
+    /// Fail when no byte moves for this long (Apple's request timeout).
+    package var idleTimeout: Duration?
+    /// Fail when the whole exchange takes longer (Apple's resource timeout).
+    package var totalTimeout: Duration?
+    /// Ask for a compressed body and decode it (`Accept-Encoding`).
+    package var decodeContent = true
+    package var tls = TLS()
+    /// A proxy URL (`http://host:port`), or nil for none.
+    package var proxy: String?
+
+    package init(url: String, method: String = "GET", headers: [(name: String, value: String)] = [], body: Body = .none) {
+        self.url = url
+        self.method = method
+        self.headers = headers
+        self.body = body
+    }
+}
+
+/// The status line and header fields of a final response.
+package struct ResponseHead: Sendable {
+    package var status: Int
+    /// "HTTP/1.1", "HTTP/2", ...
+    package var httpVersion: String
+    package var headers: [(name: String, value: String)]
+}
+
+/// Figures libcurl kept about one transfer (SPEC S4 metrics).
+package struct TransferMetrics: Sendable, Equatable {
+    /// Seconds from the start of the transfer to each phase's end.
+    package var nameLookup: Double = 0
+    package var connect: Double = 0
+    package var tlsHandshake: Double = 0
+    package var requestSent: Double = 0
+    package var firstByte: Double = 0
+    package var total: Double = 0
+    package var bytesSent: Int64 = 0
+    package var bytesReceived: Int64 = 0
+    package var headerBytes: Int64 = 0
+    package var httpVersion: String = ""
+    /// Whether an existing connection carried the request.
+    package var reusedConnection = false
+    package var remoteAddress: String?
+    package var remotePort: Int?
+    package var localAddress: String?
+    package var localPort: Int?
+
+    package init() {}
+}
+
+/// Receives the events of one transfer, on the transport's thread. Each
+/// call must return quickly: hand the work to another context.
+package protocol TransferObserver: AnyObject, Sendable {
+    /// The final response's head arrived (interim 1xx heads are skipped).
+    func transferDidReceiveHead(_ head: ResponseHead)
+    /// A body chunk arrived. Return false to pause the transfer without
+    /// consuming the chunk: libcurl delivers it again after `unpause`.
+    func transferDidReceive(_ chunk: UnsafeRawBufferPointer) -> Bool
+    /// Request body bytes were sent so far, of `total` (-1 when unknown).
+    func transferDidSendBody(sent: Int64, total: Int64)
+    /// The transfer ended: with metrics, or with an error.
+    func transferDidComplete(_ result: Result<TransferMetrics, TransferError>)
+}

@@ -1,0 +1,237 @@
+import Foundation
+import Synchronization
+import Testing
+import TestSupport
+@testable import Transport
+
+/// Collects a transfer's events and hands the outcome to an awaiting test.
+final class Recorder: TransferObserver {
+    struct Outcome: Sendable {
+        var head: ResponseHead?
+        var body = Data()
+        var sent: [Int64] = []
+        var result: Result<TransferMetrics, TransferError>?
+        var headBeforeBody = true
+    }
+
+    private let state = Mutex<(outcome: Outcome, waiter: CheckedContinuation<Outcome, Never>?, done: Bool, refuseNext: Int)>((Outcome(), nil, false, 0))
+
+    /// Refuse (pause on) the next `count` chunks.
+    func refuse(_ count: Int) { state.withLock { $0.refuseNext = count } }
+
+    func transferDidReceiveHead(_ head: ResponseHead) {
+        state.withLock { $0.outcome.head = head }
+    }
+
+    func transferDidReceive(_ chunk: UnsafeRawBufferPointer) -> Bool {
+        state.withLock { state in
+            if state.refuseNext > 0 {
+                state.refuseNext -= 1
+                return false
+            }
+            if state.outcome.head == nil { state.outcome.headBeforeBody = false }
+            state.outcome.body.append(contentsOf: chunk)
+            return true
+        }
+    }
+
+    func transferDidSendBody(sent: Int64, total: Int64) {
+        state.withLock { $0.outcome.sent.append(sent) }
+    }
+
+    func transferDidComplete(_ result: Result<TransferMetrics, TransferError>) {
+        let waiter = state.withLock { state -> (CheckedContinuation<Outcome, Never>, Outcome)? in
+            state.outcome.result = result
+            state.done = true
+            defer { state.waiter = nil }
+            return state.waiter.map { ($0, state.outcome) }
+        }
+        waiter?.0.resume(returning: waiter!.1)
+    }
+
+    var bodySize: Int { state.withLock { $0.outcome.body.count } }
+
+    func outcome() async -> Outcome {
+        await withCheckedContinuation { continuation in
+            let ready = state.withLock { state -> Outcome? in
+                if state.done { return state.outcome }
+                state.waiter = continuation
+                return nil
+            }
+            if let ready { continuation.resume(returning: ready) }
+        }
+    }
+}
+
+@Suite struct TransportTests {
+    static func transfer(_ multi: CurlMulti, _ request: TransferRequest) async -> Recorder.Outcome {
+        let recorder = Recorder()
+        multi.start(request, observer: recorder)
+        return await recorder.outcome()
+    }
+
+    @Test func getDeliversHeadBodyAndMetrics() async throws {
+        let origin = try await TestOrigin.start()
+        origin.route("/a", response: ScriptedResponse(headers: [HeaderField("X-A", "1"), HeaderField("X-A", "2")], body: "hello"))
+        let multi = try CurlMulti()
+        let outcome = await Self.transfer(multi, TransferRequest(url: origin.url("/a").absoluteString, headers: [("X-Req", "yes")]))
+        let metrics = try outcome.result?.get()
+        #expect(outcome.head?.status == 200)
+        #expect(outcome.head?.headers.filter { $0.name == "X-A" }.map(\.value) == ["1", "2"])
+        #expect(outcome.body == Data("hello".utf8))
+        #expect(outcome.headBeforeBody)
+        #expect(metrics?.bytesReceived == 5)
+        #expect(metrics?.remoteAddress == "127.0.0.1")
+        #expect(metrics?.remotePort == origin.port)
+        #expect(origin.requests.first?.header("X-Req") == "yes")
+        // No cookie engine, no redirects followed by libcurl.
+        #expect(origin.requests.first?.header("Cookie") == nil)
+        multi.shutdown()
+        try await origin.shutdown()
+    }
+
+    @Test func redirectsAreNotFollowed() async throws {
+        let origin = try await TestOrigin.start()
+        origin.route("/from", Routes.redirect(to: "/to"))
+        let multi = try CurlMulti()
+        let outcome = await Self.transfer(multi, TransferRequest(url: origin.url("/from").absoluteString))
+        #expect(outcome.head?.status == 302)
+        #expect(outcome.head?.headers.first { $0.name == "Location" }?.value == "/to")
+        #expect(origin.requests(to: "/to").isEmpty)
+        multi.shutdown()
+        try await origin.shutdown()
+    }
+
+    @Test func postSendsTheBodyAndReportsProgress() async throws {
+        let origin = try await TestOrigin.start()
+        origin.route("/echo") { request in ScriptedResponse(status: 201, body: request.body) }
+        let multi = try CurlMulti()
+        let body = Data((0..<300_000).map { UInt8(truncatingIfNeeded: $0) })
+        let outcome = await Self.transfer(multi, TransferRequest(url: origin.url("/echo").absoluteString, method: "PUT",
+                                                                headers: [("Content-Type", "application/octet-stream")], body: .data(body)))
+        #expect(outcome.head?.status == 201)
+        #expect(outcome.body == body)
+        #expect(origin.requests.first?.method == "PUT")
+        #expect(outcome.sent.last == Int64(body.count))
+        #expect(outcome.sent == outcome.sent.sorted())
+        multi.shutdown()
+        try await origin.shutdown()
+    }
+
+    @Test func emptyBodyStillDeliversTheHead() async throws {
+        let origin = try await TestOrigin.start()
+        origin.route("/none", response: ScriptedResponse(status: 204, framing: .none))
+        let multi = try CurlMulti()
+        let outcome = await Self.transfer(multi, TransferRequest(url: origin.url("/none").absoluteString))
+        #expect(outcome.head?.status == 204)
+        #expect(throws: Never.self) { try outcome.result?.get() }
+        multi.shutdown()
+        try await origin.shutdown()
+    }
+
+    @Test func serverThatClosesEarlyIsAnError() async throws {
+        let origin = try await TestOrigin.start()
+        origin.route("/short", response: ScriptedResponse(parts: [.bytes(Array(repeating: 1, count: 10)), .closeConnection], framing: .declaredLength(100)))
+        let multi = try CurlMulti()
+        let outcome = await Self.transfer(multi, TransferRequest(url: origin.url("/short").absoluteString))
+        guard case .failure(let error) = outcome.result else { Issue.record("expected a failure"); return }
+        #expect(error.kind == .curl)
+        #expect(error.curl?.code == 18) // CURLE_PARTIAL_FILE
+        multi.shutdown()
+        try await origin.shutdown()
+    }
+
+    @Test func hugeHeadIsRefusedWithoutUnboundedMemory() async throws {
+        let origin = try await TestOrigin.start()
+        // 50 MB of header lines.
+        let line = Array("X-Filler: \(String(repeating: "a", count: 1000))\r\n".utf8)
+        var head = Array("HTTP/1.1 200 OK\r\n".utf8)
+        for _ in 0..<(50_000_000 / line.count) { head += line }
+        var response = ScriptedResponse(body: "x")
+        response.rawHead = head + Array("Content-Length: 1\r\n\r\n".utf8)
+        origin.route("/huge", response: response)
+        let multi = try CurlMulti()
+        let outcome = await Self.transfer(multi, TransferRequest(url: origin.url("/huge").absoluteString))
+        guard case .failure(let error) = outcome.result else { Issue.record("expected a failure"); return }
+        #expect(error.kind == .headTooLarge, "\(error)")
+        multi.shutdown()
+        try await origin.shutdown()
+    }
+
+    @Test func cancelEndsATransferThatWouldNeverFinish() async throws {
+        let origin = try await TestOrigin.start()
+        origin.route("/slow", response: ScriptedResponse(parts: [.bytes([1]), .pause(.seconds(60)), .bytes([2])], framing: .contentLength))
+        let multi = try CurlMulti()
+        let recorder = Recorder()
+        let id = multi.start(TransferRequest(url: origin.url("/slow").absoluteString), observer: recorder)
+        multi.cancel(id)
+        let outcome = await recorder.outcome()
+        guard case .failure(let error) = outcome.result else { Issue.record("expected a failure"); return }
+        #expect(error.kind == .cancelled)
+        multi.shutdown()
+        try await origin.shutdown()
+    }
+
+    @Test func idleTimeoutFires() async throws {
+        let origin = try await TestOrigin.start()
+        origin.route("/stall", response: ScriptedResponse(parts: [.bytes([1]), .pause(.seconds(30)), .bytes([2])], framing: .contentLength))
+        let multi = try CurlMulti()
+        var request = TransferRequest(url: origin.url("/stall").absoluteString)
+        request.idleTimeout = .seconds(1)
+        let outcome = await Self.transfer(multi, request)
+        guard case .failure(let error) = outcome.result else { Issue.record("expected a failure"); return }
+        #expect(error.curl?.code == 28) // CURLE_OPERATION_TIMEDOUT
+        multi.shutdown()
+        try await origin.shutdown()
+    }
+
+    @Test func refusedChunksArriveAgainAfterUnpause() async throws {
+        let origin = try await TestOrigin.start()
+        let size = 3_000_000
+        origin.route("/big", response: ScriptedResponse(parts: [.pattern(offset: 0, count: size)]))
+        let multi = try CurlMulti()
+        let recorder = Recorder()
+        recorder.refuse(1)
+        let id = multi.start(TransferRequest(url: origin.url("/big").absoluteString), observer: recorder)
+        // The first chunk was refused, so nothing flows until unpause.
+        while recorder.bodySize == 0 {
+            multi.unpause(id)
+            await Task.yield()
+        }
+        let outcome = await recorder.outcome()
+        #expect(outcome.body == Data(TestOrigin.pattern(offset: 0, count: size)))
+        multi.shutdown()
+        try await origin.shutdown()
+    }
+
+    @Test func twoHundredConcurrentTransfersOnSixConnections() async throws {
+        let origin = try await TestOrigin.start()
+        origin.route("/item") { request in
+            ScriptedResponse(parts: [.pause(.milliseconds(5)), .bytes(Array((request.query ?? "").utf8))])
+        }
+        let multi = try CurlMulti(maximumConnectionsPerHost: 6)
+        let outcomes = await withTaskGroup(of: (Int, Recorder.Outcome).self) { group in
+            for index in 0..<200 {
+                group.addTask { (index, await Self.transfer(multi, TransferRequest(url: origin.url("/item?\(index)").absoluteString))) }
+            }
+            var all: [Int: Recorder.Outcome] = [:]
+            for await (index, outcome) in group { all[index] = outcome }
+            return all
+        }
+        #expect(outcomes.count == 200)
+        for (index, outcome) in outcomes {
+            #expect(outcome.body == Data("\(index)".utf8))
+        }
+        #expect(origin.connectionCount <= 6)
+        multi.shutdown()
+        try await origin.shutdown()
+    }
+
+    @Test func afterShutdownTransfersFailAtOnce() async throws {
+        let multi = try CurlMulti()
+        multi.shutdown()
+        let outcome = await Self.transfer(multi, TransferRequest(url: "http://127.0.0.1:9/"))
+        guard case .failure(let error) = outcome.result else { Issue.record("expected a failure"); return }
+        #expect(error.kind == .shutDown)
+    }
+}
