@@ -1,0 +1,226 @@
+public import Foundation
+#if canImport(FoundationNetworking)
+public import FoundationNetworking
+#endif
+import Synchronization
+import Transport
+
+/// A session (Apple's `URLSession`, SPEC S1–S8): makes tasks from requests,
+/// runs them on libcurl, and reports to its delegate from one serial context.
+///
+/// The session keeps its delegate until it is invalidated
+/// (`finishTasksAndInvalidate` or `invalidateAndCancel`); after that it
+/// makes no new transfers.
+public final class Session: Sendable, CustomStringConvertible {
+    /// The configuration the session copied when it was created.
+    public let configuration: SessionConfiguration
+    /// The response cache the configuration resolved to, if any.
+    public let urlCache: ResponseCache?
+
+    let multi: CurlMulti
+    let events = DelegateQueue()
+    private let state: Mutex<State>
+
+    private struct State {
+        var delegate: (any SessionDelegate)?
+        var tasks: [Int: SessionTask] = [:]
+        var nextIdentifier = 1
+        var invalidating = false
+        var invalidated = false
+    }
+
+    /// Creates a session.
+    ///
+    /// - Parameters:
+    ///   - configuration: Copied; later changes to it do not reach the session.
+    ///   - delegate: Receives the session's events; kept until invalidation.
+    /// - Throws: `StoreError` when the configuration's persistent stores cannot
+    ///   be opened; `SessionError` when libcurl cannot start.
+    public init(configuration: SessionConfiguration = .default, delegate: (any SessionDelegate)? = nil) throws {
+        self.configuration = configuration
+        self.urlCache = try configuration.resolveCache()
+        do {
+            multi = try CurlMulti(maximumConnectionsPerHost: configuration.httpMaximumConnectionsPerHost)
+        } catch {
+            throw SessionError(.unknown, failingURL: nil, message: "libcurl could not start: \(error)")
+        }
+        state = Mutex(State(delegate: delegate))
+    }
+
+    deinit {
+        multi.shutdown()
+    }
+
+    /// The session's delegate (nil after invalidation).
+    public var delegate: (any SessionDelegate)? { state.withLock { $0.delegate } }
+
+    var isInvalidated: Bool { state.withLock { $0.invalidating || $0.invalidated } }
+
+    public var description: String {
+        "Session(\(configuration.kind), \(state.withLock { $0.tasks.count }) tasks)"
+    }
+
+    // MARK: Tasks
+
+    /// A data task whose response and data go to the delegate.
+    public func dataTask(with request: URLRequest) -> SessionTask {
+        makeTask(.data, request, body: Self.body(of: request), delivery: .delegate)
+    }
+
+    /// A data task for `url`.
+    public func dataTask(with url: URL) -> SessionTask {
+        dataTask(with: URLRequest(url: url))
+    }
+
+    /// A data task that hands the whole body to `completionHandler` (on the
+    /// session's delegate context) and makes no response or data delegate calls.
+    public func dataTask(with request: URLRequest, completionHandler: @escaping @Sendable (Data?, URLResponse?, (any Error)?) -> Void) -> SessionTask {
+        makeTask(.data, request, body: Self.body(of: request), delivery: .data(completionHandler))
+    }
+
+    /// An upload task sending `bodyData` (the request's own body is ignored).
+    public func uploadTask(with request: URLRequest, from bodyData: Data) -> SessionTask {
+        makeTask(.upload, Self.uploading(request), body: .data(bodyData), delivery: .delegate)
+    }
+
+    /// An upload task with a completion handler.
+    public func uploadTask(with request: URLRequest, from bodyData: Data,
+                           completionHandler: @escaping @Sendable (Data?, URLResponse?, (any Error)?) -> Void) -> SessionTask {
+        makeTask(.upload, Self.uploading(request), body: .data(bodyData), delivery: .data(completionHandler))
+    }
+
+    /// An upload task streaming the file at `fileURL` from disk.
+    public func uploadTask(with request: URLRequest, fromFile fileURL: URL) -> SessionTask {
+        makeTask(.upload, Self.uploading(request), body: Self.fileBody(fileURL), delivery: .delegate)
+    }
+
+    /// An upload task from a file, with a completion handler.
+    public func uploadTask(with request: URLRequest, fromFile fileURL: URL,
+                           completionHandler: @escaping @Sendable (Data?, URLResponse?, (any Error)?) -> Void) -> SessionTask {
+        makeTask(.upload, Self.uploading(request), body: Self.fileBody(fileURL), delivery: .data(completionHandler))
+    }
+
+    /// A download task: the body goes to a temporary file handed to
+    /// `didFinishDownloadingTo`, deleted when that method returns.
+    public func downloadTask(with request: URLRequest) -> SessionTask {
+        makeTask(.download, request, body: Self.body(of: request), delivery: .delegate)
+    }
+
+    /// A download task with a completion handler; the file is deleted when
+    /// the handler returns.
+    public func downloadTask(with request: URLRequest, completionHandler: @escaping @Sendable (URL?, URLResponse?, (any Error)?) -> Void) -> SessionTask {
+        makeTask(.download, request, body: Self.body(of: request), delivery: .download(completionHandler))
+    }
+
+    /// Every task not yet completed.
+    public var allTasks: [SessionTask] {
+        state.withLock { Array($0.tasks.values) }.sorted { $0.taskIdentifier < $1.taskIdentifier }
+    }
+
+    private func makeTask(_ kind: SessionTask.Kind, _ request: URLRequest, body: TransferRequest.Body, delivery: SessionTask.Delivery) -> SessionTask {
+        var request = request
+        for (name, value) in configuration.httpAdditionalHeaders where request.value(forHTTPHeaderField: name) == nil {
+            request.setValue(value, forHTTPHeaderField: name)
+        }
+        return state.withLock { state in
+            let task = SessionTask(session: self, identifier: state.nextIdentifier, kind: kind, request: request, body: body, delivery: delivery)
+            state.nextIdentifier += 1
+            if !state.invalidated && !state.invalidating { state.tasks[task.taskIdentifier] = task }
+            return task
+        }
+    }
+
+    private static func body(of request: URLRequest) -> TransferRequest.Body {
+        request.httpBody.map { .data($0) } ?? .none
+    }
+
+    private static func uploading(_ request: URLRequest) -> URLRequest {
+        var request = request
+        if request.httpMethod == nil || request.httpMethod == "GET" { request.httpMethod = "POST" }
+        request.httpBody = nil
+        return request
+    }
+
+    private static func fileBody(_ url: URL) -> TransferRequest.Body {
+        let size = (try? FileManager.default.attributesOfItem(atPath: url.path)[.size] as? Int) ?? nil
+        return .file(path: url.path, length: Int64(size ?? 0))
+    }
+
+    /// The transport's form of a request, with the configuration's settings.
+    func transferRequest(for request: URLRequest, body: TransferRequest.Body) -> TransferRequest {
+        var headers: [(name: String, value: String)] = []
+        for (name, value) in (request.allHTTPHeaderFields ?? [:]).sorted(by: { $0.key < $1.key }) {
+            headers.append((name, value))
+        }
+        var transfer = TransferRequest(
+            url: request.url?.absoluteString ?? "", method: request.httpMethod ?? "GET", headers: headers, body: body)
+        let idle = request.timeoutInterval > 0 && request.timeoutInterval != 60 ? request.timeoutInterval : configuration.timeoutIntervalForRequest
+        transfer.connectTimeout = .milliseconds(Int64(idle * 1000))
+        transfer.idleTimeout = .milliseconds(Int64(idle * 1000))
+        transfer.totalTimeout = .milliseconds(Int64(configuration.timeoutIntervalForResource * 1000))
+        transfer.proxy = configuration.proxyURL?.absoluteString
+        transfer.tls.caFile = configuration.trustRootsFile
+        transfer.tls.minimumVersion = configuration.tlsMinimumSupportedVersion.map { ($0.major, $0.minor) }
+        transfer.tls.maximumVersion = configuration.tlsMaximumSupportedVersion.map { ($0.major, $0.minor) }
+        return transfer
+    }
+
+    // MARK: Life cycle (SPEC S8)
+
+    /// Lets running tasks finish, then invalidates: `sessionDidBecomeInvalid`
+    /// is called and the delegate released. No new task runs after this.
+    public func finishTasksAndInvalidate() {
+        let now = state.withLock { state -> Bool in
+            guard !state.invalidating, !state.invalidated else { return false }
+            state.invalidating = true
+            return state.tasks.isEmpty
+        }
+        if now { invalidate() }
+    }
+
+    /// Cancels every task and invalidates at once.
+    public func invalidateAndCancel() {
+        let tasks = state.withLock { state -> [SessionTask] in
+            guard !state.invalidated else { return [] }
+            state.invalidating = true
+            return Array(state.tasks.values)
+        }
+        tasks.forEach { $0.cancel() }
+        invalidate()
+    }
+
+    /// Writes pending bookkeeping of the stores to disk.
+    public func flush() async {
+        urlCache?.flush()
+    }
+
+    /// Empties the stores of this session's configuration: its cache (the
+    /// shared one for a default configuration).
+    public func reset() async {
+        urlCache?.removeAllCachedResponses()
+    }
+
+    func taskDidComplete(_ task: SessionTask) {
+        let finishNow = state.withLock { state -> Bool in
+            state.tasks[task.taskIdentifier] = nil
+            return state.invalidating && !state.invalidated && state.tasks.isEmpty
+        }
+        if finishNow { invalidate() }
+    }
+
+    private func invalidate() {
+        let delegate = state.withLock { state -> (any SessionDelegate)?? in
+            guard !state.invalidated else { return .none }
+            state.invalidated = true
+            defer { state.delegate = nil }
+            return .some(state.delegate)
+        }
+        guard case .some(let delegate) = delegate else { return }
+        events.enqueue { [self] in
+            delegate?.sessionDidBecomeInvalid(self, error: nil)
+            // The ephemeral session's private stores are wiped with it.
+            if case .sessionPrivate = configuration.cacheChoice { urlCache?.removeAllCachedResponses() }
+            self.multi.shutdown()
+        }
+    }
+}

@@ -1,0 +1,158 @@
+public import Foundation
+#if canImport(FoundationNetworking)
+public import FoundationNetworking
+#endif
+import Synchronization
+
+/// The settings of a session (Apple's `URLSessionConfiguration`, SPEC S1–S3).
+///
+/// A value type: a session copies it when it is created, so changing a
+/// configuration afterwards never changes that session, and every copy is
+/// independent (SPEC S2).
+public struct SessionConfiguration: Sendable {
+    /// What kind of session the configuration makes.
+    public enum Kind: Sendable, Hashable {
+        /// Persistent stores shared by every default session of the application.
+        case `default`
+        /// Stores in memory, private to each session made from it.
+        case ephemeral
+        /// Like default; transfers run in a separate process (not yet executed
+        /// out of process).
+        case background(identifier: String)
+    }
+
+    /// Where a session's cache comes from.
+    enum CacheChoice: Sendable {
+        /// The application's shared persistent cache (default configurations).
+        case applicationShared
+        /// A new in-memory cache for each session made from the configuration.
+        case sessionPrivate
+        /// This cache object, shared by every session given it.
+        case explicit(ResponseCache)
+        /// No cache.
+        case none
+    }
+
+    /// The kind.
+    public let kind: Kind
+
+    /// Names the application's stores under the XDG directories; by default
+    /// the executable's name.
+    public var applicationIdentifier: String = StoreLocations.defaultApplicationIdentifier
+
+    /// The cache policy of requests that use `.useProtocolCachePolicy`.
+    public var requestCachePolicy: URLRequest.CachePolicy = .useProtocolCachePolicy
+    /// Seconds without any byte moving before a request fails (Apple: 60).
+    public var timeoutIntervalForRequest: TimeInterval = 60
+    /// Seconds a whole task may take (Apple: 7 days).
+    public var timeoutIntervalForResource: TimeInterval = 7 * 24 * 3600
+    /// Connections libcurl may open to one host (Apple: 6).
+    public var httpMaximumConnectionsPerHost = 6
+    /// Redirects a task follows before failing with `.httpTooManyRedirects`
+    /// (Apple's limit is 16).
+    public var httpMaximumRedirects = 16
+    /// Whether requests get cookies from the cookie store.
+    public var httpShouldSetCookies = true
+    /// Header fields added to every request that does not set them itself.
+    public var httpAdditionalHeaders: [String: String] = [:]
+    /// Whether a task waits for connectivity instead of failing at once.
+    public var waitsForConnectivity = false
+    /// A proxy for every request, as `http://host:port`; nil for none.
+    public var proxyURL: URL?
+    /// The lowest and highest TLS versions to negotiate, e.g. `(1, 2)`.
+    public var tlsMinimumSupportedVersion: (major: Int, minor: Int)?
+    public var tlsMaximumSupportedVersion: (major: Int, minor: Int)?
+    /// A PEM file of trust roots to verify servers against instead of the
+    /// system's (custom roots, SPEC A4).
+    public var trustRootsFile: String?
+    /// Interceptors, consulted in order before the network (the role of
+    /// Apple's `protocolClasses`).
+    public var interceptors: [any Interceptor] = []
+    /// Whether responses carry an RFC 9211 `Cache-Status` field.
+    public var sendsCacheStatus = true
+
+    var cacheChoice: CacheChoice
+
+    /// The response cache. Default configurations use the application's
+    /// shared persistent cache; ephemeral ones give each session a new
+    /// in-memory cache (this property is nil for them until you set one).
+    /// Setting a cache makes every session from this configuration share it;
+    /// setting nil turns caching off.
+    public var urlCache: ResponseCache? {
+        get {
+            switch cacheChoice {
+            case .explicit(let cache): return cache
+            case .applicationShared: return try? SessionConfiguration.sharedCache(for: applicationIdentifier)
+            case .sessionPrivate, .none: return nil
+            }
+        }
+        set { cacheChoice = newValue.map { .explicit($0) } ?? .none }
+    }
+
+    private init(kind: Kind, cacheChoice: CacheChoice) {
+        self.kind = kind
+        self.cacheChoice = cacheChoice
+    }
+
+    /// Persistent stores shared per application identifier: the cache under
+    /// `$XDG_CACHE_HOME/<app>/`.
+    public static var `default`: SessionConfiguration {
+        SessionConfiguration(kind: .default, cacheChoice: .applicationShared)
+    }
+
+    /// Nothing on disk. Each session made from an ephemeral configuration
+    /// gets its own in-memory cache, cookie store and credential store,
+    /// private to that session and wiped when it is invalidated, even when
+    /// two sessions are made from the same configuration value. Only a store
+    /// object you put into the configuration yourself is shared, because you
+    /// asked for it.
+    public static var ephemeral: SessionConfiguration {
+        SessionConfiguration(kind: .ephemeral, cacheChoice: .sessionPrivate)
+    }
+
+    /// A background configuration (its transfers will run in a separate
+    /// process; until then it behaves like `.default`).
+    ///
+    /// - Parameter identifier: Names the session; one live session per identifier.
+    public static func background(identifier: String) -> SessionConfiguration {
+        SessionConfiguration(kind: .background(identifier: identifier), cacheChoice: .applicationShared)
+    }
+
+    /// The identifier of a background configuration.
+    public var identifier: String? {
+        if case .background(let identifier) = kind { return identifier }
+        return nil
+    }
+
+    // MARK: Shared stores
+
+    /// Apple's `URLCache.shared` capacities: 512 KiB in memory, 10 MiB on disk.
+    static let sharedMemoryCapacity = 512 * 1024
+    static let sharedDiskCapacity = 10 * 1024 * 1024
+    /// Memory for each ephemeral session's private cache.
+    static let ephemeralMemoryCapacity = 4 * 1024 * 1024
+
+    private static let sharedCaches = Mutex<[String: ResponseCache]>([:])
+
+    /// The application's persistent cache, opened once per process.
+    static func sharedCache(for applicationIdentifier: String) throws -> ResponseCache {
+        try sharedCaches.withLock { caches in
+            if let cache = caches[applicationIdentifier] { return cache }
+            let cache = try ResponseCache(
+                memoryCapacity: sharedMemoryCapacity, diskCapacity: sharedDiskCapacity,
+                directory: StoreLocations(applicationIdentifier: applicationIdentifier).cacheDirectory)
+            caches[applicationIdentifier] = cache
+            return cache
+        }
+    }
+
+    /// The cache a new session gets.
+    func resolveCache() throws -> ResponseCache? {
+        switch cacheChoice {
+        case .explicit(let cache): return cache
+        case .none: return nil
+        case .sessionPrivate: return ResponseCache(memoryCapacity: Self.ephemeralMemoryCapacity)
+        case .applicationShared: return try Self.sharedCache(for: applicationIdentifier)
+        }
+    }
+}

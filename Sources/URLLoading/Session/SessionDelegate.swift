@@ -1,0 +1,103 @@
+public import Foundation
+#if canImport(FoundationNetworking)
+public import FoundationNetworking
+#endif
+
+/// What to do with a response (Apple's `URLSession.ResponseDisposition`).
+public enum ResponseDisposition: Sendable, Equatable {
+    /// Go on receiving the body.
+    case allow
+    /// Cancel the task (it completes with `.cancelled`).
+    case cancel
+}
+
+/// The events of a session and its tasks (Apple's `URLSessionDelegate` and
+/// its task, data and download sub-protocols, SPEC S6). Every method has a
+/// default, so a delegate implements only what it needs. Calls for one task
+/// arrive in order, from one serial context per session.
+public protocol SessionDelegate: AnyObject, Sendable {
+    /// The session was invalidated; the last call it makes.
+    func sessionDidBecomeInvalid(_ session: Session, error: (any Error)?)
+
+    /// A redirect: return the request to follow (possibly changed), or nil
+    /// to take the redirect response as the task's result.
+    func session(_ session: Session, task: SessionTask, willPerformHTTPRedirection response: HTTPURLResponse,
+                 newRequest request: URLRequest) async -> URLRequest?
+
+    /// Request body bytes sent.
+    func session(_ session: Session, task: SessionTask, didSendBodyData bytesSent: Int64,
+                 totalBytesSent: Int64, totalBytesExpectedToSend: Int64)
+
+    /// The response arrived; the body waits for the answer.
+    func session(_ session: Session, dataTask: SessionTask, didReceive response: URLResponse) async -> ResponseDisposition
+
+    /// A chunk of the body.
+    func session(_ session: Session, dataTask: SessionTask, didReceive data: Data)
+
+    /// Body bytes written to a download's file.
+    func session(_ session: Session, downloadTask: SessionTask, didWriteData bytesWritten: Int64,
+                 totalBytesWritten: Int64, totalBytesExpectedToWrite: Int64)
+
+    /// The download is complete; the file at `location` is deleted when this returns.
+    func session(_ session: Session, downloadTask: SessionTask, didFinishDownloadingTo location: URL)
+
+    /// Timing and size figures of the task, before it completes.
+    func session(_ session: Session, task: SessionTask, didFinishCollecting metrics: TaskMetrics)
+
+    /// The task ended, with nil for success (a 4xx or 5xx is a success).
+    func session(_ session: Session, task: SessionTask, didCompleteWithError error: (any Error)?)
+}
+
+extension SessionDelegate {
+    public func sessionDidBecomeInvalid(_ session: Session, error: (any Error)?) {}
+    public func session(_ session: Session, task: SessionTask, willPerformHTTPRedirection response: HTTPURLResponse,
+                        newRequest request: URLRequest) async -> URLRequest? { request }
+    public func session(_ session: Session, task: SessionTask, didSendBodyData bytesSent: Int64,
+                        totalBytesSent: Int64, totalBytesExpectedToSend: Int64) {}
+    public func session(_ session: Session, dataTask: SessionTask, didReceive response: URLResponse) async -> ResponseDisposition { .allow }
+    public func session(_ session: Session, dataTask: SessionTask, didReceive data: Data) {}
+    public func session(_ session: Session, downloadTask: SessionTask, didWriteData bytesWritten: Int64,
+                        totalBytesWritten: Int64, totalBytesExpectedToWrite: Int64) {}
+    public func session(_ session: Session, downloadTask: SessionTask, didFinishDownloadingTo location: URL) {}
+    public func session(_ session: Session, task: SessionTask, didFinishCollecting metrics: TaskMetrics) {}
+    public func session(_ session: Session, task: SessionTask, didCompleteWithError error: (any Error)?) {}
+}
+
+/// Timing and size figures of a task, one entry per request it sent
+/// (redirects make several), filled from libcurl's timing info.
+public struct TaskMetrics: Sendable, Equatable {
+    /// One request/response exchange.
+    public struct Transaction: Sendable, Equatable {
+        /// The request's URL (query and user info removed).
+        public var url: URL?
+        /// The response's status, or nil when none arrived.
+        public var statusCode: Int?
+        /// "HTTP/1.1", "HTTP/2".
+        public var networkProtocolName: String
+        /// Whether an existing connection carried it.
+        public var isReusedConnection: Bool
+        /// Seconds from the start of the exchange to the end of each phase.
+        public var domainLookupSeconds: Double
+        public var connectSeconds: Double
+        public var secureConnectionSeconds: Double
+        public var requestSentSeconds: Double
+        public var firstByteSeconds: Double
+        public var totalSeconds: Double
+        public var requestBodyBytesSent: Int64
+        public var responseBodyBytesReceived: Int64
+        public var responseHeaderBytesReceived: Int64
+        public var remoteAddress: String?
+        public var remotePort: Int?
+        public var localAddress: String?
+        public var localPort: Int?
+        /// How the cache took part: "hit", "fwd=miss", ... (RFC 9211 terms).
+        public var cacheStatus: String?
+    }
+
+    /// Every exchange, in order.
+    public var transactions: [Transaction]
+    /// When the task started and ended.
+    public var taskInterval: DateInterval
+    /// Redirects followed.
+    public var redirectCount: Int
+}

@@ -1,0 +1,60 @@
+public import Foundation
+
+/// A client-side failure of a task (SPEC S6): server statuses (4xx, 5xx) are
+/// responses, never errors. A struct around a code, so new codes never break
+/// a caller's `switch`; compare `code` with the static members.
+public struct SessionError: Error, CustomStringConvertible, Sendable, Equatable {
+    /// What went wrong, stable for callers to branch on.
+    public struct Code: Hashable, Sendable, CustomStringConvertible {
+        private let name: String
+        private init(_ name: String) { self.name = name }
+
+        public static let cancelled = Code("cancelled")
+        public static let timedOut = Code("timed out")
+        public static let cannotFindHost = Code("cannot find host")
+        public static let cannotConnectToHost = Code("cannot connect to host")
+        public static let networkConnectionLost = Code("network connection lost")
+        public static let badServerResponse = Code("bad server response")
+        public static let httpTooManyRedirects = Code("too many redirects")
+        public static let unsupportedURL = Code("unsupported URL")
+        public static let badURL = Code("bad URL")
+        public static let secureConnectionFailed = Code("secure connection failed")
+        public static let serverCertificateUntrusted = Code("server certificate untrusted")
+        public static let clientCertificateRejected = Code("client certificate rejected")
+        public static let cannotReadBody = Code("cannot read request body")
+        public static let cannotWriteFile = Code("cannot write file")
+        public static let resourceUnavailable = Code("resource unavailable")
+        public static let sessionInvalidated = Code("session invalidated")
+        public static let unknown = Code("unknown")
+
+        public var description: String { name }
+    }
+
+    /// The failure.
+    public let code: Code
+    /// The URL of the request that failed, with its query and user info removed.
+    public let failingURL: URL?
+    /// Details, free of secrets.
+    public let message: String
+
+    /// Creates an error.
+    public init(_ code: Code, failingURL: URL?, message: String) {
+        self.code = code
+        self.failingURL = failingURL.map(Self.redacted)
+        self.message = message
+    }
+
+    public var description: String {
+        "\(code): \(message)" + (failingURL.map { " (\($0.absoluteString))" } ?? "")
+    }
+
+    /// A URL without user, password, query or fragment: those may hold secrets.
+    static func redacted(_ url: URL) -> URL {
+        guard var components = URLComponents(url: url, resolvingAgainstBaseURL: true) else { return url }
+        components.user = nil
+        components.password = nil
+        if components.query != nil { components.query = "…" }
+        components.fragment = nil
+        return components.url ?? url
+    }
+}

@@ -1,0 +1,192 @@
+import Transport
+
+extension SessionTask {
+    /// The life of a task as pure state: events come in, actions go out; the
+    /// task applies them under its lock and performs them after releasing it
+    /// (transport commands, delegate calls). Events of a hop that is no
+    /// longer current (after a redirect or cancel) are ignored.
+    ///
+    /// ```
+    /// suspended ─resume→ starting ─started→ awaitingHead ─head→ deciding ─allow→ receiving ─done→ finished
+    ///                                            ↑                  │ follow redirect                 ↑
+    ///                                            └──────────────────┘                                 │
+    ///        any state ─cancel / error───────────────────────────────────────────────────────────────┘
+    /// ```
+    struct StateMachine {
+        enum Phase: Equatable {
+            case initial
+            case starting
+            case awaitingHead
+            case deciding
+            case receiving
+            case finished
+        }
+
+        enum Action {
+            case runInterceptors
+            case startTransfer(hop: Int)
+            case cancelTransfer(CurlMulti.TransferID)
+            case unpause(CurlMulti.TransferID)
+            case decide(ResponseHead, hop: Int)
+            case complete(Result<TransferMetrics?, SessionError>)
+        }
+
+        private(set) var phase: Phase = .initial
+        private(set) var hop = 0
+        private(set) var suspended = true
+        private var transfer: CurlMulti.TransferID?
+        private var refusedChunk = false
+        /// A transfer that ended while its head was being decided.
+        private var pendingCompletion: Result<TransferMetrics, TransferError>?
+
+        var isFinished: Bool { phase == .finished }
+
+        mutating func resume() -> [Action] {
+            guard phase != .finished, suspended else { return [] }
+            suspended = false
+            if phase == .initial {
+                phase = .starting
+                return [.runInterceptors]
+            }
+            return unpauseIfRefused()
+        }
+
+        mutating func suspend() {
+            if phase != .finished && phase != .initial { suspended = true }
+        }
+
+        mutating func cancel() -> [Action] {
+            guard phase != .finished else { return [] }
+            phase = .finished
+            var actions: [Action] = []
+            if let transfer { actions.append(.cancelTransfer(transfer)) }
+            actions.append(.complete(.failure(SessionError(.cancelled, failingURL: nil, message: "the task was cancelled"))))
+            return actions
+        }
+
+        /// Interceptors let the request through: start the first hop.
+        mutating func proceed() -> [Action] {
+            guard phase == .starting else { return [] }
+            phase = .awaitingHead
+            return [.startTransfer(hop: hop)]
+        }
+
+        /// Interceptors answered or failed: the task ends without a transfer.
+        mutating func finishWithoutTransfer(_ result: Result<TransferMetrics?, SessionError>) -> [Action] {
+            guard phase != .finished else { return [] }
+            phase = .finished
+            return [.complete(result)]
+        }
+
+        mutating func started(_ id: CurlMulti.TransferID, hop: Int) -> [Action] {
+            guard hop == self.hop else { return [.cancelTransfer(id)] }
+            guard phase != .finished else { return [.cancelTransfer(id)] }
+            transfer = id
+            return []
+        }
+
+        mutating func head(_ head: ResponseHead, hop: Int) -> [Action] {
+            guard hop == self.hop, phase == .awaitingHead else { return [] }
+            phase = .deciding
+            return [.decide(head, hop: hop)]
+        }
+
+        /// Whether a body chunk may be consumed now.
+        mutating func chunk(hop: Int) -> Bool {
+            guard hop == self.hop else { return true } // a stale hop's bytes are dropped
+            if phase == .receiving && !suspended { return true }
+            refusedChunk = true
+            return false
+        }
+
+        /// The delegate (or the session) decided to follow a redirect.
+        mutating func follow() -> [Action] {
+            guard phase == .deciding else { return [] }
+            var actions: [Action] = []
+            if let transfer { actions.append(.cancelTransfer(transfer)) }
+            transfer = nil
+            refusedChunk = false
+            pendingCompletion = nil
+            hop += 1
+            phase = .awaitingHead
+            actions.append(.startTransfer(hop: hop))
+            return actions
+        }
+
+        /// The response is accepted: receive its body.
+        mutating func allow() -> [Action] {
+            guard phase == .deciding else { return [] }
+            phase = .receiving
+            if let pending = pendingCompletion {
+                pendingCompletion = nil
+                return completion(pending)
+            }
+            return unpauseIfRefused()
+        }
+
+        /// The task fails (delegate cancelled, too many redirects, ...).
+        mutating func fail(_ error: SessionError) -> [Action] {
+            guard phase != .finished else { return [] }
+            phase = .finished
+            var actions: [Action] = []
+            if let transfer { actions.append(.cancelTransfer(transfer)) }
+            actions.append(.complete(.failure(error)))
+            return actions
+        }
+
+        mutating func transferCompleted(_ result: Result<TransferMetrics, TransferError>, hop: Int) -> [Action] {
+            guard hop == self.hop, phase != .finished else { return [] }
+            if phase == .deciding, case .success = result {
+                pendingCompletion = result
+                return []
+            }
+            return completion(result)
+        }
+
+        private mutating func completion(_ result: Result<TransferMetrics, TransferError>) -> [Action] {
+            phase = .finished
+            transfer = nil
+            return [.complete(result.map { Optional($0) }.mapError { SessionError(transfer: $0) })]
+        }
+
+        private mutating func unpauseIfRefused() -> [Action] {
+            guard refusedChunk, phase == .receiving, !suspended, let transfer else { return [] }
+            refusedChunk = false
+            return [.unpause(transfer)]
+        }
+    }
+}
+
+extension SessionError {
+    /// The session's view of a transport failure.
+    init(transfer error: TransferError, url: URL? = nil) {
+        switch error.kind {
+        case .cancelled: self.init(.cancelled, failingURL: url, message: "the task was cancelled")
+        case .headTooLarge, .badResponse: self.init(.badServerResponse, failingURL: url, message: error.message)
+        case .bodyUnreadable: self.init(.cannotReadBody, failingURL: url, message: error.message)
+        case .shutDown: self.init(.sessionInvalidated, failingURL: url, message: error.message)
+        case .curl:
+            let code: Code
+            switch error.curl?.code ?? -1 {
+            case 1, 3: code = .unsupportedURL
+            case 5, 6: code = .cannotFindHost
+            case 7: code = .cannotConnectToHost
+            case 28: code = .timedOut
+            case 18, 52, 55, 56: code = .networkConnectionLost
+            case 8, 16, 61, 92: code = .badServerResponse
+            case 35: code = .secureConnectionFailed
+            case 58, 59: code = .clientCertificateRejected
+            case 60, 51: code = .serverCertificateUntrusted
+            case 26: code = .cannotReadBody
+            case 23: code = .cannotWriteFile
+            case 42: code = .cancelled
+            default: code = .unknown
+            }
+            self.init(code, failingURL: url, message: error.message)
+        }
+    }
+}
+
+#if canImport(Foundation)
+import Foundation
+#endif

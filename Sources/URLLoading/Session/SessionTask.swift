@@ -1,0 +1,488 @@
+import Foundation
+#if canImport(FoundationNetworking)
+public import FoundationNetworking
+#endif
+import Synchronization
+import Transport
+
+/// A task of a session (Apple's `URLSessionTask` and its data, upload and
+/// download kinds, SPEC S4). Every task starts suspended; `resume()` starts it.
+public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
+    /// The kind of task.
+    public enum Kind: Sendable, Equatable { case data, upload, download }
+
+    /// Apple's `URLSessionTask.State`.
+    public enum State: Sendable, Equatable { case running, suspended, canceling, completed }
+
+    /// How the task hands its result back.
+    enum Delivery {
+        /// Delegate calls for response and data.
+        case delegate
+        /// A completion handler with the whole body; no response or data delegate calls (SPEC S5).
+        case data(@Sendable (Data?, URLResponse?, (any Error)?) -> Void)
+        /// A completion handler with the downloaded file, deleted when it returns.
+        case download(@Sendable (URL?, URLResponse?, (any Error)?) -> Void)
+    }
+
+    /// Unique among the session's tasks.
+    public let taskIdentifier: Int
+    /// Data, upload or download.
+    public let kind: Kind
+    /// The request the task was created with.
+    public let originalRequest: URLRequest?
+
+    private let body: TransferRequest.Body
+    private let delivery: Delivery
+    private let state: Mutex<Inner>
+
+    struct Inner {
+        var machine = StateMachine()
+        var session: Session?
+        var delegate: (any SessionDelegate)?
+        var currentRequest: URLRequest?
+        var response: HTTPURLResponse?
+        var error: SessionError?
+        var canceling = false
+        var bytesReceived: Int64 = 0
+        var bytesSent: Int64 = 0
+        var bytesExpectedToReceive: Int64 = -1
+        var bytesExpectedToSend: Int64 = 0
+        var taskDescription: String?
+        var priority: Float = 0.5
+        var buffer = Data()
+        var download: (handle: FileHandle, url: URL)?
+        var transactions: [TaskMetrics.Transaction] = []
+        var redirectCount = 0
+        var started: Date?
+    }
+
+    init(session: Session, identifier: Int, kind: Kind, request: URLRequest, body: TransferRequest.Body, delivery: Delivery) {
+        self.taskIdentifier = identifier
+        self.kind = kind
+        self.originalRequest = request
+        self.body = body
+        self.delivery = delivery
+        var inner = Inner()
+        inner.session = session
+        inner.currentRequest = request
+        switch body {
+        case .none: inner.bytesExpectedToSend = 0
+        case .data(let data): inner.bytesExpectedToSend = Int64(data.count)
+        case .file(_, let length): inner.bytesExpectedToSend = length
+        }
+        state = Mutex(inner)
+    }
+
+    // MARK: Public state
+
+    /// The request now being sent (after redirects).
+    public var currentRequest: URLRequest? { state.withLock { $0.currentRequest } }
+    /// The response, once its head arrived.
+    public var response: URLResponse? { state.withLock { $0.response } }
+    /// The error the task ended with, if any.
+    public var error: (any Error)? { state.withLock { $0.error } }
+    /// Body bytes received (decoded).
+    public var countOfBytesReceived: Int64 { state.withLock { $0.bytesReceived } }
+    /// Request body bytes sent.
+    public var countOfBytesSent: Int64 { state.withLock { $0.bytesSent } }
+    /// The response's Content-Length, or -1 when unknown.
+    public var countOfBytesExpectedToReceive: Int64 { state.withLock { $0.bytesExpectedToReceive } }
+    /// The request body's length.
+    public var countOfBytesExpectedToSend: Int64 { state.withLock { $0.bytesExpectedToSend } }
+    /// Priority between 0 and 1 (kept; libcurl has no per-transfer priority).
+    public var priority: Float {
+        get { state.withLock { $0.priority } }
+        set { state.withLock { $0.priority = min(1, max(0, newValue)) } }
+    }
+    /// An application's description of the task.
+    public var taskDescription: String? {
+        get { state.withLock { $0.taskDescription } }
+        set { state.withLock { $0.taskDescription = newValue } }
+    }
+    /// A delegate for this task alone; it takes precedence over the session's.
+    public var delegate: (any SessionDelegate)? {
+        get { state.withLock { $0.delegate } }
+        set { state.withLock { $0.delegate = newValue } }
+    }
+
+    /// Running, suspended, canceling or completed.
+    public var taskState: State {
+        state.withLock { inner in
+            if inner.machine.isFinished { return inner.canceling && inner.session != nil ? .canceling : .completed }
+            return inner.machine.suspended ? .suspended : .running
+        }
+    }
+
+    /// The fraction of the body received (or sent, for uploads), 0...1.
+    public var fractionCompleted: Double {
+        state.withLock { inner in
+            if inner.machine.isFinished && inner.error == nil { return 1 }
+            if kind == .upload, inner.bytesExpectedToSend > 0 { return Double(inner.bytesSent) / Double(inner.bytesExpectedToSend) }
+            guard inner.bytesExpectedToReceive > 0 else { return 0 }
+            return min(1, Double(inner.bytesReceived) / Double(inner.bytesExpectedToReceive))
+        }
+    }
+
+    public var description: String {
+        let url = originalRequest?.url.map { SessionError.redacted($0).absoluteString } ?? "?"
+        return "SessionTask(\(taskIdentifier), \(kind), \(taskState), \(url))"
+    }
+
+    public static func == (a: SessionTask, b: SessionTask) -> Bool { a === b }
+    public func hash(into hasher: inout Hasher) { hasher.combine(ObjectIdentifier(self)) }
+
+    // MARK: Control
+
+    /// Starts the task, or continues a suspended one.
+    public func resume() {
+        perform(state.withLock { inner -> [StateMachine.Action] in
+            if inner.started == nil { inner.started = Date() }
+            return inner.machine.resume()
+        })
+    }
+
+    /// Pauses the task: no more body bytes are taken until `resume()`.
+    public func suspend() {
+        state.withLock { $0.machine.suspend() }
+    }
+
+    /// Cancels the task: it completes with `SessionError.Code.cancelled`.
+    public func cancel() {
+        perform(state.withLock { inner -> [StateMachine.Action] in
+            inner.canceling = true
+            return inner.machine.cancel()
+        })
+    }
+
+    // MARK: Running
+
+    private func perform(_ actions: [StateMachine.Action]) {
+        for action in actions {
+            switch action {
+            case .runInterceptors: runInterceptors()
+            case .startTransfer(let hop): startTransfer(hop: hop)
+            case .cancelTransfer(let id): session?.multi.cancel(id)
+            case .unpause(let id): session?.multi.unpause(id)
+            case .decide(let head, let hop): decide(head, hop: hop)
+            case .complete(let result): complete(result)
+            }
+        }
+    }
+
+    private var session: Session? { state.withLock { $0.session } }
+
+    private func runInterceptors() {
+        guard let session, let request = currentRequest else { return }
+        let interceptors = session.configuration.interceptors
+        if session.isInvalidated {
+            perform(state.withLock { $0.machine.finishWithoutTransfer(.failure(SessionError(
+                .sessionInvalidated, failingURL: request.url, message: "the session was invalidated before the task started"))) })
+            return
+        }
+        guard !interceptors.isEmpty else {
+            perform(state.withLock { $0.machine.proceed() })
+            return
+        }
+        Task {
+            var request = request
+            for interceptor in interceptors {
+                switch await interceptor.intercept(request) {
+                case .proceed(let changed):
+                    request = changed
+                case .respond(let response, let data):
+                    self.respondWithoutNetwork(response, data)
+                    return
+                case .fail(let error):
+                    self.perform(self.state.withLock { $0.machine.finishWithoutTransfer(.failure(error)) })
+                    return
+                }
+            }
+            self.perform(self.state.withLock { inner in
+                inner.currentRequest = request
+                return inner.machine.proceed()
+            })
+        }
+    }
+
+    private func respondWithoutNetwork(_ response: HTTPURLResponse, _ data: Data) {
+        state.withLock { inner in
+            inner.response = response
+            inner.bytesReceived = Int64(data.count)
+            inner.bytesExpectedToReceive = Int64(data.count)
+        }
+        guard let session else { return }
+        switch delivery {
+        case .delegate:
+            let delegate = self.delegate ?? session.delegate
+            session.events.enqueue { [self] in
+                let disposition = await delegate?.session(session, dataTask: self, didReceive: response) ?? .allow
+                if disposition == .allow, !data.isEmpty { delegate?.session(session, dataTask: self, didReceive: data) }
+                self.perform(self.state.withLock {
+                    disposition == .allow ? $0.machine.finishWithoutTransfer(.success(nil))
+                        : $0.machine.finishWithoutTransfer(.failure(SessionError(.cancelled, failingURL: response.url, message: "the delegate cancelled the task")))
+                })
+            }
+        case .data, .download:
+            state.withLock { $0.buffer = data }
+            perform(state.withLock { $0.machine.finishWithoutTransfer(.success(nil)) })
+        }
+    }
+
+    private func startTransfer(hop: Int) {
+        guard let session, let request = currentRequest else { return }
+        guard let url = request.url, let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https" else {
+            perform(state.withLock { $0.machine.fail(SessionError(.unsupportedURL, failingURL: request.url, message: "only http and https URLs are supported")) })
+            return
+        }
+        let transfer = session.transferRequest(for: request, body: hop == 0 || request.httpMethod != "GET" ? body : .none)
+        let id = session.multi.start(transfer, observer: HopObserver(task: self, hop: hop))
+        perform(state.withLock { $0.machine.started(id, hop: hop) })
+    }
+
+    /// Redirect or response decision for a hop's head (SPEC S6 order).
+    private func decide(_ head: ResponseHead, hop: Int) {
+        guard let session, let request = currentRequest, let url = request.url else { return }
+        var fields: [String: String] = [:]
+        for field in head.headers {
+            fields[field.name] = fields[field.name].map { $0 + ", " + field.value } ?? field.value
+        }
+        guard let response = HTTPURLResponse(url: url, statusCode: head.status, httpVersion: head.httpVersion, headerFields: fields) else {
+            perform(state.withLock { $0.machine.fail(SessionError(.badServerResponse, failingURL: url, message: "unreadable response head")) })
+            return
+        }
+        let delegate = self.delegate ?? session.delegate
+        if let redirect = Self.redirectRequest(from: request, status: head.status, headers: head.headers) {
+            let tooMany = state.withLock { $0.redirectCount >= session.configuration.httpMaximumRedirects }
+            if tooMany {
+                perform(state.withLock { $0.machine.fail(SessionError(
+                    .httpTooManyRedirects, failingURL: url, message: "more than \(session.configuration.httpMaximumRedirects) redirects")) })
+                return
+            }
+            session.events.enqueue { [self] in
+                let chosen: URLRequest?
+                if let delegate {
+                    chosen = await delegate.session(session, task: self, willPerformHTTPRedirection: response, newRequest: redirect)
+                } else {
+                    chosen = redirect
+                }
+                if let chosen {
+                    self.perform(self.state.withLock { inner in
+                        inner.currentRequest = chosen
+                        inner.redirectCount += 1
+                        return inner.machine.follow()
+                    })
+                } else {
+                    self.acceptResponse(response, delegate: delegate, session: session)
+                }
+            }
+            return
+        }
+        acceptResponse(response, delegate: delegate, session: session)
+    }
+
+    private func acceptResponse(_ response: HTTPURLResponse, delegate: (any SessionDelegate)?, session: Session) {
+        state.withLock { inner in
+            inner.response = response
+            inner.bytesExpectedToReceive = response.expectedContentLength
+        }
+        if kind == .download {
+            do {
+                let url = try Self.newDownloadFile()
+                let handle = try FileHandle(forWritingTo: url)
+                state.withLock { $0.download = (handle, url) }
+            } catch {
+                perform(state.withLock { $0.machine.fail(SessionError(.cannotWriteFile, failingURL: response.url, message: "cannot create the download file: \(error.localizedDescription)")) })
+                return
+            }
+        }
+        guard case .delegate = delivery, kind != .download else {
+            perform(state.withLock { $0.machine.allow() })
+            return
+        }
+        session.events.enqueue { [self] in
+            let disposition = await delegate?.session(session, dataTask: self, didReceive: response) ?? .allow
+            self.perform(self.state.withLock { inner in
+                disposition == .allow ? inner.machine.allow()
+                    : inner.machine.fail(SessionError(.cancelled, failingURL: response.url, message: "the delegate cancelled the task"))
+            })
+        }
+    }
+
+    /// The request a redirect asks for (RFC 9110 §15.4; browsers' method
+    /// rewriting), or nil when the response is not a redirect to follow.
+    static func redirectRequest(from request: URLRequest, status: Int, headers: [(name: String, value: String)]) -> URLRequest? {
+        guard [301, 302, 303, 307, 308].contains(status), let base = request.url,
+              let location = headers.first(where: { $0.name.caseInsensitiveCompare("Location") == .orderedSame })?.value,
+              let target = URL(string: location, relativeTo: base)?.absoluteURL,
+              let scheme = target.scheme?.lowercased(), scheme == "http" || scheme == "https"
+        else { return nil }
+        var next = request
+        next.url = target
+        let method = request.httpMethod ?? "GET"
+        if (status == 303 && method != "HEAD") || ((status == 301 || status == 302) && method == "POST") {
+            next.httpMethod = "GET"
+            next.httpBody = nil
+            for name in ["Content-Type", "Content-Length", "Content-Encoding", "Transfer-Encoding"] {
+                next.setValue(nil, forHTTPHeaderField: name)
+            }
+        }
+        // Credentials never cross origins (SPEC A5).
+        if !CachePolicy.sameOrigin(base, target) {
+            next.setValue(nil, forHTTPHeaderField: "Authorization")
+            next.setValue(nil, forHTTPHeaderField: "Proxy-Authorization")
+            next.setValue(nil, forHTTPHeaderField: "Cookie")
+        }
+        return next
+    }
+
+    static func newDownloadFile() throws -> URL {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("urlloading-downloads", isDirectory: true)
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        let url = directory.appendingPathComponent("download-\(UUID().uuidString).tmp")
+        guard FileManager.default.createFile(atPath: url.path, contents: nil, attributes: [.posixPermissions: 0o600]) else {
+            throw SessionError(.cannotWriteFile, failingURL: nil, message: "cannot create \(url.path)")
+        }
+        return url
+    }
+
+    // MARK: Transport events (on the transport's thread)
+
+    fileprivate func received(_ head: ResponseHead, hop: Int) {
+        perform(state.withLock { $0.machine.head(head, hop: hop) })
+    }
+
+    fileprivate func received(_ chunk: UnsafeRawBufferPointer, hop: Int) -> Bool {
+        enum Next { case refuse, drop, deliver(Session?, (any SessionDelegate)?), buffered, write(FileHandle, Int64, Int64, Session?, (any SessionDelegate)?) }
+        let next = state.withLock { inner -> Next in
+            guard inner.machine.chunk(hop: hop) else { return .refuse }
+            guard hop == inner.machine.hop, !inner.machine.isFinished else { return .drop }
+            inner.bytesReceived += Int64(chunk.count)
+            switch delivery {
+            case .delegate where kind != .download:
+                return .deliver(inner.session, inner.delegate ?? inner.session?.delegate)
+            case .data:
+                inner.buffer.append(contentsOf: chunk)
+                return .buffered
+            default:
+                guard let download = inner.download else { return .drop }
+                return .write(download.handle, inner.bytesReceived, inner.bytesExpectedToReceive, inner.session, inner.delegate ?? inner.session?.delegate)
+            }
+        }
+        switch next {
+        case .refuse: return false
+        case .drop, .buffered: return true
+        case .deliver(let session, let delegate):
+            guard let session, let delegate else { return true }
+            let data = Data(chunk) // the one copy
+            session.events.enqueue { [self] in delegate.session(session, dataTask: self, didReceive: data) }
+        case .write(let handle, let total, let expected, let session, let delegate):
+            do {
+                try handle.write(contentsOf: chunk)
+            } catch {
+                perform(state.withLock { $0.machine.fail(SessionError(.cannotWriteFile, failingURL: nil, message: "writing the download failed: \(error.localizedDescription)")) })
+                return true
+            }
+            if let session, let delegate, case .delegate = delivery {
+                let written = Int64(chunk.count)
+                session.events.enqueue { [self] in
+                    delegate.session(session, downloadTask: self, didWriteData: written, totalBytesWritten: total, totalBytesExpectedToWrite: expected)
+                }
+            }
+        }
+        return true
+    }
+
+    fileprivate func sent(_ sent: Int64, total: Int64, hop: Int) {
+        let report = state.withLock { inner -> (Session, (any SessionDelegate), Int64)? in
+            guard hop == inner.machine.hop, sent > inner.bytesSent else { return nil }
+            let delta = sent - inner.bytesSent
+            inner.bytesSent = sent
+            guard let session = inner.session, let delegate = inner.delegate ?? session.delegate else { return nil }
+            return (session, delegate, delta)
+        }
+        guard let (session, delegate, delta) = report else { return }
+        session.events.enqueue { [self] in
+            delegate.session(session, task: self, didSendBodyData: delta, totalBytesSent: sent, totalBytesExpectedToSend: total)
+        }
+    }
+
+    fileprivate func completed(_ result: Result<TransferMetrics, TransferError>, hop: Int) {
+        let url = currentRequest?.url
+        perform(state.withLock { inner -> [StateMachine.Action] in
+            guard hop == inner.machine.hop else { return [] }
+            let metrics = try? result.get()
+            inner.transactions.append(TaskMetrics.Transaction(
+                url: url.map(SessionError.redacted), statusCode: inner.response?.statusCode,
+                networkProtocolName: metrics?.httpVersion ?? "", isReusedConnection: metrics?.reusedConnection ?? false,
+                domainLookupSeconds: metrics?.nameLookup ?? 0, connectSeconds: metrics?.connect ?? 0,
+                secureConnectionSeconds: metrics?.tlsHandshake ?? 0, requestSentSeconds: metrics?.requestSent ?? 0,
+                firstByteSeconds: metrics?.firstByte ?? 0, totalSeconds: metrics?.total ?? 0,
+                requestBodyBytesSent: metrics?.bytesSent ?? 0, responseBodyBytesReceived: metrics?.bytesReceived ?? 0,
+                responseHeaderBytesReceived: metrics?.headerBytes ?? 0, remoteAddress: metrics?.remoteAddress,
+                remotePort: metrics?.remotePort, localAddress: metrics?.localAddress, localPort: metrics?.localPort,
+                cacheStatus: nil))
+            return inner.machine.transferCompleted(result, hop: hop)
+        })
+    }
+
+    // MARK: Completion
+
+    private func complete(_ result: Result<TransferMetrics?, SessionError>) {
+        let url = currentRequest?.url
+        let (session, delegate, response, buffer, download, metrics) = state.withLock { inner in
+            if case .failure(let error) = result {
+                inner.error = SessionError(error.code, failingURL: error.failingURL ?? url, message: error.message)
+            }
+            let metrics = TaskMetrics(
+                transactions: inner.transactions,
+                taskInterval: DateInterval(start: inner.started ?? Date(), end: max(Date(), inner.started ?? Date())),
+                redirectCount: inner.redirectCount)
+            defer {
+                inner.buffer = Data()
+                inner.download = nil
+            }
+            return (inner.session, inner.delegate ?? inner.session?.delegate, inner.response, inner.buffer, inner.download, metrics)
+        }
+        let error = self.error
+        try? download?.handle.close()
+        guard let session else { return }
+        session.events.enqueue { [self] in
+            switch delivery {
+            case .delegate:
+                if let download, error == nil {
+                    delegate?.session(session, downloadTask: self, didFinishDownloadingTo: download.url)
+                }
+                if let download { try? FileManager.default.removeItem(at: download.url) }
+            case .data(let handler):
+                delegate?.session(session, task: self, didFinishCollecting: metrics)
+                handler(error == nil ? buffer : nil, response, error)
+            case .download(let handler):
+                delegate?.session(session, task: self, didFinishCollecting: metrics)
+                handler(error == nil ? download?.url : nil, response, error)
+                if let download { try? FileManager.default.removeItem(at: download.url) }
+            }
+            if case .delegate = delivery {
+                delegate?.session(session, task: self, didFinishCollecting: metrics)
+            }
+            delegate?.session(session, task: self, didCompleteWithError: error)
+            self.state.withLock { $0.session = nil; $0.delegate = nil }
+            session.taskDidComplete(self)
+        }
+    }
+}
+
+/// The transport's observer for one hop of a task.
+private final class HopObserver: TransferObserver {
+    let task: SessionTask
+    let hop: Int
+
+    init(task: SessionTask, hop: Int) {
+        self.task = task
+        self.hop = hop
+    }
+
+    func transferDidReceiveHead(_ head: ResponseHead) { task.received(head, hop: hop) }
+    func transferDidReceive(_ chunk: UnsafeRawBufferPointer) -> Bool { task.received(chunk, hop: hop) }
+    func transferDidSendBody(sent: Int64, total: Int64) { task.sent(sent, total: total, hop: hop) }
+    func transferDidComplete(_ result: Result<TransferMetrics, TransferError>) { task.completed(result, hop: hop) }
+}

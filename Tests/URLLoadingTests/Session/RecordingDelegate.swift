@@ -1,0 +1,94 @@
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import Synchronization
+@testable import URLLoading
+
+/// A delegate that records every call, and can be told how to answer.
+final class RecordingDelegate: SessionDelegate {
+    struct Script: Sendable {
+        var redirect: (@Sendable (HTTPURLResponse, URLRequest) -> URLRequest?)?
+        var disposition: ResponseDisposition = .allow
+    }
+
+    private let state = Mutex<(events: [String], data: Data, script: Script, finished: CheckedContinuation<Void, Never>?, done: Bool, downloaded: Data?)>(([], Data(), Script(), nil, false, nil))
+
+    init(_ script: Script = Script()) {
+        state.withLock { $0.script = script }
+    }
+
+    var events: [String] { state.withLock { $0.events } }
+    var data: Data { state.withLock { $0.data } }
+    var downloaded: Data? { state.withLock { $0.downloaded } }
+
+    private func record(_ event: String) { state.withLock { $0.events.append(event) } }
+
+    /// Waits for `didCompleteWithError`.
+    func waitForCompletion() async {
+        await withCheckedContinuation { continuation in
+            let done = state.withLock { state -> Bool in
+                if state.done { return true }
+                state.finished = continuation
+                return false
+            }
+            if done { continuation.resume() }
+        }
+    }
+
+    func sessionDidBecomeInvalid(_ session: Session, error: (any Error)?) { record("invalid") }
+
+    func session(_ session: Session, task: SessionTask, willPerformHTTPRedirection response: HTTPURLResponse,
+                 newRequest request: URLRequest) async -> URLRequest? {
+        record("redirect \(response.statusCode)")
+        let script = state.withLock { $0.script }
+        return script.redirect.map { $0(response, request) } ?? request
+    }
+
+    func session(_ session: Session, task: SessionTask, didSendBodyData bytesSent: Int64, totalBytesSent: Int64, totalBytesExpectedToSend: Int64) {
+        state.withLock { state in
+            if state.events.last?.hasPrefix("sent") != true { state.events.append("sent") }
+            state.events[state.events.count - 1] = "sent \(totalBytesSent)/\(totalBytesExpectedToSend)"
+        }
+    }
+
+    func session(_ session: Session, dataTask: SessionTask, didReceive response: URLResponse) async -> ResponseDisposition {
+        record("response \((response as? HTTPURLResponse)?.statusCode ?? 0)")
+        return state.withLock { $0.script.disposition }
+    }
+
+    func session(_ session: Session, dataTask: SessionTask, didReceive data: Data) {
+        state.withLock { state in
+            state.data.append(data)
+            if state.events.last != "data" { state.events.append("data") }
+        }
+    }
+
+    func session(_ session: Session, downloadTask: SessionTask, didWriteData bytesWritten: Int64, totalBytesWritten: Int64, totalBytesExpectedToWrite: Int64) {
+        state.withLock { state in
+            if state.events.last != "write" { state.events.append("write") }
+        }
+    }
+
+    func session(_ session: Session, downloadTask: SessionTask, didFinishDownloadingTo location: URL) {
+        let contents = try? Data(contentsOf: location)
+        state.withLock { state in
+            state.downloaded = contents
+            state.events.append("downloaded")
+        }
+    }
+
+    func session(_ session: Session, task: SessionTask, didFinishCollecting metrics: TaskMetrics) {
+        record("metrics \(metrics.transactions.count)")
+    }
+
+    func session(_ session: Session, task: SessionTask, didCompleteWithError error: (any Error)?) {
+        let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
+            state.events.append(error.map { "complete \(($0 as? SessionError)?.code.description ?? "\($0)")" } ?? "complete")
+            state.done = true
+            defer { state.finished = nil }
+            return state.finished
+        }
+        waiter?.resume()
+    }
+}

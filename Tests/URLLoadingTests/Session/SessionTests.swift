@@ -1,0 +1,382 @@
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import Testing
+import TestSupport
+@testable import URLLoading
+
+/// The session against the loopback origin (never a mock transport):
+/// delegate order, completion handlers, redirects, errors, cancellation,
+/// invalidation and the configuration's copy rules (SPEC S1–S8).
+@Suite struct SessionTests {
+    static func session(_ delegate: (any SessionDelegate)? = nil, configure: (inout SessionConfiguration) -> Void = { _ in }) throws -> Session {
+        var configuration = SessionConfiguration.ephemeral
+        configure(&configuration)
+        return try Session(configuration: configuration, delegate: delegate)
+    }
+
+    @Test("S5: async data(for:) returns the body and response; a 404 is a response, not an error")
+    func asyncData() async throws {
+        let origin = try await TestOrigin.start()
+        origin.route("/hello", response: ScriptedResponse(headers: [HeaderField("Content-Type", "text/plain")], body: "hello"))
+        let session = try Self.session()
+        let (data, response) = try await session.data(for: URLRequest(url: origin.url("/hello")))
+        #expect(data == Data("hello".utf8))
+        #expect((response as? HTTPURLResponse)?.statusCode == 200)
+        #expect((response as? HTTPURLResponse)?.value(forHTTPHeaderField: "content-type") == "text/plain")
+        let (_, missing) = try await session.data(from: origin.url("/missing"))
+        #expect((missing as? HTTPURLResponse)?.statusCode == 404)
+        session.finishTasksAndInvalidate()
+        try await origin.shutdown()
+    }
+
+    @Test("S6: every delegate call of one exchange, in order: redirect, response, data, metrics, complete")
+    func delegateOrder() async throws {
+        let origin = try await TestOrigin.start()
+        origin.route("/start", Routes.redirect(to: "/end", status: 301))
+        origin.route("/end", response: ScriptedResponse(parts: [.bytes(Array("ab".utf8)), .pause(.milliseconds(20)), .bytes(Array("cd".utf8))], framing: .chunked))
+        let delegate = RecordingDelegate()
+        let session = try Self.session(delegate)
+        let task = session.dataTask(with: URLRequest(url: origin.url("/start")))
+        #expect(task.taskState == .suspended)
+        #expect(origin.requests.isEmpty)
+        task.resume()
+        await delegate.waitForCompletion()
+        #expect(delegate.events == ["redirect 301", "response 200", "data", "metrics 2", "complete"])
+        #expect(delegate.data == Data("abcd".utf8))
+        #expect(task.taskState == .completed)
+        #expect(task.currentRequest?.url?.path == "/end")
+        #expect(task.countOfBytesReceived == 4)
+        session.finishTasksAndInvalidate()
+        try await origin.shutdown()
+    }
+
+    @Test("S5: a completion handler gets the body; the delegate gets no response or data calls")
+    func completionHandlerSuppressesDelegate() async throws {
+        let origin = try await TestOrigin.start()
+        origin.route("/x", response: ScriptedResponse(body: "body"))
+        let delegate = RecordingDelegate()
+        let session = try Self.session(delegate)
+        let body: Data? = await withCheckedContinuation { continuation in
+            session.dataTask(with: URLRequest(url: origin.url("/x"))) { data, _, _ in continuation.resume(returning: data) }.resume()
+        }
+        await delegate.waitForCompletion()
+        #expect(body == Data("body".utf8))
+        #expect(delegate.events == ["metrics 1", "complete"])
+        session.finishTasksAndInvalidate()
+        try await origin.shutdown()
+    }
+
+    @Test("S6: didReceiveResponse .cancel ends the task with cancelled, and no data arrives")
+    func responseCancel() async throws {
+        let origin = try await TestOrigin.start()
+        origin.route("/x", response: ScriptedResponse(body: String(repeating: "z", count: 100_000)))
+        let delegate = RecordingDelegate(.init(disposition: .cancel))
+        let session = try Self.session(delegate)
+        session.dataTask(with: URLRequest(url: origin.url("/x"))).resume()
+        await delegate.waitForCompletion()
+        #expect(delegate.events == ["response 200", "metrics 0", "complete cancelled"])
+        #expect(delegate.data.isEmpty)
+        session.finishTasksAndInvalidate()
+        try await origin.shutdown()
+    }
+
+    @Test("S6: a redirect the delegate refuses (nil) is the task's response")
+    func redirectRefused() async throws {
+        let origin = try await TestOrigin.start()
+        origin.route("/r", { _ in ScriptedResponse(status: 302, headers: [HeaderField("Location", "/elsewhere")], body: "moved") })
+        let delegate = RecordingDelegate(.init(redirect: { _, _ in nil }))
+        let session = try Self.session(delegate)
+        session.dataTask(with: URLRequest(url: origin.url("/r"))).resume()
+        await delegate.waitForCompletion()
+        #expect(delegate.events == ["redirect 302", "response 302", "data", "metrics 1", "complete"])
+        #expect(delegate.data == Data("moved".utf8))
+        #expect(origin.requests(to: "/elsewhere").isEmpty)
+        session.finishTasksAndInvalidate()
+        try await origin.shutdown()
+    }
+
+    @Test("S6: the delegate may follow a different request")
+    func redirectChanged() async throws {
+        let origin = try await TestOrigin.start()
+        origin.route("/r", Routes.redirect(to: "/a"))
+        origin.route("/b") { request in ScriptedResponse(body: request.header("X-Changed") ?? "none") }
+        let delegate = RecordingDelegate(.init(redirect: { _, request in
+            var changed = request
+            changed.url = request.url?.deletingLastPathComponent().appendingPathComponent("b")
+            changed.setValue("yes", forHTTPHeaderField: "X-Changed")
+            return changed
+        }))
+        let session = try Self.session(delegate)
+        session.dataTask(with: URLRequest(url: origin.url("/r"))).resume()
+        await delegate.waitForCompletion()
+        #expect(delegate.data == Data("yes".utf8))
+        #expect(origin.requests(to: "/a").isEmpty)
+        session.finishTasksAndInvalidate()
+        try await origin.shutdown()
+    }
+
+    @Test("S6: a redirect loop ends with too many redirects")
+    func redirectLimit() async throws {
+        let origin = try await TestOrigin.start()
+        origin.route("/loop", Routes.redirect(to: "/loop"))
+        let session = try Self.session { $0.httpMaximumRedirects = 5 }
+        let error = await #expect(throws: SessionError.self) {
+            _ = try await session.data(from: origin.url("/loop"))
+        }
+        #expect(error?.code == .httpTooManyRedirects)
+        #expect(origin.requests(to: "/loop").count == 6)
+        session.finishTasksAndInvalidate()
+        try await origin.shutdown()
+    }
+
+    @Test("S6: 301/302/303 turn POST into GET; 307/308 keep the method and body")
+    func redirectMethods() async throws {
+        let origin = try await TestOrigin.start()
+        for status in [301, 302, 303, 307, 308] { origin.route("/\(status)", Routes.redirect(to: "/target", status: status)) }
+        origin.route("/target") { request in ScriptedResponse(body: "\(request.method) \(String(decoding: request.body, as: UTF8.self))") }
+        let session = try Self.session()
+        for (status, expected) in [(301, "GET "), (302, "GET "), (303, "GET "), (307, "POST payload"), (308, "POST payload")] {
+            var request = URLRequest(url: origin.url("/\(status)"))
+            request.httpMethod = "POST"
+            request.httpBody = Data("payload".utf8)
+            let (data, _) = try await session.data(for: request)
+            #expect(String(decoding: data, as: UTF8.self) == expected, "\(status)")
+        }
+        session.finishTasksAndInvalidate()
+        try await origin.shutdown()
+    }
+
+    @Test("A5: a cross-origin redirect drops Authorization and Cookie; a same-origin one keeps them")
+    func crossOriginRedirectDropsCredentials() async throws {
+        let first = try await TestOrigin.start()
+        let second = try await TestOrigin.start()
+        first.route("/same", Routes.redirect(to: "/landing"))
+        first.route("/other", Routes.redirect(to: second.url("/landing").absoluteString))
+        for origin in [first, second] {
+            origin.route("/landing") { request in
+                ScriptedResponse(body: "\(request.header("Authorization") ?? "-") \(request.header("Cookie") ?? "-")")
+            }
+        }
+        let session = try Self.session()
+        var request = URLRequest(url: first.url("/same"))
+        request.setValue("Bearer secret", forHTTPHeaderField: "Authorization")
+        request.setValue("a=1", forHTTPHeaderField: "Cookie")
+        let (kept, _) = try await session.data(for: request)
+        #expect(String(decoding: kept, as: UTF8.self) == "Bearer secret a=1")
+        request.url = first.url("/other")
+        let (dropped, _) = try await session.data(for: request)
+        #expect(String(decoding: dropped, as: UTF8.self) == "- -")
+        session.finishTasksAndInvalidate()
+        try await first.shutdown()
+        try await second.shutdown()
+    }
+
+    @Test("S6: client-side failures are errors with codes; a server that lies or closes early too")
+    func errors() async throws {
+        let origin = try await TestOrigin.start()
+        origin.route("/short", response: ScriptedResponse(parts: [.bytes([1, 2, 3]), .closeConnection], framing: .declaredLength(1000)))
+        origin.route("/stall", response: ScriptedResponse(parts: [.bytes([1]), .pause(.seconds(30)), .bytes([2])], framing: .declaredLength(2)))
+        let line = Array("X-Filler: \(String(repeating: "a", count: 1000))\r\n".utf8)
+        var huge = ScriptedResponse(body: "x")
+        huge.rawHead = Array("HTTP/1.1 200 OK\r\n".utf8) + Array((0..<2_000).map { _ in line }.joined()) + Array("Content-Length: 1\r\n\r\n".utf8)
+        origin.route("/huge", response: huge)
+        let session = try Self.session { $0.timeoutIntervalForRequest = 1 }
+        func code(_ url: URL) async -> SessionError.Code? {
+            do {
+                _ = try await session.data(from: url)
+                return nil
+            } catch {
+                return (error as? SessionError)?.code
+            }
+        }
+        #expect(await code(origin.url("/short")) == .networkConnectionLost)
+        #expect(await code(origin.url("/stall")) == .timedOut)
+        #expect(await code(origin.url("/huge")) == .badServerResponse)
+        #expect(await code(URL(string: "http://127.0.0.1:1/")!) == .cannotConnectToHost)
+        #expect(await code(URL(string: "ftp://127.0.0.1/")!) == .unsupportedURL)
+        let error = await #expect(throws: SessionError.self) { _ = try await session.data(from: origin.url("/short?token=secret")) }
+        #expect(error.map { "\($0)" }?.contains("secret") == false)
+        session.finishTasksAndInvalidate()
+        try await origin.shutdown()
+    }
+
+    @Test("S4: cancel during the head and during the body")
+    func cancelling() async throws {
+        let origin = try await TestOrigin.start()
+        origin.route("/late", response: ScriptedResponse(body: "x").with(delayBeforeHead: .seconds(30)))
+        origin.route("/body", response: ScriptedResponse(parts: [.bytes([1]), .pause(.seconds(30)), .bytes([2])], framing: .declaredLength(2)))
+        for path in ["/late", "/body"] {
+            let delegate = RecordingDelegate()
+            let session = try Self.session(delegate)
+            let task = session.dataTask(with: URLRequest(url: origin.url(path)))
+            task.resume()
+            if path == "/body" {
+                while task.countOfBytesReceived == 0 { await Task.yield() }
+            }
+            task.cancel()
+            await delegate.waitForCompletion()
+            #expect(delegate.events.last == "complete cancelled", "\(path)")
+            #expect(task.taskState == .completed)
+            session.invalidateAndCancel()
+        }
+        try await origin.shutdown()
+    }
+
+    @Test("S5: cancelling the Swift task cancels the transfer")
+    func asyncCancellation() async throws {
+        let origin = try await TestOrigin.start()
+        origin.route("/slow", response: ScriptedResponse(body: "x").with(delayBeforeHead: .seconds(30)))
+        let session = try Self.session()
+        let waiting = Task { try await session.data(from: origin.url("/slow")) }
+        while origin.requests.isEmpty { await Task.yield() }
+        waiting.cancel()
+        let result = await waiting.result
+        #expect((try? result.get()) == nil)
+        if case .failure(let error) = result { #expect((error as? SessionError)?.code == .cancelled) }
+        session.finishTasksAndInvalidate()
+        try await origin.shutdown()
+    }
+
+    @Test("S4: 200 concurrent tasks on 6 connections per host, every body intact")
+    func twoHundredConcurrent() async throws {
+        let origin = try await TestOrigin.start()
+        origin.route("/n") { request in ScriptedResponse(body: String(repeating: request.query ?? "?", count: 100)) }
+        let session = try Self.session()
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for index in 0..<200 {
+                group.addTask {
+                    let (data, _) = try await session.data(from: origin.url("/n?\(index)"))
+                    #expect(data == Data(String(repeating: "\(index)", count: 100).utf8))
+                }
+            }
+            try await group.waitForAll()
+        }
+        #expect(origin.connectionCount <= 6)
+        session.finishTasksAndInvalidate()
+        try await origin.shutdown()
+    }
+
+    @Test("S4: uploads from data and from a file; a download to a file deleted after the delegate returns")
+    func uploadsAndDownloads() async throws {
+        let origin = try await TestOrigin.start()
+        origin.route("/echo") { request in ScriptedResponse(body: request.body) }
+        origin.route("/file", response: ScriptedResponse(parts: [.pattern(offset: 0, count: 500_000)]))
+        let session = try Self.session()
+        let payload = Data((0..<200_000).map { UInt8(truncatingIfNeeded: $0 * 13) })
+        let (echoed, _) = try await session.upload(for: URLRequest(url: origin.url("/echo")), from: payload)
+        #expect(echoed == payload)
+        let directory = TemporaryDirectory()
+        let file = directory.url.appendingPathComponent("upload.bin")
+        try payload.write(to: file)
+        let (echoedFile, _) = try await session.upload(for: URLRequest(url: origin.url("/echo")), fromFile: file)
+        #expect(echoedFile == payload)
+        #expect(origin.requests(to: "/echo").allSatisfy { $0.method == "POST" })
+
+        let (location, _) = try await session.download(for: URLRequest(url: origin.url("/file")))
+        #expect(try Data(contentsOf: location) == Data(TestOrigin.pattern(offset: 0, count: 500_000)))
+        try FileManager.default.removeItem(at: location)
+
+        let delegate = RecordingDelegate()
+        let delegated = try Self.session(delegate)
+        delegated.downloadTask(with: URLRequest(url: origin.url("/file"))).resume()
+        await delegate.waitForCompletion()
+        #expect(delegate.downloaded == Data(TestOrigin.pattern(offset: 0, count: 500_000)))
+        #expect(delegate.events.suffix(3) == ["downloaded", "metrics 1", "complete"])
+        session.finishTasksAndInvalidate()
+        delegated.finishTasksAndInvalidate()
+        try await origin.shutdown()
+    }
+
+    @Test("S8: finishTasksAndInvalidate lets tasks finish; invalidateAndCancel cancels them; no task runs after")
+    func invalidation() async throws {
+        let origin = try await TestOrigin.start()
+        origin.route("/slow", response: ScriptedResponse(body: "done").with(delayBeforeHead: .milliseconds(200)))
+        let delegate = RecordingDelegate()
+        let session = try Self.session(delegate)
+        session.dataTask(with: URLRequest(url: origin.url("/slow"))).resume()
+        session.finishTasksAndInvalidate()
+        await delegate.waitForCompletion()
+        while session.delegate != nil { await Task.yield() }
+        #expect(delegate.events.contains("complete"))
+        let after = try? await session.data(from: origin.url("/slow"))
+        #expect(after == nil)
+
+        let cancelling = RecordingDelegate()
+        let second = try Self.session(cancelling)
+        second.dataTask(with: URLRequest(url: origin.url("/slow"))).resume()
+        second.invalidateAndCancel()
+        await cancelling.waitForCompletion()
+        while second.delegate != nil { await Task.yield() }
+        #expect(cancelling.events.contains("complete cancelled"))
+        #expect(second.allTasks.isEmpty)
+        try await origin.shutdown()
+    }
+
+    @Test("S2: a session copies its configuration; copies are independent")
+    func configurationCopies() throws {
+        var configuration = SessionConfiguration.ephemeral
+        configuration.httpAdditionalHeaders = ["X-A": "1"]
+        let session = try Session(configuration: configuration)
+        configuration.httpAdditionalHeaders = ["X-A": "2"]
+        configuration.timeoutIntervalForRequest = 5
+        #expect(session.configuration.httpAdditionalHeaders == ["X-A": "1"])
+        #expect(session.configuration.timeoutIntervalForRequest == 60)
+        var copy = configuration
+        copy.httpMaximumConnectionsPerHost = 1
+        #expect(configuration.httpMaximumConnectionsPerHost == 6)
+        // Two sessions from one ephemeral value get private caches.
+        let other = try Session(configuration: configuration)
+        #expect(session.urlCache != nil)
+        #expect(session.urlCache !== other.urlCache)
+        session.finishTasksAndInvalidate()
+        other.finishTasksAndInvalidate()
+    }
+
+    @Test("S3: interceptors answer without the network, or change the request")
+    func interceptors() async throws {
+        struct Local: Interceptor {
+            func intercept(_ request: URLRequest) async -> InterceptorResult {
+                if request.url?.path == "/local" {
+                    return .respond(HTTPURLResponse(url: request.url!, statusCode: 203, httpVersion: nil, headerFields: nil)!, Data("local".utf8))
+                }
+                var changed = request
+                changed.setValue("added", forHTTPHeaderField: "X-Intercepted")
+                return .proceed(changed)
+            }
+        }
+        let origin = try await TestOrigin.start()
+        origin.route("/remote") { request in ScriptedResponse(body: request.header("X-Intercepted") ?? "-") }
+        let session = try Self.session { $0.interceptors = [Local()] }
+        let (local, response) = try await session.data(from: origin.url("/local"))
+        #expect(local == Data("local".utf8))
+        #expect((response as? HTTPURLResponse)?.statusCode == 203)
+        let (remote, _) = try await session.data(from: origin.url("/remote"))
+        #expect(remote == Data("added".utf8))
+        #expect(origin.requests(to: "/local").isEmpty)
+        session.finishTasksAndInvalidate()
+        try await origin.shutdown()
+    }
+
+    @Test("S3: additional headers are added unless the request sets them")
+    func additionalHeaders() async throws {
+        let origin = try await TestOrigin.start()
+        origin.route("/h") { request in ScriptedResponse(body: "\(request.header("X-A") ?? "-") \(request.header("X-B") ?? "-")") }
+        let session = try Self.session { $0.httpAdditionalHeaders = ["X-A": "config", "X-B": "config"] }
+        var request = URLRequest(url: origin.url("/h"))
+        request.setValue("request", forHTTPHeaderField: "X-B")
+        let (data, _) = try await session.data(for: request)
+        #expect(String(decoding: data, as: UTF8.self) == "config request")
+        session.finishTasksAndInvalidate()
+        try await origin.shutdown()
+    }
+}
+
+extension ScriptedResponse {
+    func with(delayBeforeHead delay: Duration) -> ScriptedResponse {
+        var copy = self
+        copy.delayBeforeHead = delay
+        return copy
+    }
+}
