@@ -163,9 +163,18 @@ package final class CurlMulti: Sendable {
                         finish(id, .failure(transfer.failure ?? .curl(CurlError(easy: code, detail: transfer.errorDetail))))
                     }
                 }
-                curl_multi_poll(multi, nil, 0, 1000, nil)
+                expireIdleTransfers()
+                // Wake at least every 250 ms to check idle timeouts.
+                curl_multi_poll(multi, nil, 0, 250, nil)
             }
             curl_multi_cleanup(multi)
+        }
+
+        private func expireIdleTransfers() {
+            let now = DispatchTime.now().uptimeNanoseconds
+            for (id, transfer) in transfers where transfer.isIdle(at: now) {
+                finish(id, .failure(.idleTimeout(transfer.idleSeconds ?? 0)))
+            }
         }
 
         private func start(_ id: TransferID, _ request: TransferRequest, _ observer: any TransferObserver) {

@@ -19,7 +19,14 @@ final class Transfer {
     private var headers: [(name: String, value: String)] = []
     private var headBytes = 0
     private var headDelivered = false
-    var paused = false
+    var paused = false {
+        didSet { lastActivity = DispatchTime.now().uptimeNanoseconds }
+    }
+    /// Fail when nothing moves for this long while not paused by us.
+    private(set) var idleSeconds: Double?
+    /// When a byte last moved (monotonic nanoseconds).
+    private(set) var lastActivity = DispatchTime.now().uptimeNanoseconds
+    private var movedBytes: Int64 = 0
     /// Set when a callback stops the transfer for a reason of ours.
     var failure: TransferError?
 
@@ -87,11 +94,9 @@ final class Transfer {
         try set(CURLOPT_PROTOCOLS_STR, "http,https")
         if request.decodeContent { try set(CURLOPT_ACCEPT_ENCODING, "") }
         if let connect = request.connectTimeout { try set(CURLOPT_CONNECTTIMEOUT_MS, max(1, milliseconds(connect))) }
-        if let idle = request.idleTimeout {
-            // "Less than 1 byte a second for the whole interval" is libcurl's idle timeout.
-            try set(CURLOPT_LOW_SPEED_LIMIT, 1)
-            try set(CURLOPT_LOW_SPEED_TIME, max(1, milliseconds(idle) / 1000))
-        }
+        // The idle timeout is the loop's (see `idleSeconds`): libcurl's low-speed
+        // limit would also count the pauses of a reader that applies back-pressure.
+        idleSeconds = request.idleTimeout.map { Double(milliseconds($0)) / 1000 }
         if let total = request.totalTimeout { try set(CURLOPT_TIMEOUT_MS, max(1, milliseconds(total))) }
         if let proxy = request.proxy { try set(CURLOPT_PROXY, proxy) } else { try set(CURLOPT_PROXY, "") }
         try configureTLS(request.tls)
@@ -125,11 +130,9 @@ final class Transfer {
         _ = urlloading_easy_setopt_pointer(handle, CURLOPT_WRITEDATA, userData)
         _ = urlloading_easy_setopt_read_callback(handle, CURLOPT_READFUNCTION, Transfer.readCallback)
         _ = urlloading_easy_setopt_pointer(handle, CURLOPT_READDATA, userData)
-        if bodyLength > 0 {
-            _ = urlloading_easy_setopt_xferinfo_callback(handle, CURLOPT_XFERINFOFUNCTION, Transfer.progressCallback)
-            _ = urlloading_easy_setopt_pointer(handle, CURLOPT_XFERINFODATA, userData)
-            try set(CURLOPT_NOPROGRESS, 0)
-        }
+        _ = urlloading_easy_setopt_xferinfo_callback(handle, CURLOPT_XFERINFOFUNCTION, Transfer.progressCallback)
+        _ = urlloading_easy_setopt_pointer(handle, CURLOPT_XFERINFODATA, userData)
+        try set(CURLOPT_NOPROGRESS, 0)
     }
 
     private func configureTLS(_ tls: TransferRequest.TLS) throws(TransferError) {
@@ -240,14 +243,28 @@ final class Transfer {
         return transfer.readBody(into: UnsafeMutableRawBufferPointer(start: buffer, count: size * count))
     }
 
-    private static let progressCallback: curl_xferinfo_callback = { user, _, _, _, uploaded in
+    private static let progressCallback: curl_xferinfo_callback = { user, _, downloaded, _, uploaded in
         guard let transfer = transfer(user) else { return 0 }
-        if uploaded > 0 { transfer.observer.transferDidSendBody(sent: Int64(uploaded), total: transfer.bodyLength) }
+        let moved = Int64(downloaded) + Int64(uploaded)
+        if moved != transfer.movedBytes {
+            transfer.movedBytes = moved
+            transfer.lastActivity = DispatchTime.now().uptimeNanoseconds
+            if uploaded > 0 && transfer.bodyLength > 0 {
+                transfer.observer.transferDidSendBody(sent: Int64(uploaded), total: transfer.bodyLength)
+            }
+        }
         return 0
+    }
+
+    /// Whether the idle timeout passed at `now` (nanoseconds).
+    func isIdle(at now: UInt64) -> Bool {
+        guard let idleSeconds, !paused else { return false }
+        return Double(now &- lastActivity) / 1e9 > idleSeconds
     }
 
     /// One line of the head; false stops the transfer.
     private func headerLine(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        lastActivity = DispatchTime.now().uptimeNanoseconds
         headBytes += bytes.count
         guard headBytes <= CurlMulti.maximumHeadBytes else {
             failure = .headTooLarge(CurlMulti.maximumHeadBytes)

@@ -13,6 +13,8 @@ package struct TransferError: Error, CustomStringConvertible, Sendable, Equatabl
         case bodyUnreadable
         /// The transport was shut down.
         case shutDown
+        /// No byte moved for the idle timeout (pauses of ours not counted).
+        case idleTimeout
     }
 
     package let kind: Kind
@@ -26,6 +28,10 @@ package struct TransferError: Error, CustomStringConvertible, Sendable, Equatabl
 
     package static let cancelled = TransferError(kind: .cancelled, curl: nil, message: "cancelled")
     package static let shutDown = TransferError(kind: .shutDown, curl: nil, message: "the transport was shut down")
+
+    package static func idleTimeout(_ seconds: Double) -> TransferError {
+        TransferError(kind: .idleTimeout, curl: nil, message: "no data moved for \(seconds) seconds")
+    }
 
     package static func headTooLarge(_ limit: Int) -> TransferError {
         TransferError(kind: .headTooLarge, curl: nil, message: "the response's header fields exceed \(limit) bytes")

@@ -66,21 +66,15 @@ final class OriginConnectionHandler: ChannelInboundHandler {
         busy = true
         let (request, keepAlive) = queue.removeFirst()
         let handler = shared.record(request)
-        let promise = context.eventLoop.makePromise(of: ScriptedResponse.self)
-        promise.completeWithTask {
-            if let handler { return await handler(request) }
-            return ScriptedResponse(status: 404, body: "no route for \(request.path)\n")
-        }
-        promise.futureResult.assumeIsolated().whenSuccess { response in
-            let keepAlive = keepAlive && !response.closeAfterResponse && response.framing != .closeDelimited
-            let headOnly = request.method == "HEAD"
-            if let delay = response.delayBeforeHead {
-                context.eventLoop.assumeIsolated().scheduleTask(in: .init(delay)) {
-                    self.send(response, headOnly: headOnly, keepAlive: keepAlive, context: context)
-                }
-            } else {
-                self.send(response, headOnly: headOnly, keepAlive: keepAlive, context: context)
+        let response = handler?(request) ?? ScriptedResponse(status: 404, body: "no route for \(request.path)\n")
+        let keepAliveAfter = keepAlive && !response.closeAfterResponse && response.framing != .closeDelimited
+        let headOnly = request.method == "HEAD"
+        if let delay = response.delayBeforeHead {
+            context.eventLoop.assumeIsolated().scheduleTask(in: .init(delay)) {
+                self.send(response, headOnly: headOnly, keepAlive: keepAliveAfter, context: context)
             }
+        } else {
+            send(response, headOnly: headOnly, keepAlive: keepAliveAfter, context: context)
         }
     }
 

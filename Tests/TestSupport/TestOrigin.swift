@@ -15,7 +15,10 @@ import Synchronization
 /// ```
 public final class TestOrigin: Sendable {
     /// A route's handler: gets the whole request, returns the response.
-    public typealias Handler = @Sendable (RecordedRequest) async -> ScriptedResponse
+    /// Synchronous, and run on the origin's event loop: the origin answers
+    /// even while the tests keep Swift's cooperative threads busy. Timing
+    /// belongs in the response (`delayBeforeHead`, `.pause` parts).
+    public typealias Handler = @Sendable (RecordedRequest) -> ScriptedResponse
 
     /// The port the kernel chose.
     public let port: Int

@@ -180,7 +180,7 @@ final class Recorder: TransferObserver {
         request.idleTimeout = .seconds(1)
         let outcome = await Self.transfer(multi, request)
         guard case .failure(let error) = outcome.result else { Issue.record("expected a failure"); return }
-        #expect(error.curl?.code == 28) // CURLE_OPERATION_TIMEDOUT
+        #expect(error.kind == .idleTimeout)
         multi.shutdown()
         try await origin.shutdown()
     }
@@ -233,5 +233,26 @@ final class Recorder: TransferObserver {
         let outcome = await Self.transfer(multi, TransferRequest(url: "http://127.0.0.1:9/"))
         guard case .failure(let error) = outcome.result else { Issue.record("expected a failure"); return }
         #expect(error.kind == .shutDown)
+    }
+}
+
+@Suite struct TransportPauseTests {
+    @Test func pausedByUsIsNotIdle() async throws {
+        let origin = try await TestOrigin.start()
+        origin.route("/big", response: ScriptedResponse(parts: [.pattern(offset: 0, count: 2_000_000)]))
+        let multi = try CurlMulti()
+        let recorder = Recorder()
+        recorder.refuse(1)
+        var request = TransferRequest(url: origin.url("/big").absoluteString)
+        request.idleTimeout = .seconds(2)
+        let id = multi.start(request, observer: recorder)
+        // The pause under test outlasts the idle timeout.
+        try await Task.sleep(for: .seconds(3))
+        multi.unpause(id)
+        let outcome = await recorder.outcome()
+        #expect(throws: Never.self) { try outcome.result?.get() }
+        #expect(outcome.body.count == 2_000_000)
+        multi.shutdown()
+        try await origin.shutdown()
     }
 }

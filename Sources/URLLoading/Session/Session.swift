@@ -112,6 +112,10 @@ public final class Session: Sendable, CustomStringConvertible {
         makeTask(.download, request, body: Self.body(of: request), delivery: .download(completionHandler))
     }
 
+    func streamTask(with request: URLRequest, buffer: ByteStreamBuffer) -> SessionTask {
+        makeTask(.data, request, body: Self.body(of: request), delivery: .stream(buffer))
+    }
+
     /// Every task not yet completed.
     public var allTasks: [SessionTask] {
         state.withLock { Array($0.tasks.values) }.sorted { $0.taskIdentifier < $1.taskIdentifier }

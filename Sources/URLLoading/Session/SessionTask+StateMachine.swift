@@ -82,7 +82,8 @@ extension SessionTask {
             guard hop == self.hop else { return [.cancelTransfer(id)] }
             guard phase != .finished else { return [.cancelTransfer(id)] }
             transfer = id
-            return []
+            // A chunk refused before the id was known still needs its unpause.
+            return unpauseIfRefused()
         }
 
         mutating func head(_ head: ResponseHead, hop: Int) -> [Action] {
@@ -97,6 +98,17 @@ extension SessionTask {
             if phase == .receiving && !suspended { return true }
             refusedChunk = true
             return false
+        }
+
+        /// A consumer further on (a byte stream) could not take a consumed
+        /// chunk: the transfer pauses until `continueDelivery`.
+        mutating func refuseChunk() {
+            refusedChunk = true
+        }
+
+        /// The consumer has room again.
+        mutating func continueDelivery() -> [Action] {
+            unpauseIfRefused()
         }
 
         /// The delegate (or the session) decided to follow a redirect.
@@ -165,6 +177,7 @@ extension SessionError {
         case .headTooLarge, .badResponse: self.init(.badServerResponse, failingURL: url, message: error.message)
         case .bodyUnreadable: self.init(.cannotReadBody, failingURL: url, message: error.message)
         case .shutDown: self.init(.sessionInvalidated, failingURL: url, message: error.message)
+        case .idleTimeout: self.init(.timedOut, failingURL: url, message: error.message)
         case .curl:
             let code: Code
             switch error.curl?.code ?? -1 {

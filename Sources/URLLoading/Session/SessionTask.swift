@@ -22,6 +22,8 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
         case data(@Sendable (Data?, URLResponse?, (any Error)?) -> Void)
         /// A completion handler with the downloaded file, deleted when it returns.
         case download(@Sendable (URL?, URLResponse?, (any Error)?) -> Void)
+        /// A byte stream read by `Session.bytes(for:)`.
+        case stream(ByteStreamBuffer)
     }
 
     /// Unique among the session's tasks.
@@ -54,6 +56,8 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
         var transactions: [TaskMetrics.Transaction] = []
         var redirectCount = 0
         var started: Date?
+        /// The status of the current hop's head.
+        var hopStatus: Int?
     }
 
     init(session: Session, identifier: Int, kind: Kind, request: URLRequest, body: TransferRequest.Body, delivery: Delivery) {
@@ -222,6 +226,10 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
                         : $0.machine.finishWithoutTransfer(.failure(SessionError(.cancelled, failingURL: response.url, message: "the delegate cancelled the task")))
                 })
             }
+        case .stream(let stream):
+            stream.publish(response)
+            if !data.isEmpty { _ = stream.offer(data) }
+            perform(state.withLock { $0.machine.finishWithoutTransfer(.success(nil)) })
         case .data, .download:
             state.withLock { $0.buffer = data }
             perform(state.withLock { $0.machine.finishWithoutTransfer(.success(nil)) })
@@ -267,8 +275,13 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
                 }
                 if let chosen {
                     self.perform(self.state.withLock { inner in
+                        // The redirect's own transfer may be cut short: record its exchange now.
+                        if inner.transactions.count == inner.machine.hop {
+                            inner.transactions.append(Self.transaction(url: url, status: inner.hopStatus, metrics: nil))
+                        }
                         inner.currentRequest = chosen
                         inner.redirectCount += 1
+                        inner.hopStatus = nil
                         return inner.machine.follow()
                     })
                 } else {
@@ -295,6 +308,7 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
                 return
             }
         }
+        if case .stream(let buffer) = delivery { buffer.publish(response) }
         guard case .delegate = delivery, kind != .download else {
             perform(state.withLock { $0.machine.allow() })
             return
@@ -345,14 +359,36 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
         return url
     }
 
+    /// A byte stream's reader made room: take body bytes again.
+    func continueDelivery() {
+        perform(state.withLock { $0.machine.continueDelivery() })
+    }
+
     // MARK: Transport events (on the transport's thread)
 
     fileprivate func received(_ head: ResponseHead, hop: Int) {
-        perform(state.withLock { $0.machine.head(head, hop: hop) })
+        perform(state.withLock { inner in
+            if hop == inner.machine.hop { inner.hopStatus = head.status }
+            return inner.machine.head(head, hop: hop)
+        })
     }
 
     fileprivate func received(_ chunk: UnsafeRawBufferPointer, hop: Int) -> Bool {
         enum Next { case refuse, drop, deliver(Session?, (any SessionDelegate)?), buffered, write(FileHandle, Int64, Int64, Session?, (any SessionDelegate)?) }
+        if case .stream(let buffer) = delivery {
+            // Under the task's lock, so a consumer's `continueDelivery` cannot
+            // slip between a full buffer and the refusal.
+            return state.withLock { inner -> Bool in
+                guard inner.machine.chunk(hop: hop) else { return false }
+                guard hop == inner.machine.hop, !inner.machine.isFinished else { return true }
+                guard buffer.offer(Data(chunk)) else {
+                    inner.machine.refuseChunk()
+                    return false
+                }
+                inner.bytesReceived += Int64(chunk.count)
+                return true
+            }
+        }
         let next = state.withLock { inner -> Next in
             guard inner.machine.chunk(hop: hop) else { return .refuse }
             guard hop == inner.machine.hop, !inner.machine.isFinished else { return .drop }
@@ -409,20 +445,24 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
     fileprivate func completed(_ result: Result<TransferMetrics, TransferError>, hop: Int) {
         let url = currentRequest?.url
         perform(state.withLock { inner -> [StateMachine.Action] in
-            guard hop == inner.machine.hop else { return [] }
+            guard hop == inner.machine.hop, !inner.machine.isFinished else { return [] }
             let metrics = try? result.get()
-            inner.transactions.append(TaskMetrics.Transaction(
-                url: url.map(SessionError.redacted), statusCode: inner.response?.statusCode,
-                networkProtocolName: metrics?.httpVersion ?? "", isReusedConnection: metrics?.reusedConnection ?? false,
-                domainLookupSeconds: metrics?.nameLookup ?? 0, connectSeconds: metrics?.connect ?? 0,
-                secureConnectionSeconds: metrics?.tlsHandshake ?? 0, requestSentSeconds: metrics?.requestSent ?? 0,
-                firstByteSeconds: metrics?.firstByte ?? 0, totalSeconds: metrics?.total ?? 0,
-                requestBodyBytesSent: metrics?.bytesSent ?? 0, responseBodyBytesReceived: metrics?.bytesReceived ?? 0,
-                responseHeaderBytesReceived: metrics?.headerBytes ?? 0, remoteAddress: metrics?.remoteAddress,
-                remotePort: metrics?.remotePort, localAddress: metrics?.localAddress, localPort: metrics?.localPort,
-                cacheStatus: nil))
+            inner.transactions.append(Self.transaction(url: url, status: inner.hopStatus, metrics: metrics))
             return inner.machine.transferCompleted(result, hop: hop)
         })
+    }
+
+    static func transaction(url: URL?, status: Int?, metrics: TransferMetrics?) -> TaskMetrics.Transaction {
+        TaskMetrics.Transaction(
+            url: url.map(SessionError.redacted), statusCode: status,
+            networkProtocolName: metrics?.httpVersion ?? "", isReusedConnection: metrics?.reusedConnection ?? false,
+            domainLookupSeconds: metrics?.nameLookup ?? 0, connectSeconds: metrics?.connect ?? 0,
+            secureConnectionSeconds: metrics?.tlsHandshake ?? 0, requestSentSeconds: metrics?.requestSent ?? 0,
+            firstByteSeconds: metrics?.firstByte ?? 0, totalSeconds: metrics?.total ?? 0,
+            requestBodyBytesSent: metrics?.bytesSent ?? 0, responseBodyBytesReceived: metrics?.bytesReceived ?? 0,
+            responseHeaderBytesReceived: metrics?.headerBytes ?? 0, remoteAddress: metrics?.remoteAddress,
+            remotePort: metrics?.remotePort, localAddress: metrics?.localAddress, localPort: metrics?.localPort,
+            cacheStatus: nil)
     }
 
     // MARK: Completion
@@ -460,6 +500,9 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
                 delegate?.session(session, task: self, didFinishCollecting: metrics)
                 handler(error == nil ? download?.url : nil, response, error)
                 if let download { try? FileManager.default.removeItem(at: download.url) }
+            case .stream(let stream):
+                delegate?.session(session, task: self, didFinishCollecting: metrics)
+                stream.finish(error as? SessionError)
             }
             if case .delegate = delivery {
                 delegate?.session(session, task: self, didFinishCollecting: metrics)

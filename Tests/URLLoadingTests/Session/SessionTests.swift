@@ -2,6 +2,7 @@ import Foundation
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
+import Synchronization
 import Testing
 import TestSupport
 @testable import URLLoading
@@ -182,23 +183,25 @@ import TestSupport
         var huge = ScriptedResponse(body: "x")
         huge.rawHead = Array("HTTP/1.1 200 OK\r\n".utf8) + Array((0..<2_000).map { _ in line }.joined()) + Array("Content-Length: 1\r\n\r\n".utf8)
         origin.route("/huge", response: huge)
-        let session = try Self.session { $0.timeoutIntervalForRequest = 1 }
-        func code(_ url: URL) async -> SessionError.Code? {
+        let session = try Self.session()
+        let impatient = try Self.session { $0.timeoutIntervalForRequest = 1 }
+        func code(_ url: URL, in session: Session? = nil) async -> SessionError.Code? {
             do {
-                _ = try await session.data(from: url)
+                _ = try await (session ?? impatient).data(from: url)
                 return nil
             } catch {
                 return (error as? SessionError)?.code
             }
         }
-        #expect(await code(origin.url("/short")) == .networkConnectionLost)
+        #expect(await code(origin.url("/short"), in: session) == .networkConnectionLost)
         #expect(await code(origin.url("/stall")) == .timedOut)
-        #expect(await code(origin.url("/huge")) == .badServerResponse)
+        #expect(await code(origin.url("/huge"), in: session) == .badServerResponse)
         #expect(await code(URL(string: "http://127.0.0.1:1/")!) == .cannotConnectToHost)
         #expect(await code(URL(string: "ftp://127.0.0.1/")!) == .unsupportedURL)
         let error = await #expect(throws: SessionError.self) { _ = try await session.data(from: origin.url("/short?token=secret")) }
         #expect(error.map { "\($0)" }?.contains("secret") == false)
         session.finishTasksAndInvalidate()
+        impatient.finishTasksAndInvalidate()
         try await origin.shutdown()
     }
 
@@ -378,5 +381,103 @@ extension ScriptedResponse {
         var copy = self
         copy.delayBeforeHead = delay
         return copy
+    }
+}
+
+/// bytes(for:), TLS through the session, metrics.
+@Suite struct SessionStreamingAndTLSTests {
+    @Test("S5: bytes(for:) streams a large body with back-pressure, every byte in order")
+    func byteStream() async throws {
+        let origin = try await TestOrigin.start()
+        let size = 8_000_000
+        origin.route("/big", response: ScriptedResponse(parts: [.pattern(offset: 0, count: size)]))
+        let session = try Session(configuration: .ephemeral)
+        let (stream, response) = try await session.bytes(for: URLRequest(url: origin.url("/big")))
+        #expect((response as? HTTPURLResponse)?.statusCode == 200)
+        var received = 0
+        var chunks = 0
+        for try await chunk in stream.chunks {
+            #expect(Array(chunk) == TestOrigin.pattern(offset: received, count: chunk.count))
+            received += chunk.count
+            chunks += 1
+            // A slow reader: the transfer must wait for it, never drop bytes.
+            if chunks % 16 == 0 { await Task.yield() }
+        }
+        #expect(received == size)
+        let (bytes, _) = try await session.bytes(from: origin.url("/big"))
+        var count = 0
+        for try await _ in bytes { count += 1; if count == 1000 { break } }
+        #expect(count == 1000)
+        session.finishTasksAndInvalidate()
+        try await origin.shutdown()
+    }
+
+    @Test("S3: the request timeout counts the server's silence, not a slow reader's back-pressure")
+    func slowReaderIsNotATimeout() async throws {
+        let origin = try await TestOrigin.start()
+        let size = 4_000_000
+        origin.route("/big", response: ScriptedResponse(parts: [.pattern(offset: 0, count: size)]))
+        var configuration = SessionConfiguration.ephemeral
+        // Seconds, not less: the origin shares two cores with the whole suite.
+        configuration.timeoutIntervalForRequest = 3
+        let session = try Session(configuration: configuration)
+        let (stream, _) = try await session.bytes(from: origin.url("/big"))
+        // The reader is the thing under test: it stalls longer than the timeout.
+        try await Task.sleep(for: .seconds(5))
+        var received = 0
+        for try await chunk in stream.chunks { received += chunk.count }
+        #expect(received == size)
+        session.finishTasksAndInvalidate()
+        try await origin.shutdown()
+    }
+
+    @Test("A4: custom trust roots from the configuration; the system's roots reject the test CA")
+    func tlsTrustRoots() async throws {
+        let certificates = try TestCertificates.shared()
+        let origin = try await TestOrigin.start(tls: certificates.server)
+        origin.route("/s", response: ScriptedResponse(body: "secure"))
+        var configuration = SessionConfiguration.ephemeral
+        configuration.trustRootsFile = certificates.caCertificatePath
+        configuration.tlsMinimumSupportedVersion = (1, 2)
+        let trusting = try Session(configuration: configuration)
+        let (data, _) = try await trusting.data(from: origin.url("/s"))
+        #expect(data == Data("secure".utf8))
+        var strict = SessionConfiguration.ephemeral
+        strict.trustRootsFile = "/etc/ssl/certs/ca-certificates.crt"
+        let untrusting = try Session(configuration: strict)
+        let error = await #expect(throws: SessionError.self) { _ = try await untrusting.data(from: origin.url("/s")) }
+        #expect(error?.code == .serverCertificateUntrusted)
+        trusting.finishTasksAndInvalidate()
+        untrusting.finishTasksAndInvalidate()
+        try await origin.shutdown()
+    }
+
+    @Test("S4: metrics from libcurl's timing info, one transaction per hop, connection reuse seen")
+    func metrics() async throws {
+        final class MetricsDelegate: SessionDelegate {
+            let collected = Mutex<[TaskMetrics]>([])
+            func session(_ session: Session, task: SessionTask, didFinishCollecting metrics: TaskMetrics) {
+                collected.withLock { $0.append(metrics) }
+            }
+        }
+        let origin = try await TestOrigin.start()
+        origin.route("/r", Routes.redirect(to: "/m"))
+        origin.route("/m", response: ScriptedResponse(body: "12345"))
+        let delegate = MetricsDelegate()
+        let session = try Session(configuration: .ephemeral, delegate: delegate)
+        _ = try await session.data(for: URLRequest(url: origin.url("/r")), delegate: delegate)
+        let metrics = try #require(delegate.collected.withLock { $0.first })
+        #expect(metrics.redirectCount == 1)
+        #expect(metrics.transactions.count == 2)
+        #expect(metrics.transactions.map(\.statusCode) == [302, 200])
+        let last = try #require(metrics.transactions.last)
+        #expect(last.networkProtocolName == "HTTP/1.1")
+        #expect(last.responseBodyBytesReceived == 5)
+        #expect(last.remotePort == origin.port)
+        #expect(last.totalSeconds > 0)
+        #expect(last.firstByteSeconds <= last.totalSeconds)
+        #expect(last.isReusedConnection)
+        session.finishTasksAndInvalidate()
+        try await origin.shutdown()
     }
 }

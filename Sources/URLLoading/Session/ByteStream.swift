@@ -1,0 +1,199 @@
+public import Foundation
+#if canImport(FoundationNetworking)
+public import FoundationNetworking
+#endif
+import Synchronization
+
+/// Between a task's transfer and a `ByteStream` reader: a bounded queue of
+/// chunks. When it holds `limit` bytes the transfer pauses (back-pressure);
+/// the reader's progress resumes it.
+final class ByteStreamBuffer: Sendable {
+    /// Bytes held before the transfer pauses: enough to keep a fast network
+    /// busy, little enough that a slow reader costs a bounded amount.
+    static let limit = 1 << 20
+
+    private struct State {
+        var chunks: [Data] = []
+        var held = 0
+        var finished = false
+        var error: SessionError?
+        var waiter: CheckedContinuation<Void, Never>?
+        var response: HTTPURLResponse?
+        var responseWaiter: CheckedContinuation<HTTPURLResponse?, Never>?
+    }
+
+    private let state = Mutex(State())
+    /// Set once the task exists.
+    private let task = Mutex<SessionTask?>(nil)
+
+    func attach(_ task: SessionTask) { self.task.withLock { $0 = task } }
+
+    /// Takes a chunk unless the buffer is full (then the transfer pauses).
+    func offer(_ chunk: Data) -> Bool {
+        let waiter = state.withLock { state -> CheckedContinuation<Void, Never>?? in
+            guard state.held < Self.limit else { return .none }
+            state.chunks.append(chunk)
+            state.held += chunk.count
+            defer { state.waiter = nil }
+            return .some(state.waiter)
+        }
+        guard case .some(let continuation) = waiter else { return false }
+        continuation?.resume()
+        return true
+    }
+
+    func publish(_ response: HTTPURLResponse) {
+        let waiter = state.withLock { state -> CheckedContinuation<HTTPURLResponse?, Never>? in
+            state.response = response
+            defer { state.responseWaiter = nil }
+            return state.responseWaiter
+        }
+        waiter?.resume(returning: response)
+    }
+
+    func finish(_ error: SessionError?) {
+        let (waiter, responseWaiter) = state.withLock { state in
+            state.finished = true
+            state.error = error
+            defer { state.waiter = nil; state.responseWaiter = nil }
+            return (state.waiter, state.responseWaiter)
+        }
+        waiter?.resume()
+        responseWaiter?.resume(returning: nil)
+    }
+
+    /// The response, or nil when the task failed before one arrived.
+    func response() async -> HTTPURLResponse? {
+        await withCheckedContinuation { continuation in
+            let ready = state.withLock { state -> HTTPURLResponse?? in
+                if let response = state.response { return .some(response) }
+                if state.finished { return .some(nil) }
+                state.responseWaiter = continuation
+                return .none
+            }
+            if case .some(let response) = ready { continuation.resume(returning: response) }
+        }
+    }
+
+    var error: SessionError? { state.withLock { $0.error } }
+
+    /// The next chunk; nil at the end.
+    func next() async throws -> Data? {
+        while true {
+            let (chunk, done, error) = state.withLock { state -> (Data?, Bool, SessionError?) in
+                if !state.chunks.isEmpty {
+                    let chunk = state.chunks.removeFirst()
+                    state.held -= chunk.count
+                    return (chunk, false, nil)
+                }
+                return (nil, state.finished, state.error)
+            }
+            if let chunk {
+                task.withLock { $0 }?.continueDelivery()
+                return chunk
+            }
+            if done {
+                if let error { throw error }
+                return nil
+            }
+            await withCheckedContinuation { continuation in
+                let ready = state.withLock { state -> Bool in
+                    if !state.chunks.isEmpty || state.finished { return true }
+                    state.waiter = continuation
+                    return false
+                }
+                if ready { continuation.resume() }
+            }
+        }
+    }
+
+    func cancel() {
+        task.withLock { $0 }?.cancel()
+    }
+}
+
+/// The body of a response as it arrives (Apple's `URLSession.AsyncBytes`),
+/// byte by byte or chunk by chunk, with back-pressure: the transfer pauses
+/// while the reader is more than a mebibyte behind.
+public struct ByteStream: AsyncSequence, Sendable {
+    public typealias Element = UInt8
+
+    /// Cancels the task when the last stream or iterator is gone, so a reader
+    /// that stops early does not leave a paused transfer behind.
+    final class Reader: Sendable {
+        let buffer: ByteStreamBuffer
+        init(_ buffer: ByteStreamBuffer) { self.buffer = buffer }
+        deinit { buffer.cancel() }
+    }
+
+    private let reader: Reader
+    var buffer: ByteStreamBuffer { reader.buffer }
+
+    init(buffer: ByteStreamBuffer) {
+        reader = Reader(buffer)
+    }
+
+    /// The body in chunks as they arrived.
+    public var chunks: Chunks { Chunks(reader: reader) }
+
+    public func makeAsyncIterator() -> Iterator { Iterator(reader: reader) }
+
+    /// Reads byte by byte from the current chunk.
+    public struct Iterator: AsyncIteratorProtocol {
+        let reader: Reader
+        var buffer: ByteStreamBuffer { reader.buffer }
+        var chunk = Data()
+        var index = 0
+
+        public mutating func next() async throws -> UInt8? {
+            while index >= chunk.count {
+                guard let next = try await buffer.next() else { return nil }
+                chunk = next
+                index = chunk.startIndex
+            }
+            defer { index += 1 }
+            return chunk[index]
+        }
+    }
+
+    /// The body as chunks.
+    public struct Chunks: AsyncSequence, Sendable {
+        public typealias Element = Data
+        let reader: Reader
+
+        public func makeAsyncIterator() -> Iterator { Iterator(reader: reader) }
+
+        public struct Iterator: AsyncIteratorProtocol {
+            let reader: Reader
+            public mutating func next() async throws -> Data? { try await reader.buffer.next() }
+        }
+    }
+}
+
+extension Session {
+    /// Starts loading `request` and returns as soon as the response head
+    /// arrives, with the body as a stream. Cancelling the calling Swift task
+    /// cancels the transfer.
+    ///
+    /// - Throws: `SessionError` when no response arrives.
+    public func bytes(for request: URLRequest, delegate: (any SessionDelegate)? = nil) async throws -> (ByteStream, URLResponse) {
+        let buffer = ByteStreamBuffer()
+        let task = streamTask(with: request, buffer: buffer)
+        task.delegate = delegate
+        buffer.attach(task)
+        return try await withTaskCancellationHandler {
+            task.resume()
+            guard let response = await buffer.response() else {
+                throw buffer.error ?? SessionError(.badServerResponse, failingURL: request.url, message: "no response")
+            }
+            return (ByteStream(buffer: buffer), response)
+        } onCancel: {
+            buffer.cancel()
+        }
+    }
+
+    /// Loads `url` as a byte stream.
+    public func bytes(from url: URL, delegate: (any SessionDelegate)? = nil) async throws -> (ByteStream, URLResponse) {
+        try await bytes(for: URLRequest(url: url), delegate: delegate)
+    }
+}
