@@ -118,6 +118,10 @@ package final class CurlMulti: Sendable {
         private let multi: UnsafeMutableRawPointer
         private var transfers: [TransferID: Transfer] = [:]
         private var byHandle: [UnsafeMutableRawPointer: TransferID] = [:]
+        /// Easy handles of finished transfers, reset, ready for the next.
+        private var idleHandles: [UnsafeMutableRawPointer] = []
+        /// Idle handles kept: enough for a burst of concurrent transfers.
+        private static let idleHandleLimit = 64
 
         init(multi: UnsafeMutableRawPointer) {
             self.multi = multi
@@ -167,6 +171,8 @@ package final class CurlMulti: Sendable {
                 // Wake at least every 250 ms to check idle timeouts.
                 curl_multi_poll(multi, nil, 0, 250, nil)
             }
+            idleHandles.forEach { curl_easy_cleanup($0) }
+            idleHandles.removeAll()
             curl_multi_cleanup(multi)
         }
 
@@ -180,7 +186,7 @@ package final class CurlMulti: Sendable {
         private func start(_ id: TransferID, _ request: TransferRequest, _ observer: any TransferObserver) {
             let transfer: Transfer
             do {
-                transfer = try Transfer(request: request, observer: observer)
+                transfer = try Transfer(request: request, observer: observer, reusing: idleHandles.popLast())
             } catch {
                 observer.transferDidComplete(.failure(error))
                 return
@@ -200,7 +206,9 @@ package final class CurlMulti: Sendable {
             guard let transfer = transfers.removeValue(forKey: id) else { return }
             byHandle[transfer.handle] = nil
             curl_multi_remove_handle(multi, transfer.handle)
-            transfer.close()
+            let keep = idleHandles.count < Self.idleHandleLimit
+            transfer.close(keepHandle: keep)
+            if keep { idleHandles.append(transfer.handle) }
             transfer.observer.transferDidComplete(result)
         }
     }

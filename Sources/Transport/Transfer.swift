@@ -36,8 +36,11 @@ final class Transfer {
         case file(FileHandle)
     }
 
-    init(request: TransferRequest, observer: any TransferObserver) throws(TransferError) {
-        guard let handle = curl_easy_init() else {
+    /// - Parameter reusing: An idle handle from the loop's pool (reset), or
+    ///   nil for a new one: reusing spares an allocation and libcurl's
+    ///   per-handle set-up on every request.
+    init(request: TransferRequest, observer: any TransferObserver, reusing idle: UnsafeMutableRawPointer? = nil) throws(TransferError) {
+        guard let handle = idle ?? curl_easy_init() else {
             throw .curl(CurlError(easy: CURLE_OUT_OF_MEMORY))
         }
         self.handle = handle
@@ -159,10 +162,12 @@ final class Transfer {
         if let key = tls.clientKeyFile { try set(CURLOPT_SSLKEY, key) }
     }
 
-    /// Cleans up the handle and releases the callbacks' reference. After
-    /// this, libcurl calls no callback of this transfer.
-    func close() {
-        curl_easy_cleanup(handle)
+    /// Cleans up the handle (or resets it for reuse when `keepHandle`) and
+    /// releases the callbacks' reference. After this, libcurl calls no
+    /// callback of this transfer: the handle is off the multi handle and its
+    /// callbacks are cleared.
+    func close(keepHandle: Bool = false) {
+        if keepHandle { curl_easy_reset(handle) } else { curl_easy_cleanup(handle) }
         curl_slist_free_all(headerList)
         headerList = nil
         if case .file(let file) = body { try? file.close() }

@@ -15,9 +15,21 @@ final class Recorder: TransferObserver {
     }
 
     private let state = Mutex<(outcome: Outcome, waiter: CheckedContinuation<Outcome, Never>?, done: Bool, refuseNext: Int)>((Outcome(), nil, false, 0))
+    private let refusals: AsyncStream<Void>
+    private let refused: AsyncStream<Void>.Continuation
+
+    init() {
+        (refusals, refused) = AsyncStream.makeStream(of: Void.self)
+    }
 
     /// Refuse (pause on) the next `count` chunks.
     func refuse(_ count: Int) { state.withLock { $0.refuseNext = count } }
+
+    /// Waits until a chunk has been refused.
+    func waitForRefusal() async {
+        var iterator = refusals.makeAsyncIterator()
+        _ = await iterator.next()
+    }
 
     func transferDidReceiveHead(_ head: ResponseHead) {
         state.withLock { $0.outcome.head = head }
@@ -27,6 +39,7 @@ final class Recorder: TransferObserver {
         state.withLock { state in
             if state.refuseNext > 0 {
                 state.refuseNext -= 1
+                refused.yield()
                 return false
             }
             if state.outcome.head == nil { state.outcome.headBeforeBody = false }
@@ -63,7 +76,7 @@ final class Recorder: TransferObserver {
     }
 }
 
-@Suite struct TransportTests {
+@Suite(.timeLimit(.minutes(1))) struct TransportTests {
     static func transfer(_ multi: CurlMulti, _ request: TransferRequest) async -> Recorder.Outcome {
         let recorder = Recorder()
         multi.start(request, observer: recorder)
@@ -193,11 +206,10 @@ final class Recorder: TransferObserver {
         let recorder = Recorder()
         recorder.refuse(1)
         let id = multi.start(TransferRequest(url: origin.url("/big").absoluteString), observer: recorder)
-        // The first chunk was refused, so nothing flows until unpause.
-        while recorder.bodySize == 0 {
-            multi.unpause(id)
-            await Task.yield()
-        }
+        await recorder.waitForRefusal()
+        // The first chunk was refused, so nothing flowed: the transfer waits for unpause.
+        #expect(recorder.bodySize == 0)
+        multi.unpause(id)
         let outcome = await recorder.outcome()
         #expect(outcome.body == Data(TestOrigin.pattern(offset: 0, count: size)))
         multi.shutdown()
@@ -236,7 +248,7 @@ final class Recorder: TransferObserver {
     }
 }
 
-@Suite struct TransportPauseTests {
+@Suite(.timeLimit(.minutes(1))) struct TransportPauseTests {
     @Test func pausedByUsIsNotIdle() async throws {
         let origin = try await TestOrigin.start()
         origin.route("/big", response: ScriptedResponse(parts: [.pattern(offset: 0, count: 2_000_000)]))
@@ -246,6 +258,7 @@ final class Recorder: TransferObserver {
         var request = TransferRequest(url: origin.url("/big").absoluteString)
         request.idleTimeout = .seconds(2)
         let id = multi.start(request, observer: recorder)
+        await recorder.waitForRefusal()
         // The pause under test outlasts the idle timeout.
         try await Task.sleep(for: .seconds(3))
         multi.unpause(id)

@@ -8,6 +8,8 @@ let package = Package(
     platforms: [.macOS(.v15)],
     dependencies: [
         .package(name: "URLLoading", path: "../.."),
+        // A reference client for `urlloading-bench session`.
+        .package(url: "https://github.com/swift-server/async-http-client", from: "1.37.0"),
     ],
     targets: [
         // The raw-SQLite reference: libsqlite3 straight, one table, one statement.
@@ -17,6 +19,7 @@ let package = Package(
             dependencies: [
                 "CSQLiteBench",
                 .product(name: "URLLoading", package: "URLLoading"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
             ]
         ),
     ],

@@ -10,7 +10,7 @@ import TestSupport
 /// The session against the loopback origin (never a mock transport):
 /// delegate order, completion handlers, redirects, errors, cancellation,
 /// invalidation and the configuration's copy rules (SPEC S1–S8).
-@Suite struct SessionTests {
+@Suite(.timeLimit(.minutes(1))) struct SessionTests {
     static func session(_ delegate: (any SessionDelegate)? = nil, configure: (inout SessionConfiguration) -> Void = { _ in }) throws -> Session {
         var configuration = SessionConfiguration.ephemeral
         configure(&configuration)
@@ -385,7 +385,7 @@ extension ScriptedResponse {
 }
 
 /// bytes(for:), TLS through the session, metrics.
-@Suite struct SessionStreamingAndTLSTests {
+@Suite(.timeLimit(.minutes(1))) struct SessionStreamingAndTLSTests {
     @Test("S5: bytes(for:) streams a large body with back-pressure, every byte in order")
     func byteStream() async throws {
         let origin = try await TestOrigin.start()

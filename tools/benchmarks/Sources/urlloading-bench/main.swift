@@ -3,6 +3,9 @@
 //
 //   urlloading-bench cache      the HTTP cache against raw SQLite and
 //                               FoundationNetworking's URLCache
+//   urlloading-bench session <base-url> <curl-bench>
+//                               the session against libcurl's multi interface
+//                               in C, FoundationNetworking and AsyncHTTPClient
 //
 // Child modes (the bench runs itself for "new process" figures):
 //   urlloading-bench child-disk-hit <ours|raw|foundation> <path> <entries> <lookups>
@@ -26,6 +29,12 @@ case "child-disk-hit":
 case "child-open":
     guard arguments.count == 4, let entries = Int(arguments[3]) else { fail("bad arguments") }
     print(CacheBenchmark.childOpen(kind: arguments[1], path: arguments[2], entries: entries))
+case "session":
+    guard arguments.count == 3 else { fail("usage: urlloading-bench session <base-url> <curl-bench>") }
+    SessionBenchmark.run(base: arguments[1], curlBench: arguments[2])
+case "session-child":
+    guard arguments.count == 6, let count = Int(arguments[4]), let inFlight = Int(arguments[5]) else { fail("bad arguments") }
+    print(await SessionBenchmark.child(contender: arguments[1], mode: arguments[2], url: arguments[3], count: count, inFlight: inFlight))
 case "child-populate":
     guard arguments.count == 3, let entries = Int(arguments[2]) else { fail("bad arguments") }
     CacheBenchmark.populateOurs(arguments[1], entries)

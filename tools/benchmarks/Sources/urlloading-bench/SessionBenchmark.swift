@@ -1,0 +1,168 @@
+import AsyncHTTPClient
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import URLLoading
+
+/// `urlloading-bench session <base-url> <curl-bench>`: 1 KiB GETs
+/// sequentially and 16 in flight, and a 100 MiB download, against one
+/// loopback nginx; each contender in a process of its own so its CPU time
+/// and peak RSS are its own.
+enum SessionBenchmark {
+    static let sequentialRequests = 3000
+    static let concurrentRequests = 6000
+    static let inFlight = 16
+
+    struct Figures {
+        var elapsed: Double
+        var cpu: Double
+        var peakRSSKiB: Double
+        var bytes: Double
+    }
+
+    static func parse(_ text: String) -> Figures {
+        let parts = text.split(separator: " ").compactMap { Double($0) }
+        guard parts.count == 4 else { fail("a child printed \(text)") }
+        return Figures(elapsed: parts[0], cpu: parts[1], peakRSSKiB: parts[2], bytes: parts[3])
+    }
+
+    static func run(base: String, curlBench: String) {
+        let small = base + "/1k", large = base + "/100m"
+        func c(_ arguments: [String]) -> Figures {
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: curlBench)
+            process.arguments = arguments
+            let pipe = Pipe()
+            process.standardOutput = pipe
+            do { try process.run() } catch { fail("cannot run \(curlBench): \(error)") }
+            let output = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            process.waitUntilExit()
+            return parse(output.trimmingCharacters(in: .whitespacesAndNewlines))
+        }
+        func child(_ contender: String, _ mode: String, _ url: String, _ count: Int, _ inFlight: Int) -> Figures {
+            parse(runChildText(["session-child", contender, mode, url, "\(count)", "\(inFlight)"]))
+        }
+        var table: [(figure: String, reference: String, ratio: Double)] = []
+        var lines: [String] = []
+        let contenders = ["ours", "foundation", "async-http-client"]
+
+        for (figure, count, inFlight) in [("get-seq", sequentialRequests, 1), ("get-16", concurrentRequests, inFlight)] {
+            let reference = c(["get", small, "\(count)", "\(inFlight)"])
+            var results: [String: Figures] = ["libcurl-c": reference]
+            for contender in contenders { results[contender] = child(contender, "get", small, count, inFlight) }
+            guard let ours = results["ours"] else { continue }
+            lines.append("\(figure): " + ["ours", "libcurl-c", "foundation", "async-http-client"].map { name in
+                let figures = results[name] ?? reference
+                return "\(name) \(Int(Double(count) / figures.elapsed)) req/s, \(formatted(figures.cpu / Double(count) * 1e6)) µs CPU/req"
+            }.joined(separator: "; "))
+            for name in ["libcurl-c", "foundation", "async-http-client"] {
+                guard let other = results[name] else { continue }
+                table.append((figure, name, ours.elapsed / other.elapsed))
+                table.append((figure + "-cpu", name, ours.cpu / other.cpu))
+            }
+        }
+
+        let reference = c(["download", large])
+        var downloads: [String: Figures] = ["libcurl-c": reference]
+        for contender in contenders { downloads[contender] = child(contender, "download", large, 1, 1) }
+        let oursTask = child("ours", "download-task", large, 1, 1)
+        if let ours = downloads["ours"] {
+            for name in ["libcurl-c", "foundation", "async-http-client"] {
+                guard let other = downloads[name] else { continue }
+                table.append(("download-100m", name, ours.elapsed / other.elapsed))
+            }
+        }
+        lines.append("download-100m: " + ["ours", "libcurl-c", "foundation", "async-http-client"].map { name in
+            let figures = downloads[name] ?? reference
+            return "\(name) \(formatted(figures.bytes / figures.elapsed / 1_048_576)) MiB/s, peak RSS \(Int(figures.peakRSSKiB / 1024)) MiB"
+        }.joined(separator: "; "))
+        lines.append("download task (to a file): \(formatted(oursTask.bytes / oursTask.elapsed / 1_048_576)) MiB/s, peak RSS \(Int(oursTask.peakRSSKiB / 1024)) MiB")
+
+        print("urlloading-bench session: against nginx on loopback\n")
+        lines.forEach { print($0) }
+        print("")
+        for row in table {
+            print("bench session \(row.figure): \(String(format: "%.2f", row.ratio))x \(row.reference)")
+        }
+    }
+
+    // MARK: Children
+
+    static func rusage() -> (cpu: Double, rssKiB: Double) {
+        var usage = Glibc.rusage()
+        getrusage(__rusage_who_t(RUSAGE_SELF.rawValue), &usage)
+        let cpu = Double(usage.ru_utime.tv_sec) + Double(usage.ru_utime.tv_usec) / 1e6
+            + Double(usage.ru_stime.tv_sec) + Double(usage.ru_stime.tv_usec) / 1e6
+        return (cpu, Double(usage.ru_maxrss))
+    }
+
+    /// Runs `count` requests with `inFlight` workers; returns elapsed seconds.
+    static func timed(_ count: Int, _ inFlight: Int, _ one: @escaping @Sendable () async throws -> Int) async -> (Double, Double, Int) {
+        // Warm up: connections open before the clock starts.
+        for _ in 0..<inFlight { _ = try? await one() }
+        let before = rusage().cpu
+        let start = now()
+        let bytes = await withTaskGroup(of: Int.self) { group in
+            for worker in 0..<inFlight {
+                group.addTask {
+                    var total = 0
+                    for _ in stride(from: worker, to: count, by: inFlight) {
+                        do { total += try await one() } catch { fail("request failed: \(error)") }
+                    }
+                    return total
+                }
+            }
+            return await group.reduce(0, +)
+        }
+        return (Double(now() - start) / 1e9, rusage().cpu - before, bytes)
+    }
+
+    static func child(contender: String, mode: String, url: String, count: Int, inFlight: Int) async -> String {
+        guard let target = URL(string: url) else { fail("bad URL \(url)") }
+        let result: (Double, Double, Int)
+        switch contender {
+        case "ours":
+            let session: Session
+            do { session = try Session(configuration: .ephemeral) } catch { fail("\(error)") }
+            switch mode {
+            case "download-task":
+                result = await timed(1, 1) {
+                    let (file, _) = try await session.download(for: URLRequest(url: target))
+                    let size = (try? FileManager.default.attributesOfItem(atPath: file.path)[.size] as? Int) ?? 0
+                    try? FileManager.default.removeItem(at: file)
+                    return size
+                }
+            default:
+                result = await timed(count, inFlight) { try await session.data(from: target).0.count }
+            }
+        case "foundation":
+            let session = URLSession(configuration: .ephemeral)
+            result = await timed(count, inFlight) { try await session.data(from: target).0.count }
+        default:
+            let client = HTTPClient(eventLoopGroupProvider: .singleton)
+            result = await timed(count, inFlight) {
+                let response = try await client.execute(HTTPClientRequest(url: url), timeout: .seconds(60))
+                var total = 0
+                for try await chunk in response.body { total += chunk.readableBytes }
+                return total
+            }
+            try? await client.shutdown()
+        }
+        return "\(result.0) \(result.1) \(rusage().rssKiB) \(result.2)"
+    }
+}
+
+/// Runs this executable in a new process and returns what it prints.
+func runChildText(_ arguments: [String]) -> String {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
+    process.arguments = arguments
+    let pipe = Pipe()
+    process.standardOutput = pipe
+    do { try process.run() } catch { fail("cannot start a child: \(error)") }
+    let output = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+    process.waitUntilExit()
+    guard process.terminationStatus == 0 else { fail("child \(arguments) failed: \(output)") }
+    return output.trimmingCharacters(in: .whitespacesAndNewlines)
+}
