@@ -275,13 +275,27 @@ final class Transfer {
             failure = .headTooLarge(CurlMulti.maximumHeadBytes)
             return false
         }
-        // Strip CR LF as bytes: as Characters, "\r\n" is one grapheme.
+        // Work on bytes: as Characters "\r\n" is one grapheme, and Foundation's
+        // trimming costs more than the whole line.
         var end = bytes.count
         while end > 0, bytes[end - 1] == 0x0A || bytes[end - 1] == 0x0D { end -= 1 }
-        let line = Substring(String(decoding: UnsafeRawBufferPointer(rebasing: bytes[0..<end]), as: UTF8.self))
-        if line.hasPrefix("HTTP/") {
+        if end == 0 {
+            // The end of a head: the final one is delivered with the first
+            // body byte, or at completion for an empty body.
+            if (100..<200).contains(status) && status != 101 { status = 0 }
+            return true
+        }
+        let line = UnsafeRawBufferPointer(rebasing: bytes[0..<end])
+        func isSpace(_ byte: UInt8) -> Bool { byte == 0x20 || byte == 0x09 }
+        func text(_ range: Range<Int>) -> String {
+            var lower = range.lowerBound, upper = range.upperBound
+            while lower < upper, isSpace(line[lower]) { lower += 1 }
+            while upper > lower, isSpace(line[upper - 1]) { upper -= 1 }
+            return String(decoding: UnsafeRawBufferPointer(rebasing: line[lower..<upper]), as: UTF8.self)
+        }
+        if line.starts(with: "HTTP/".utf8) {
             // A new status line: an interim (1xx) head before it is forgotten.
-            let parts = line.split(separator: " ", maxSplits: 2, omittingEmptySubsequences: true)
+            let parts = text(0..<line.count).split(separator: " ", maxSplits: 2, omittingEmptySubsequences: true)
             guard parts.count >= 2, let code = Int(parts[1]), (100...999).contains(code) else {
                 failure = .badResponse("malformed status line")
                 return false
@@ -291,27 +305,17 @@ final class Transfer {
             headers = []
             return true
         }
-        if line.isEmpty {
-            // The end of a head: the final one is delivered with the first
-            // body byte, or at completion for an empty body.
-            if (100..<200).contains(status) && status != 101 { status = 0 }
-            return true
-        }
-        if let first = line.first, first == " " || first == "\t", !headers.isEmpty {
+        if isSpace(line[0]), !headers.isEmpty {
             // obs-fold (RFC 9112 §5.2): a continuation of the previous line.
-            headers[headers.count - 1].value += " " + line.trimmingCharacters(in: .whitespaces)
+            headers[headers.count - 1].value += " " + text(0..<line.count)
             return true
         }
-        guard let colon = line.firstIndex(of: ":") else {
+        guard let colon = line.firstIndex(of: UInt8(ascii: ":")), colon > 0,
+              !line[0..<colon].contains(where: isSpace) else {
             failure = .badResponse("malformed header line")
             return false
         }
-        let name = line[..<colon]
-        guard !name.isEmpty, !name.contains(where: { $0 == " " || $0 == "\t" }) else {
-            failure = .badResponse("malformed header field name")
-            return false
-        }
-        headers.append((String(name), line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)))
+        headers.append((text(0..<colon), text((colon + 1)..<line.count)))
         return true
     }
 

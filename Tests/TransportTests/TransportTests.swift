@@ -269,3 +269,37 @@ final class Recorder: TransferObserver {
         try await origin.shutdown()
     }
 }
+
+@Suite(.timeLimit(.minutes(1))) struct HeadParsingTests {
+    static func head(_ raw: String, body: String = "ok") async throws -> Recorder.Outcome {
+        let origin = try await TestOrigin.start()
+        var response = ScriptedResponse(body: body)
+        response.rawHead = Array(raw.utf8)
+        origin.route("/raw", response: response)
+        let multi = try CurlMulti()
+        let outcome = await TransportTests.transfer(multi, TransferRequest(url: origin.url("/raw").absoluteString))
+        multi.shutdown()
+        try await origin.shutdown()
+        return outcome
+    }
+
+    @Test("RFC 9110 §15.2: an interim 100 head is skipped; RFC 9112 §5.2: obs-fold joins lines")
+    func interimAndFolding() async throws {
+        let outcome = try await Self.head("HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nX-Fold: a\r\n \t b \r\nX-Empty:\r\nContent-Length: 2\r\n\r\n")
+        #expect(outcome.head?.status == 200)
+        #expect(outcome.head?.headers.first { $0.name == "X-Fold" }?.value == "a b")
+        #expect(outcome.head?.headers.first { $0.name == "X-Empty" }?.value == "")
+        #expect(outcome.head?.headers.contains { $0.name == "Continue" } == false)
+        #expect(outcome.body == Data("ok".utf8))
+    }
+
+    @Test("A line without a colon, or a name with a space, is a bad response", arguments: [
+        "HTTP/1.1 200 OK\r\nNoColonHere\r\nContent-Length: 2\r\n\r\n",
+        "HTTP/1.1 200 OK\r\nBad Name: x\r\nContent-Length: 2\r\n\r\n",
+    ])
+    func malformed(raw: String) async throws {
+        let outcome = try await Self.head(raw)
+        guard case .failure(let error) = outcome.result else { Issue.record("expected a failure"); return }
+        #expect(error.kind == .badResponse || error.kind == .curl, "\(error)")
+    }
+}

@@ -68,7 +68,7 @@ extension SessionDelegate {
 public struct TaskMetrics: Sendable, Equatable {
     /// One request/response exchange.
     public struct Transaction: Sendable, Equatable {
-        /// The request's URL (query and user info removed).
+        /// The request's URL.
         public var url: URL?
         /// The response's status, or nil when none arrived.
         public var statusCode: Int?

@@ -457,8 +457,9 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
     }
 
     static func transaction(url: URL?, status: Int?, metrics: TransferMetrics?) -> TaskMetrics.Transaction {
+        // The URL as requested: metrics go to the application's own delegate.
         TaskMetrics.Transaction(
-            url: url.map(SessionError.redacted), statusCode: status,
+            url: url, statusCode: status,
             networkProtocolName: metrics?.httpVersion ?? "", isReusedConnection: metrics?.reusedConnection ?? false,
             domainLookupSeconds: metrics?.nameLookup ?? 0, connectSeconds: metrics?.connect ?? 0,
             secureConnectionSeconds: metrics?.tlsHandshake ?? 0, requestSentSeconds: metrics?.requestSent ?? 0,
