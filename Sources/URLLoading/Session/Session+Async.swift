@@ -10,17 +10,7 @@ extension Session {
     /// - Parameter delegate: A delegate for this task alone (redirects, metrics).
     /// - Throws: `SessionError` for client-side failures; a 4xx or 5xx is a response.
     public func data(for request: URLRequest, delegate: (any SessionDelegate)? = nil) async throws -> (Data, URLResponse) {
-        try await run { completion in
-            let task = dataTask(with: request) { data, response, error in
-                completion(Result { () throws -> (Data, URLResponse) in
-                    if let error { throw error }
-                    guard let response else { throw SessionError(.badServerResponse, failingURL: request.url, message: "no response") }
-                    return (data ?? Data(), response)
-                })
-            }
-            task.delegate = delegate
-            return task
-        }
+        try await load(.data, request, body: nil, delegate: delegate)
     }
 
     /// Loads `url`.
@@ -30,32 +20,31 @@ extension Session {
 
     /// Uploads `bodyData` with `request`.
     public func upload(for request: URLRequest, from bodyData: Data, delegate: (any SessionDelegate)? = nil) async throws -> (Data, URLResponse) {
-        try await run { completion in
-            let task = uploadTask(with: request, from: bodyData) { data, response, error in
-                completion(Result { () throws -> (Data, URLResponse) in
-                    if let error { throw error }
-                    guard let response else { throw SessionError(.badServerResponse, failingURL: request.url, message: "no response") }
-                    return (data ?? Data(), response)
-                })
-            }
-            task.delegate = delegate
-            return task
-        }
+        try await load(.upload, request, body: .data(bodyData), delegate: delegate)
     }
 
     /// Uploads the file at `fileURL` with `request`, streamed from disk.
     public func upload(for request: URLRequest, fromFile fileURL: URL, delegate: (any SessionDelegate)? = nil) async throws -> (Data, URLResponse) {
-        try await run { completion in
-            let task = uploadTask(with: request, fromFile: fileURL) { data, response, error in
-                completion(Result { () throws -> (Data, URLResponse) in
+        try await load(.upload, request, body: Session.fileBodyOf(fileURL), delegate: delegate)
+    }
+
+    private func load(_ kind: SessionTask.Kind, _ request: URLRequest, body: TransferRequest.Body?,
+                      delegate: (any SessionDelegate)?) async throws -> (Data, URLResponse) {
+        let (data, task) = try await run { completion in
+            let task = rawTask(kind, with: request, body: body) { data, error in
+                completion(Result { () throws -> Data in
                     if let error { throw error }
-                    guard let response else { throw SessionError(.badServerResponse, failingURL: request.url, message: "no response") }
-                    return (data ?? Data(), response)
+                    return data ?? Data()
                 })
             }
             task.delegate = delegate
             return task
         }
+        // Built here, on the awaiting task's thread, not the transport's.
+        guard let response = task.response else {
+            throw SessionError(.badServerResponse, failingURL: request.url, message: "no response")
+        }
+        return (data, response)
     }
 
     /// Downloads `request` to a file that the caller owns (and must delete).
@@ -76,16 +65,23 @@ extension Session {
             }
             task.delegate = delegate
             return task
-        }
+        }.0
     }
 
     /// Bridges one task to async/await: one checked continuation, and
     /// cancellation of the Swift task cancels the session task.
-    private func run<T: Sendable>(_ make: (@escaping @Sendable (Result<T, any Error>) -> Void) -> SessionTask) async throws -> T {
+    private func run<T: Sendable>(_ make: (@escaping @Sendable (Result<T, any Error>) -> Void) -> SessionTask) async throws -> (T, SessionTask) {
         let box = TaskBox()
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { continuation in
-                let task = make { continuation.resume(with: $0) }
+                let task = make { result in
+                    // The task exists: `make` returned it before it was resumed.
+                    guard let task = box.task else {
+                        continuation.resume(throwing: SessionError(.unknown, failingURL: nil, message: "a task completed before it started"))
+                        return
+                    }
+                    continuation.resume(with: result.map { ($0, task) })
+                }
                 box.set(task)
                 task.resume()
             }
@@ -99,6 +95,8 @@ extension Session {
 /// task exists.
 private final class TaskBox: Sendable {
     private let state = Mutex<(task: SessionTask?, cancelled: Bool)>((nil, false))
+
+    var task: SessionTask? { state.withLock { $0.task } }
 
     func set(_ task: SessionTask) {
         let cancelled = state.withLock { state -> Bool in
@@ -118,3 +116,4 @@ private final class TaskBox: Sendable {
 }
 
 import Synchronization
+import Transport

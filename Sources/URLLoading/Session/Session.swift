@@ -112,6 +112,16 @@ public final class Session: Sendable, CustomStringConvertible {
         makeTask(.download, request, body: Self.body(of: request), delivery: .download(completionHandler))
     }
 
+    /// A data (or upload) task for the async APIs: the response is built by
+    /// the awaiting Swift task, off the transport's thread.
+    func rawTask(_ kind: SessionTask.Kind, with request: URLRequest, body: TransferRequest.Body?,
+                 handler: @escaping @Sendable (Data?, SessionError?) -> Void) -> SessionTask {
+        let prepared = kind == .upload ? Self.uploading(request) : request
+        return makeTask(kind, prepared, body: body ?? Self.body(of: request), delivery: .raw(handler))
+    }
+
+    static func fileBodyOf(_ url: URL) -> TransferRequest.Body { fileBody(url) }
+
     func streamTask(with request: URLRequest, buffer: ByteStreamBuffer) -> SessionTask {
         makeTask(.data, request, body: Self.body(of: request), delivery: .stream(buffer))
     }

@@ -24,6 +24,9 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
         case download(@Sendable (URL?, URLResponse?, (any Error)?) -> Void)
         /// A byte stream read by `Session.bytes(for:)`.
         case stream(ByteStreamBuffer)
+        /// The async APIs: the body and the task, whose `response` the
+        /// awaiting Swift task builds, off the transport's thread.
+        case raw(@Sendable (Data?, SessionError?) -> Void)
     }
 
     /// Unique among the session's tasks.
@@ -42,7 +45,10 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
         var session: Session?
         var delegate: (any SessionDelegate)?
         var currentRequest: URLRequest?
+        /// The response as the user sees it, built from `head` on first use
+        /// (Foundation's initializer is the costliest step of a request).
         var response: HTTPURLResponse?
+        var head: (url: URL, head: ResponseHead)?
         var error: SessionError?
         var canceling = false
         var bytesReceived: Int64 = 0
@@ -82,7 +88,24 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
     /// The request now being sent (after redirects).
     public var currentRequest: URLRequest? { state.withLock { $0.currentRequest } }
     /// The response, once its head arrived.
-    public var response: URLResponse? { state.withLock { $0.response } }
+    public var response: URLResponse? { httpResponse }
+
+    var httpResponse: HTTPURLResponse? {
+        state.withLock { inner in
+            if inner.response == nil, let (url, head) = inner.head {
+                inner.response = Self.makeResponse(url: url, head: head)
+            }
+            return inner.response
+        }
+    }
+
+    static func makeResponse(url: URL, head: ResponseHead) -> HTTPURLResponse? {
+        var fields: [String: String] = [:]
+        for field in head.headers {
+            fields[field.name] = fields[field.name].map { $0 + ", " + field.value } ?? field.value
+        }
+        return HTTPURLResponse(url: url, statusCode: head.status, httpVersion: head.httpVersion, headerFields: fields)
+    }
     /// The error the task ended with, if any.
     public var error: (any Error)? { state.withLock { $0.error } }
     /// Body bytes received (decoded).
@@ -230,7 +253,7 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
             stream.publish(response)
             if !data.isEmpty { _ = stream.offer(data) }
             perform(state.withLock { $0.machine.finishWithoutTransfer(.success(nil)) })
-        case .data, .download:
+        case .data, .download, .raw:
             state.withLock { $0.buffer = data }
             perform(state.withLock { $0.machine.finishWithoutTransfer(.success(nil)) })
         }
@@ -250,14 +273,6 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
     /// Redirect or response decision for a hop's head (SPEC S6 order).
     private func decide(_ head: ResponseHead, hop: Int) {
         guard let session, let request = currentRequest, let url = request.url else { return }
-        var fields: [String: String] = [:]
-        for field in head.headers {
-            fields[field.name] = fields[field.name].map { $0 + ", " + field.value } ?? field.value
-        }
-        guard let response = HTTPURLResponse(url: url, statusCode: head.status, httpVersion: head.httpVersion, headerFields: fields) else {
-            perform(state.withLock { $0.machine.fail(SessionError(.badServerResponse, failingURL: url, message: "unreadable response head")) })
-            return
-        }
         let delegate = self.delegate ?? session.delegate
         if let redirect = Self.redirectRequest(from: request, status: head.status, headers: head.headers) {
             let tooMany = state.withLock { $0.redirectCount >= session.configuration.httpMaximumRedirects }
@@ -268,7 +283,7 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
             }
             session.events.enqueue { [self] in
                 let chosen: URLRequest?
-                if let delegate {
+                if let delegate, let response = Self.makeResponse(url: url, head: head) {
                     chosen = await delegate.session(session, task: self, willPerformHTTPRedirection: response, newRequest: redirect)
                 } else {
                     chosen = redirect
@@ -285,21 +300,25 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
                         return inner.machine.follow()
                     })
                 } else {
-                    self.acceptResponse(response, delegate: delegate, session: session)
+                    self.acceptResponse(head, url: url, delegate: delegate, session: session)
                 }
             }
             return
         }
-        acceptResponse(response, delegate: delegate, session: session)
+        acceptResponse(head, url: url, delegate: delegate, session: session)
     }
 
-    private func acceptResponse(_ response: HTTPURLResponse, delegate: (any SessionDelegate)?, session: Session) {
+    private func acceptResponse(_ head: ResponseHead, url: URL, delegate: (any SessionDelegate)?, session: Session) {
+        let length = head.headers.first { HeaderFields.namesEqual($0.name, "Content-Length") }.flatMap { Int64($0.value) } ?? -1
         state.withLock { inner in
-            inner.response = response
-            inner.bytesExpectedToReceive = response.expectedContentLength
+            inner.head = (url, head)
+            inner.response = nil
+            inner.bytesExpectedToReceive = length
             // One allocation for a body of known length, instead of doubling.
-            if case .data = delivery, response.expectedContentLength > 0, response.expectedContentLength < 1 << 30 {
-                inner.buffer.reserveCapacity(Int(response.expectedContentLength))
+            switch delivery {
+            case .data, .raw:
+                if length > 0, length < 1 << 30 { inner.buffer.reserveCapacity(Int(length)) }
+            default: break
             }
         }
         if kind == .download {
@@ -308,20 +327,23 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
                 let handle = try FileHandle(forWritingTo: url)
                 state.withLock { $0.download = (handle, url) }
             } catch {
-                perform(state.withLock { $0.machine.fail(SessionError(.cannotWriteFile, failingURL: response.url, message: "cannot create the download file: \(error.localizedDescription)")) })
+                perform(state.withLock { $0.machine.fail(SessionError(.cannotWriteFile, failingURL: url, message: "cannot create the download file: \(error.localizedDescription)")) })
                 return
             }
         }
-        if case .stream(let buffer) = delivery { buffer.publish(response) }
+        if case .stream(let buffer) = delivery, let response = httpResponse { buffer.publish(response) }
         guard case .delegate = delivery, kind != .download else {
             perform(state.withLock { $0.machine.allow() })
             return
         }
         session.events.enqueue { [self] in
-            let disposition = await delegate?.session(session, dataTask: self, didReceive: response) ?? .allow
+            var disposition = ResponseDisposition.allow
+            if let delegate, let response = self.httpResponse {
+                disposition = await delegate.session(session, dataTask: self, didReceive: response)
+            }
             self.perform(self.state.withLock { inner in
                 disposition == .allow ? inner.machine.allow()
-                    : inner.machine.fail(SessionError(.cancelled, failingURL: response.url, message: "the delegate cancelled the task"))
+                    : inner.machine.fail(SessionError(.cancelled, failingURL: url, message: "the delegate cancelled the task"))
             })
         }
     }
@@ -400,7 +422,7 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
             switch delivery {
             case .delegate where kind != .download:
                 return .deliver(inner.session, inner.delegate ?? inner.session?.delegate)
-            case .data:
+            case .data, .raw:
                 inner.buffer.append(contentsOf: chunk)
                 return .buffered
             default:
@@ -474,7 +496,7 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
 
     private func complete(_ result: Result<TransferMetrics?, SessionError>) {
         let url = currentRequest?.url
-        let (session, delegate, response, buffer, download, metrics) = state.withLock { inner in
+        let (session, delegate, _, buffer, download, metrics) = state.withLock { inner in
             if case .failure(let error) = result {
                 inner.error = SessionError(error.code, failingURL: error.failingURL ?? url, message: error.message)
             }
@@ -486,7 +508,7 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
                 inner.buffer = Data()
                 inner.download = nil
             }
-            return (inner.session, inner.delegate ?? inner.session?.delegate, inner.response, inner.buffer, inner.download, metrics)
+            return (inner.session, inner.delegate ?? inner.session?.delegate, (), inner.buffer, inner.download, metrics)
         }
         let error = self.error
         try? download?.handle.close()
@@ -500,10 +522,13 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
                 if let download { try? FileManager.default.removeItem(at: download.url) }
             case .data(let handler):
                 delegate?.session(session, task: self, didFinishCollecting: metrics)
-                handler(error == nil ? buffer : nil, response, error)
+                handler(error == nil ? buffer : nil, self.response, error)
+            case .raw(let handler):
+                delegate?.session(session, task: self, didFinishCollecting: metrics)
+                handler(error == nil ? buffer : nil, error as? SessionError)
             case .download(let handler):
                 delegate?.session(session, task: self, didFinishCollecting: metrics)
-                handler(error == nil ? download?.url : nil, response, error)
+                handler(error == nil ? download?.url : nil, self.response, error)
                 if let download { try? FileManager.default.removeItem(at: download.url) }
             case .stream(let stream):
                 delegate?.session(session, task: self, didFinishCollecting: metrics)
