@@ -71,11 +71,16 @@ extension SessionTask {
             return [.startTransfer(hop: hop)]
         }
 
-        /// Interceptors answered or failed: the task ends without a transfer.
+        /// An interceptor or the cache answered (or failed): the task ends
+        /// without (more of) a transfer.
         mutating func finishWithoutTransfer(_ result: Result<TransferMetrics?, SessionError>) -> [Action] {
             guard phase != .finished else { return [] }
             phase = .finished
-            return [.complete(result)]
+            var actions: [Action] = []
+            if let transfer { actions.append(.cancelTransfer(transfer)) }
+            transfer = nil
+            actions.append(.complete(result))
+            return actions
         }
 
         mutating func started(_ id: CurlMulti.TransferID, hop: Int) -> [Action] {

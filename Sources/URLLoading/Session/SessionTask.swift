@@ -64,6 +64,13 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
         var started: Date?
         /// The status of the current hop's head.
         var hopStatus: Int?
+        // The cache's part (SPEC C4–C6).
+        var cacheKey: String?
+        var cacheStatus: String?
+        var revalidating: StoredResponse?
+        var requestTime: Double = 0
+        /// The final response's fields as received, for storing.
+        var networkHeaders: HeaderFields?
     }
 
     init(session: Session, identifier: Int, kind: Kind, request: URLRequest, body: TransferRequest.Body, delivery: Delivery) {
@@ -198,6 +205,16 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
 
     private var session: Session? { state.withLock { $0.session } }
 
+    /// Whether this task reads and fills the cache: data tasks that keep the
+    /// whole body (completion handlers, async APIs).
+    private var usesCache: Bool {
+        guard kind == .data else { return false }
+        switch delivery {
+        case .data, .raw: return true
+        default: return false
+        }
+    }
+
     private func runInterceptors() {
         guard let session, let request = currentRequest else { return }
         let interceptors = session.configuration.interceptors
@@ -265,7 +282,43 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
             perform(state.withLock { $0.machine.fail(SessionError(.unsupportedURL, failingURL: request.url, message: "only http and https URLs are supported")) })
             return
         }
-        let transfer = session.transferRequest(for: request, body: hop == 0 || request.httpMethod != "GET" ? body : .none)
+        var transfer = session.transferRequest(for: request, body: hop == 0 || request.httpMethod != "GET" ? body : .none)
+        if hop == 0, usesCache, let cache = session.urlCache, (request.httpMethod ?? "GET") == "GET",
+           let key = CachePolicy.primaryKey(url) {
+            let now = Date().timeIntervalSince1970
+            let headers = HeaderFields(request.allHTTPHeaderFields ?? [:])
+            let stored = cache.lookup(key: key, requestHeaders: headers, now: now)
+            let policy = request.cachePolicy == .useProtocolCachePolicy ? session.configuration.requestCachePolicy : request.cachePolicy
+            let showStatus = session.configuration.sendsCacheStatus
+            switch Self.cacheStep(policy: policy, requestHeaders: headers, stored: stored, now: now) {
+            case .serve(let stored, let status):
+                guard let response = Self.servedResponse(stored, cacheStatus: showStatus ? status : nil, now: now) else { break }
+                state.withLock { $0.cacheStatus = status }
+                respondWithoutNetwork(response, stored.body)
+                return
+            case .fail(let error):
+                perform(state.withLock { $0.machine.fail(SessionError(error.code, failingURL: url, message: error.message)) })
+                return
+            case .gatewayTimeout:
+                let fields = showStatus ? ["Cache-Status": "\(Self.cacheName); fwd=miss; detail=only-if-cached"] : [:]
+                guard let response = HTTPURLResponse(url: url, statusCode: 504, httpVersion: "HTTP/1.1", headerFields: fields) else { break }
+                respondWithoutNetwork(response, Data())
+                return
+            case .network(let revalidating, let status):
+                state.withLock { inner in
+                    inner.cacheKey = key
+                    inner.cacheStatus = showStatus ? status : nil
+                    inner.revalidating = revalidating
+                    inner.requestTime = now
+                }
+                if let revalidating {
+                    for field in CachePolicy.conditionalHeaders(revalidating.entry)
+                    where !transfer.headers.contains(where: { HeaderFields.namesEqual($0.name, field.name) }) {
+                        transfer.headers.append((field.name, field.value))
+                    }
+                }
+            }
+        }
         let id = session.multi.start(transfer, observer: HopObserver(task: self, hop: hop))
         perform(state.withLock { $0.machine.started(id, hop: hop) })
     }
@@ -274,6 +327,26 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
     private func decide(_ head: ResponseHead, hop: Int) {
         guard let session, let request = currentRequest, let url = request.url else { return }
         let delegate = self.delegate ?? session.delegate
+        let revalidating = state.withLock { $0.revalidating }
+        if let stored = revalidating, head.status == 304, let cache = session.urlCache {
+            let notModified = HeaderFields(head.headers.map { HeaderFields.Field($0.name, $0.value) })
+            if CachePolicy.notModifiedSelects(stored.entry, notModifiedHeaders: notModified).allowed {
+                // RFC 9111 §4.3.4: refresh the stored entry and serve its body (as 200, like Apple).
+                let now = Date().timeIntervalSince1970
+                var updated = stored
+                updated.entry.responseHeaders = CachePolicy.updatedHeaders(stored.entry.responseHeaders, with: notModified)
+                updated.entry.requestTime = state.withLock { $0.requestTime }
+                updated.entry.responseTime = now
+                cache.store(updated, now: now)
+                let status = "\(Self.cacheName); fwd=stale; fwd-status=304"
+                let shown = session.configuration.sendsCacheStatus ? status : nil
+                if let response = Self.servedResponse(updated, cacheStatus: shown, now: now) {
+                    state.withLock { $0.cacheStatus = shown }
+                    respondWithoutNetwork(response, updated.body)
+                    return
+                }
+            }
+        }
         if let redirect = Self.redirectRequest(from: request, status: head.status, headers: head.headers) {
             let tooMany = state.withLock { $0.redirectCount >= session.configuration.httpMaximumRedirects }
             if tooMany {
@@ -311,7 +384,10 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
     private func acceptResponse(_ head: ResponseHead, url: URL, delegate: (any SessionDelegate)?, session: Session) {
         let length = head.headers.first { HeaderFields.namesEqual($0.name, "Content-Length") }.flatMap { Int64($0.value) } ?? -1
         state.withLock { inner in
-            inner.head = (url, head)
+            inner.networkHeaders = HeaderFields(head.headers.map { HeaderFields.Field($0.name, $0.value) })
+            var shown = head
+            if let status = inner.cacheStatus { shown.headers.append(("Cache-Status", status)) }
+            inner.head = (url, shown)
             inner.response = nil
             inner.bytesExpectedToReceive = length
             // One allocation for a body of known length, instead of doubling.
@@ -478,6 +554,29 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
         })
     }
 
+    /// After a response from the network: store it when RFC 9111 and the
+    /// storage rules allow (SPEC C4); invalidate after an unsafe method (§4.4).
+    private func updateCache(session: Session, body: Data) {
+        guard let cache = session.urlCache, let request = currentRequest, let url = request.url else { return }
+        let (key, headers, status, requestTime, fromCache) = state.withLock { inner in
+            (inner.cacheKey, inner.networkHeaders, inner.head?.head.status, inner.requestTime, inner.networkHeaders == nil)
+        }
+        guard !fromCache, let headers, let status else { return }
+        let method = request.httpMethod ?? "GET"
+        for target in CachePolicy.invalidatedURLs(method: method, status: status, url: url, responseHeaders: headers) {
+            if let targetKey = CachePolicy.primaryKey(target) { cache.remove(key: targetKey) }
+        }
+        guard usesCache, let key, request.cachePolicy != .reloadIgnoringLocalAndRemoteCacheData else { return }
+        let requestHeaders = HeaderFields(request.allHTTPHeaderFields ?? [:])
+        guard CachePolicy.storability(method: method, requestHeaders: requestHeaders, status: status, responseHeaders: headers).allowed else {
+            return
+        }
+        let now = Date().timeIntervalSince1970
+        cache.store(StoredResponse(
+            url: url.absoluteString, key: key, status: status, responseHeaders: headers, requestHeaders: requestHeaders,
+            body: body, requestTime: requestTime, responseTime: now, storedAt: now), now: now)
+    }
+
     static func transaction(url: URL?, status: Int?, metrics: TransferMetrics?) -> TaskMetrics.Transaction {
         // The URL as requested: metrics go to the application's own delegate.
         TaskMetrics.Transaction(
@@ -513,6 +612,7 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
         let error = self.error
         try? download?.handle.close()
         guard let session else { return }
+        if error == nil { updateCache(session: session, body: buffer) }
         let finish: @Sendable () -> Void = { [self] in
             switch delivery {
             case .delegate:

@@ -1,0 +1,63 @@
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+extension SessionTask {
+    /// What the cache does for a request before the network (SPEC C6).
+    enum CacheStep {
+        /// Go to the network; conditionally, revalidating this entry, when given.
+        case network(revalidating: StoredResponse?, cacheStatus: String)
+        /// Answer with this stored response.
+        case serve(StoredResponse, cacheStatus: String)
+        /// Fail: `returnCacheDataDontLoad` with nothing stored.
+        case fail(SessionError)
+        /// Answer 504: `only-if-cached` with nothing usable (RFC 9111 §5.2.1.7).
+        case gatewayTimeout
+    }
+
+    /// The name this cache gives itself in `Cache-Status` (RFC 9211).
+    static let cacheName = "URLLoading"
+
+    /// The request cache policy's decision, with Apple's meanings, and
+    /// RFC 9111 for `useProtocolCachePolicy`.
+    static func cacheStep(policy: URLRequest.CachePolicy, requestHeaders: HeaderFields, stored: StoredResponse?, now: Double) -> CacheStep {
+        let hasValidators = stored.map { !CachePolicy.conditionalHeaders($0.entry).isEmpty } ?? false
+        switch policy {
+        case .reloadIgnoringLocalCacheData, .reloadIgnoringLocalAndRemoteCacheData:
+            return .network(revalidating: nil, cacheStatus: "\(cacheName); fwd=request")
+        case .returnCacheDataElseLoad:
+            if let stored { return .serve(stored, cacheStatus: "\(cacheName); hit") }
+            return .network(revalidating: nil, cacheStatus: "\(cacheName); fwd=uri-miss")
+        case .returnCacheDataDontLoad:
+            if let stored { return .serve(stored, cacheStatus: "\(cacheName); hit") }
+            return .fail(SessionError(.resourceUnavailable, failingURL: nil, message: "nothing is stored for this request and the policy forbids loading it"))
+        case .reloadRevalidatingCacheData:
+            guard let stored else { return .network(revalidating: nil, cacheStatus: "\(cacheName); fwd=uri-miss") }
+            return .network(revalidating: hasValidators ? stored : nil, cacheStatus: "\(cacheName); fwd=request")
+        default:
+            let onlyIfCached = CachePolicy.requestControl(requestHeaders).onlyIfCached
+            guard let stored else {
+                return onlyIfCached ? .gatewayTimeout : .network(revalidating: nil, cacheStatus: "\(cacheName); fwd=uri-miss")
+            }
+            let evaluation = CachePolicy.evaluate(stored.entry, requestHeaders: requestHeaders, now: now)
+            switch evaluation.action {
+            case .useStored, .useStoredAndRevalidate:
+                return .serve(stored, cacheStatus: "\(cacheName); hit")
+            case .revalidate:
+                if onlyIfCached { return .gatewayTimeout }
+                return .network(revalidating: hasValidators ? stored : nil, cacheStatus: "\(cacheName); fwd=stale")
+            case .fetch:
+                if onlyIfCached { return .gatewayTimeout }
+                return .network(revalidating: nil, cacheStatus: "\(cacheName); fwd=vary-miss")
+            }
+        }
+    }
+
+    /// The response served from a stored entry: its Age now, and Cache-Status.
+    static func servedResponse(_ stored: StoredResponse, cacheStatus: String?, now: Double) -> HTTPURLResponse? {
+        var headers = CachePolicy.servedHeaders(stored.entry, now: now)
+        if let cacheStatus { headers.set("Cache-Status", cacheStatus) }
+        return stored.httpResponse(headers: headers)
+    }
+}

@@ -1,0 +1,144 @@
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import Testing
+import TestSupport
+@testable import URLLoading
+
+/// The cache through real sessions (SPEC C4–C6): serving, revalidating,
+/// the request cache policies, invalidation and Cache-Status (RFC 9211).
+@Suite(.timeLimit(.minutes(1))) struct SessionCacheTests {
+    static func get(_ session: Session, _ url: URL, policy: URLRequest.CachePolicy = .useProtocolCachePolicy,
+                    headers: [String: String] = [:]) async throws -> (String, HTTPURLResponse) {
+        var request = URLRequest(url: url, cachePolicy: policy)
+        for (name, value) in headers { request.setValue(value, forHTTPHeaderField: name) }
+        let (data, response) = try await session.data(for: request)
+        return (String(decoding: data, as: UTF8.self), try #require(response as? HTTPURLResponse))
+    }
+
+    @Test("C5: a fresh response is served from the cache, with Age and Cache-Status")
+    func freshHit() async throws {
+        let origin = try await TestOrigin.start()
+        origin.route("/fresh", response: ScriptedResponse(headers: [HeaderField("Cache-Control", "max-age=600")], body: "fresh body"))
+        let session = try Session(configuration: .ephemeral)
+        let (first, firstResponse) = try await Self.get(session, origin.url("/fresh"))
+        let (second, secondResponse) = try await Self.get(session, origin.url("/fresh"))
+        #expect(first == "fresh body")
+        #expect(second == "fresh body")
+        #expect(origin.requests(to: "/fresh").count == 1)
+        #expect(firstResponse.value(forHTTPHeaderField: "Cache-Status") == "URLLoading; fwd=uri-miss")
+        #expect(secondResponse.value(forHTTPHeaderField: "Cache-Status") == "URLLoading; hit")
+        #expect((secondResponse.value(forHTTPHeaderField: "Age").flatMap { Int($0) } ?? -1) >= 0)
+        #expect(secondResponse.statusCode == 200)
+        session.finishTasksAndInvalidate()
+        try await origin.shutdown()
+    }
+
+    @Test("C4: no-store responses are not stored; non-GET responses are not stored")
+    func notStored() async throws {
+        let origin = try await TestOrigin.start()
+        origin.route("/nostore", response: ScriptedResponse(headers: [HeaderField("Cache-Control", "max-age=600, no-store")], body: "x"))
+        let session = try Session(configuration: .ephemeral)
+        _ = try await Self.get(session, origin.url("/nostore"))
+        _ = try await Self.get(session, origin.url("/nostore"))
+        #expect(origin.requests(to: "/nostore").count == 2)
+        session.finishTasksAndInvalidate()
+        try await origin.shutdown()
+    }
+
+    @Test("C5: a stale entry is revalidated; a 304 refreshes it and its body is delivered as 200")
+    func revalidation() async throws {
+        let origin = try await TestOrigin.start()
+        origin.route("/doc", Routes.conditional(etag: "\"v1\"", body: Array("stored body".utf8),
+                                                headers: [HeaderField("Cache-Control", "max-age=0"), HeaderField("X-Version", "1")]))
+        let session = try Session(configuration: .ephemeral)
+        _ = try await Self.get(session, origin.url("/doc"))
+        let (body, response) = try await Self.get(session, origin.url("/doc"))
+        let requests = origin.requests(to: "/doc")
+        #expect(requests.count == 2)
+        #expect(requests.last?.header("If-None-Match") == "\"v1\"")
+        #expect(body == "stored body")
+        #expect(response.statusCode == 200)
+        #expect(response.value(forHTTPHeaderField: "Cache-Status") == "URLLoading; fwd=stale; fwd-status=304")
+        session.finishTasksAndInvalidate()
+        try await origin.shutdown()
+    }
+
+    @Test("C6: returnCacheDataDontLoad fails without an entry and serves a stale one without the network")
+    func dontLoad() async throws {
+        let origin = try await TestOrigin.start()
+        origin.route("/r", response: ScriptedResponse(headers: [HeaderField("Cache-Control", "max-age=0"), HeaderField("Last-Modified", HTTPDate.format(Date().timeIntervalSince1970 - 1000))], body: "v"))
+        let session = try Session(configuration: .ephemeral)
+        let error = await #expect(throws: SessionError.self) {
+            _ = try await Self.get(session, origin.url("/r"), policy: .returnCacheDataDontLoad)
+        }
+        #expect(error?.code == .resourceUnavailable)
+        #expect(origin.requests.isEmpty)
+        _ = try await Self.get(session, origin.url("/r"))
+        let (body, _) = try await Self.get(session, origin.url("/r"), policy: .returnCacheDataDontLoad)
+        #expect(body == "v")
+        let (elseLoad, _) = try await Self.get(session, origin.url("/r"), policy: .returnCacheDataElseLoad)
+        #expect(elseLoad == "v")
+        #expect(origin.requests.count == 1)
+        _ = try await Self.get(session, origin.url("/r"), policy: .reloadIgnoringLocalCacheData)
+        #expect(origin.requests.count == 2)
+        #expect(origin.requests.last?.header("If-Modified-Since") == nil)
+        _ = try await Self.get(session, origin.url("/r"), policy: .reloadRevalidatingCacheData)
+        #expect(origin.requests.last?.header("If-Modified-Since") != nil)
+        session.finishTasksAndInvalidate()
+        try await origin.shutdown()
+    }
+
+    @Test("RFC 9111 §5.2.1.7: only-if-cached with nothing usable answers 504")
+    func onlyIfCached() async throws {
+        let origin = try await TestOrigin.start()
+        let session = try Session(configuration: .ephemeral)
+        let (_, response) = try await Self.get(session, origin.url("/none"), headers: ["Cache-Control": "only-if-cached"])
+        #expect(response.statusCode == 504)
+        #expect(origin.requests.isEmpty)
+        session.finishTasksAndInvalidate()
+        try await origin.shutdown()
+    }
+
+    @Test("C5, RFC 9111 §4.4: a successful POST invalidates the stored GET")
+    func invalidation() async throws {
+        let origin = try await TestOrigin.start()
+        origin.route("/item") { request in
+            request.method == "POST" ? ScriptedResponse(status: 204, framing: .none)
+                : ScriptedResponse(headers: [HeaderField("Cache-Control", "max-age=600")], body: "item")
+        }
+        let session = try Session(configuration: .ephemeral)
+        _ = try await Self.get(session, origin.url("/item"))
+        _ = try await Self.get(session, origin.url("/item"))
+        #expect(origin.requests.count == 1)
+        var post = URLRequest(url: origin.url("/item"))
+        post.httpMethod = "POST"
+        post.httpBody = Data("change".utf8)
+        _ = try await session.data(for: post)
+        _ = try await Self.get(session, origin.url("/item"))
+        #expect(origin.requests.map(\.method) == ["GET", "POST", "GET"])
+        session.finishTasksAndInvalidate()
+        try await origin.shutdown()
+    }
+
+    @Test("S1: an ephemeral session's cache is private; a default session persists to its directory")
+    func privateAndPersistent() async throws {
+        let origin = try await TestOrigin.start()
+        origin.route("/p", response: ScriptedResponse(headers: [HeaderField("Cache-Control", "max-age=600")], body: "p"))
+        let first = try Session(configuration: .ephemeral)
+        let second = try Session(configuration: .ephemeral)
+        _ = try await Self.get(first, origin.url("/p"))
+        _ = try await Self.get(second, origin.url("/p"))
+        #expect(origin.requests.count == 2)
+        let directory = TemporaryDirectory()
+        var configuration = SessionConfiguration.default
+        configuration.urlCache = try ResponseCache(memoryCapacity: 0, diskCapacity: 1 << 20, directory: directory.url)
+        let persistent = try Session(configuration: configuration)
+        _ = try await Self.get(persistent, origin.url("/p"))
+        let reopened = try ResponseCache(memoryCapacity: 0, diskCapacity: 1 << 20, directory: directory.url)
+        #expect(reopened.cachedResponse(for: URLRequest(url: origin.url("/p")))?.data == Data("p".utf8))
+        for session in [first, second, persistent] { session.finishTasksAndInvalidate() }
+        try await origin.shutdown()
+    }
+}
