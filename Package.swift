@@ -124,7 +124,8 @@ let package = Package(
         ),
         .testTarget(
             name: "ConformanceTests",
-            dependencies: ["URLLoading"],
+            dependencies: ["URLLoading", "TestSupport"],
+            exclude: ["Results"],
             swiftSettings: strictSwift
         ),
         .testTarget(

@@ -19,7 +19,9 @@ struct CacheTestsPolicyRunner {
         case dependencyFailed
     }
 
-    struct TestCase {
+    /// One test as parsed from the suite's JSON. `@unchecked Sendable`:
+    /// the JSON values are read-only after parsing, and only read.
+    struct TestCase: @unchecked Sendable {
         let id: String
         let kind: String
         let dependsOn: [String]

@@ -91,7 +91,9 @@ final class OriginConnectionHandler: ChannelInboundHandler {
             text += "\(field.name): \(field.value)\r\n"
         }
         switch response.framing {
-        case .contentLength: text += "Content-Length: \(response.bodyLength)\r\n"
+        case .contentLength where response.header("Content-Length") == nil:
+            text += "Content-Length: \(response.bodyLength)\r\n"
+        case .contentLength: break
         case .declaredLength(let length): text += "Content-Length: \(length)\r\n"
         case .chunked: text += "Transfer-Encoding: chunked\r\n"
         case .closeDelimited, .none: break

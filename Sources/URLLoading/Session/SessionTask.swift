@@ -329,22 +329,24 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
         let delegate = self.delegate ?? session.delegate
         let revalidating = state.withLock { $0.revalidating }
         if let stored = revalidating, head.status == 304, let cache = session.urlCache {
+            // The 304 answers the conditional request made for this entry:
+            // its body is served (as 200, like Apple). Its headers refresh
+            // the entry only when the 304 selects it (RFC 9111 §4.3.4).
             let notModified = HeaderFields(head.headers.map { HeaderFields.Field($0.name, $0.value) })
+            let now = Date().timeIntervalSince1970
+            var served = stored
             if CachePolicy.notModifiedSelects(stored.entry, notModifiedHeaders: notModified).allowed {
-                // RFC 9111 §4.3.4: refresh the stored entry and serve its body (as 200, like Apple).
-                let now = Date().timeIntervalSince1970
-                var updated = stored
-                updated.entry.responseHeaders = CachePolicy.updatedHeaders(stored.entry.responseHeaders, with: notModified)
-                updated.entry.requestTime = state.withLock { $0.requestTime }
-                updated.entry.responseTime = now
-                cache.store(updated, now: now)
-                let status = "\(Self.cacheName); fwd=stale; fwd-status=304"
-                let shown = session.configuration.sendsCacheStatus ? status : nil
-                if let response = Self.servedResponse(updated, cacheStatus: shown, now: now) {
-                    state.withLock { $0.cacheStatus = shown }
-                    respondWithoutNetwork(response, updated.body)
-                    return
-                }
+                served.entry.responseHeaders = CachePolicy.updatedHeaders(stored.entry.responseHeaders, with: notModified)
+                served.entry.requestTime = state.withLock { $0.requestTime }
+                served.entry.responseTime = now
+                cache.store(served, now: now)
+            }
+            let status = "\(Self.cacheName); fwd=stale; fwd-status=304"
+            let shown = session.configuration.sendsCacheStatus ? status : nil
+            if let response = Self.servedResponse(served, cacheStatus: shown, now: now) {
+                state.withLock { $0.cacheStatus = shown }
+                respondWithoutNetwork(response, served.body)
+                return
             }
         }
         if let redirect = Self.redirectRequest(from: request, status: head.status, headers: head.headers) {
