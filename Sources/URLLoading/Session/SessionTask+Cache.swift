@@ -54,6 +54,26 @@ extension SessionTask {
         }
     }
 
+    /// A single byte range of a `Range` field (RFC 9110 §14.1.2) resolved
+    /// against a body of `length` bytes, or nil when the field asks for
+    /// something else (several ranges, other units) or nothing satisfiable.
+    static func byteRange(_ field: String, length: Int) -> Range<Int>? {
+        let text = field.trimmingCharacters(in: .whitespaces)
+        guard text.lowercased().hasPrefix("bytes="), length > 0 else { return nil }
+        let spec = text.dropFirst(6).trimmingCharacters(in: .whitespaces)
+        guard !spec.contains(","), let dash = spec.firstIndex(of: "-") else { return nil }
+        let first = spec[..<dash].trimmingCharacters(in: .whitespaces)
+        let last = spec[spec.index(after: dash)...].trimmingCharacters(in: .whitespaces)
+        if first.isEmpty {
+            guard let suffix = Int(last), suffix > 0 else { return nil }
+            return max(0, length - suffix)..<length
+        }
+        guard let start = Int(first), start >= 0, start < length else { return nil }
+        if last.isEmpty { return start..<length }
+        guard let end = Int(last), end >= start else { return nil }
+        return start..<(min(end, length - 1) + 1)
+    }
+
     /// The response served from a stored entry: its Age now, and Cache-Status.
     static func servedResponse(_ stored: StoredResponse, cacheStatus: String?, now: Double) -> HTTPURLResponse? {
         var headers = CachePolicy.servedHeaders(stored.entry, now: now)

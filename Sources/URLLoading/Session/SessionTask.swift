@@ -291,10 +291,19 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
             let policy = request.cachePolicy == .useProtocolCachePolicy ? session.configuration.requestCachePolicy : request.cachePolicy
             let showStatus = session.configuration.sendsCacheStatus
             switch Self.cacheStep(policy: policy, requestHeaders: headers, stored: stored, now: now) {
-            case .serve(let stored, let status):
+            case .serve(var stored, let status):
+                var body = stored.body
+                // A range of a complete stored response is served from it (RFC 9111 §3.4 / RFC 9110 §14).
+                if stored.entry.status == 200, let field = headers["Range"],
+                   let range = Self.byteRange(field, length: body.count) {
+                    stored.entry.status = 206
+                    stored.entry.responseHeaders.set("Content-Range", "bytes \(range.lowerBound)-\(range.upperBound - 1)/\(body.count)")
+                    stored.entry.responseHeaders.set("Content-Length", String(range.count))
+                    body = body.subdata(in: range)
+                }
                 guard let response = Self.servedResponse(stored, cacheStatus: showStatus ? status : nil, now: now) else { break }
                 state.withLock { $0.cacheStatus = status }
-                respondWithoutNetwork(response, stored.body)
+                respondWithoutNetwork(response, body)
                 return
             case .fail(let error):
                 perform(state.withLock { $0.machine.fail(SessionError(error.code, failingURL: url, message: error.message)) })
