@@ -53,6 +53,8 @@ final class Recorder: TransferObserver {
     }
 
     func transferDidComplete(_ result: Result<TransferMetrics, TransferError>) {
+        // Whoever waits for a refusal must not wait for ever once the transfer is over.
+        refused.finish()
         let waiter = state.withLock { state -> (CheckedContinuation<Outcome, Never>, Outcome)? in
             state.outcome.result = result
             state.done = true
@@ -256,11 +258,13 @@ final class Recorder: TransferObserver {
         let recorder = Recorder()
         recorder.refuse(1)
         var request = TransferRequest(url: origin.url("/big").absoluteString)
-        request.idleTimeout = .seconds(2)
+        // Seconds, not less: the origin shares two cores with the whole suite.
+        request.idleTimeout = .seconds(4)
         let id = multi.start(request, observer: recorder)
         await recorder.waitForRefusal()
+        #expect(recorder.bodySize == 0)
         // The pause under test outlasts the idle timeout.
-        try await Task.sleep(for: .seconds(3))
+        try await Task.sleep(for: .seconds(5))
         multi.unpause(id)
         let outcome = await recorder.outcome()
         #expect(throws: Never.self) { try outcome.result?.get() }

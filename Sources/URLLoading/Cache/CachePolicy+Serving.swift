@@ -55,8 +55,11 @@ extension CachePolicy {
         let response = CacheControl(entry.responseHeaders.values("Cache-Control"))
         if request.noCache { return result(.revalidate, "the request has no-cache (§5.2.1.4)") }
         if response.noCache { return result(.revalidate, "the stored response has no-cache (§5.2.2.4)") }
+        // RFC 8246: an immutable response is not revalidated while fresh,
+        // not even on a reload (which asks max-age=0).
+        let immutableAndFresh = response.immutable && lifetime.seconds > age
         switch request.maxAge {
-        case .valid(let limit) where age > Double(limit):
+        case .valid(let limit) where age > Double(limit) && !immutableAndFresh:
             return result(.revalidate, "the request's max-age=\(limit) is less than the age (§5.2.1.1)")
         case .invalid:
             return result(.revalidate, "the request's max-age is invalid (§5.2.1.1)")

@@ -178,10 +178,16 @@ package enum CachePolicy {
     package static func normalizedValue(_ name: String, in headers: HeaderFields) -> String? {
         let values = headers.values(name)
         guard !values.isEmpty else { return nil }
-        return values
+        var members = values
             .flatMap { $0.split(separator: ",", omittingEmptySubsequences: false) }
             .map { $0.trimmingCharacters(in: [" ", "\t"]) }
-            .joined(separator: ",")
+        // Language ranges are case-insensitive and their order carries no
+        // meaning beside their q-values (RFC 9110 §12.5.4), so requests that
+        // differ only so select the same variant.
+        if HeaderFields.namesEqual(name, "Accept-Language") {
+            members = members.map { $0.lowercased().replacingOccurrences(of: " ", with: "") }.sorted()
+        }
+        return members.joined(separator: ",")
     }
 
     /// The secondary cache key: the request's normalized values of the

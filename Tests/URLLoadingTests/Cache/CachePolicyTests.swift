@@ -290,3 +290,26 @@ import Testing
         #expect(CachePolicy.host(ofKey: "http://example.com?x") == "example.com")
     }
 }
+
+/// Normalisations beyond the RFC's minimum that browsers also make.
+@Suite struct CachePolicyNormalisationTests {
+    static let t0 = 1_800_000_000.0
+
+    @Test("RFC 9110 §12.5.4: Accept-Language variants match regardless of order and case")
+    func acceptLanguage() {
+        let entry = CachePolicy.Entry(status: 200, responseHeaders: [("Cache-Control", "max-age=60"), ("Vary", "Accept-Language")],
+                                      requestHeaders: [("Accept-Language", "en, de")], requestTime: Self.t0, responseTime: Self.t0)
+        #expect(CachePolicy.varyMatches(entry, requestHeaders: [("Accept-Language", "de, en")]).allowed)
+        #expect(CachePolicy.varyMatches(entry, requestHeaders: [("Accept-Language", "eN, De")]).allowed)
+        #expect(!CachePolicy.varyMatches(entry, requestHeaders: [("Accept-Language", "fr")]).allowed)
+    }
+
+    @Test("RFC 8246: an immutable fresh response is not revalidated on a reload (max-age=0), only stale")
+    func immutable() {
+        let entry = CachePolicy.Entry(status: 200, responseHeaders: [("Cache-Control", "max-age=100, immutable")],
+                                      requestHeaders: [], requestTime: Self.t0, responseTime: Self.t0)
+        #expect(CachePolicy.evaluate(entry, requestHeaders: [("Cache-Control", "max-age=0")], now: Self.t0 + 10).action == .useStored)
+        #expect(CachePolicy.evaluate(entry, requestHeaders: [("Cache-Control", "no-cache")], now: Self.t0 + 10).action == .revalidate)
+        #expect(CachePolicy.evaluate(entry, requestHeaders: [("Cache-Control", "max-age=0")], now: Self.t0 + 200).action == .revalidate)
+    }
+}
