@@ -68,6 +68,8 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
         var cacheKey: String?
         var cacheStatus: String?
         var revalidating: StoredResponse?
+        /// The stored response a failure may fall back to (stale-if-error).
+        var fallback: StoredResponse?
         var requestTime: Double = 0
         /// The final response's fields as received, for storing.
         var networkHeaders: HeaderFields?
@@ -318,6 +320,7 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
                     inner.cacheKey = key
                     inner.cacheStatus = showStatus ? status : nil
                     inner.revalidating = revalidating
+                    inner.fallback = policy == .useProtocolCachePolicy ? stored : nil
                     inner.requestTime = now
                 }
                 if let revalidating {
@@ -357,6 +360,9 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
                 respondWithoutNetwork(response, served.body)
                 return
             }
+        }
+        if head.status >= 500, hop == 0, serveStaleIfError(reason: "fwd-status=\(head.status)") {
+            return
         }
         if let redirect = Self.redirectRequest(from: request, status: head.status, headers: head.headers) {
             let tooMany = state.withLock { $0.redirectCount >= session.configuration.httpMaximumRedirects }
@@ -556,6 +562,9 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
     }
 
     fileprivate func completed(_ result: Result<TransferMetrics, TransferError>, hop: Int) {
+        if case .failure(let error) = result, error.kind != .cancelled, hop == 0, serveStaleIfError(reason: "fwd-status=error") {
+            return
+        }
         let url = currentRequest?.url
         perform(state.withLock { inner -> [StateMachine.Action] in
             guard hop == inner.machine.hop, !inner.machine.isFinished else { return [] }
@@ -563,6 +572,27 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
             inner.transactions.append(Self.transaction(url: url, status: inner.hopStatus, metrics: metrics))
             return inner.machine.transferCompleted(result, hop: hop)
         })
+    }
+
+    /// RFC 5861 §4: when the origin fails (network error or 5xx) and a
+    /// stored response's stale-if-error window allows, serve that instead.
+    /// Returns whether it did.
+    private func serveStaleIfError(reason: String) -> Bool {
+        guard let session else { return false }
+        let (fallback, headers) = state.withLock { inner in
+            (inner.fallback, HeaderFields(inner.currentRequest?.allHTTPHeaderFields ?? [:]))
+        }
+        let now = Date().timeIntervalSince1970
+        guard let stored = fallback, CachePolicy.staleIfError(stored.entry, requestHeaders: headers, now: now).allowed else { return false }
+        let status = "\(Self.cacheName); hit; \(reason); detail=stale-if-error"
+        let shown = session.configuration.sendsCacheStatus ? status : nil
+        guard let response = Self.servedResponse(stored, cacheStatus: shown, now: now) else { return false }
+        state.withLock { inner in
+            inner.fallback = nil
+            inner.cacheStatus = shown
+        }
+        respondWithoutNetwork(response, stored.body)
+        return true
     }
 
     /// After a response from the network: store it when RFC 9111 and the

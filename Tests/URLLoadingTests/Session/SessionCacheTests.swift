@@ -156,3 +156,38 @@ import TestSupport
         #expect(SessionTask.byteRange(field, length: 10) == nil)
     }
 }
+
+@Suite(.timeLimit(.minutes(1))) struct StaleIfErrorTests {
+    @Test("RFC 5861 §4: a 5xx or a lost connection within stale-if-error serves the stale entry; outside it, the failure")
+    func staleIfError() async throws {
+        let origin = try await TestOrigin.start()
+        let lastModified = HTTPDate.format(Date().timeIntervalSince1970 - 100)
+        origin.route("/a", response: ScriptedResponse(headers: [HeaderField("Cache-Control", "max-age=0, stale-if-error=600"), HeaderField("Last-Modified", lastModified)], body: "stale a"))
+        origin.route("/b", response: ScriptedResponse(headers: [HeaderField("Cache-Control", "max-age=0")], body: "b"))
+        let session = try Session(configuration: .ephemeral)
+        _ = try await SessionCacheTests.get(session, origin.url("/a"))
+        _ = try await SessionCacheTests.get(session, origin.url("/b"))
+        origin.route("/a", response: ScriptedResponse(status: 503, body: "down"))
+        let (body, response) = try await SessionCacheTests.get(session, origin.url("/a"))
+        #expect(body == "stale a")
+        #expect(response.statusCode == 200)
+        #expect(response.value(forHTTPHeaderField: "Cache-Status")?.contains("stale-if-error") == true)
+        origin.route("/a", response: ScriptedResponse(parts: [.closeConnection], framing: .none).withRawHead([]))
+        let (lost, _) = try await SessionCacheTests.get(session, origin.url("/a"))
+        #expect(lost == "stale a")
+        origin.route("/b", response: ScriptedResponse(status: 503, body: "down"))
+        let (failed, failure) = try await SessionCacheTests.get(session, origin.url("/b"))
+        #expect(failure.statusCode == 503)
+        #expect(failed == "down")
+        session.finishTasksAndInvalidate()
+        try await origin.shutdown()
+    }
+}
+
+extension ScriptedResponse {
+    func withRawHead(_ bytes: [UInt8]) -> ScriptedResponse {
+        var copy = self
+        copy.rawHead = bytes
+        return copy
+    }
+}
