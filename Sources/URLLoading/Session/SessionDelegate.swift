@@ -34,6 +34,11 @@ public protocol SessionDelegate: AnyObject, Sendable {
     /// A chunk of the body.
     func session(_ session: Session, dataTask: SessionTask, didReceive data: Data)
 
+    /// A storable response (SPEC C4) is about to be cached, after all its
+    /// data: return it, a changed one (data, userInfo, storage policy), or
+    /// nil to store nothing. The default stores it as proposed.
+    func session(_ session: Session, dataTask: SessionTask, willCacheResponse proposed: CachedResponse) async -> CachedResponse?
+
     /// Body bytes written to a download's file.
     func session(_ session: Session, downloadTask: SessionTask, didWriteData bytesWritten: Int64,
                  totalBytesWritten: Int64, totalBytesExpectedToWrite: Int64)
@@ -56,6 +61,9 @@ extension SessionDelegate {
                         totalBytesSent: Int64, totalBytesExpectedToSend: Int64) {}
     public func session(_ session: Session, dataTask: SessionTask, didReceive response: URLResponse) async -> ResponseDisposition { .allow }
     public func session(_ session: Session, dataTask: SessionTask, didReceive data: Data) {}
+    public func session(_ session: Session, dataTask: SessionTask, willCacheResponse proposed: CachedResponse) async -> CachedResponse? {
+        proposed
+    }
     public func session(_ session: Session, downloadTask: SessionTask, didWriteData bytesWritten: Int64,
                         totalBytesWritten: Int64, totalBytesExpectedToWrite: Int64) {}
     public func session(_ session: Session, downloadTask: SessionTask, didFinishDownloadingTo location: URL) {}

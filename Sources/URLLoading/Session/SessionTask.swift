@@ -73,6 +73,8 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
         var requestTime: Double = 0
         /// The final response's fields as received, for storing.
         var networkHeaders: HeaderFields?
+        /// A delegate-driven task keeps a copy of a storable body for the cache.
+        var keepsBodyForCache = false
     }
 
     init(session: Session, identifier: Int, kind: Kind, request: URLRequest, body: TransferRequest.Body, delivery: Delivery) {
@@ -212,7 +214,7 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
     private var usesCache: Bool {
         guard kind == .data else { return false }
         switch delivery {
-        case .data, .raw: return true
+        case .data, .raw, .delegate: return true
         default: return false
         }
     }
@@ -411,6 +413,13 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
             switch delivery {
             case .data, .raw:
                 if length > 0, length < 1 << 30 { inner.buffer.reserveCapacity(Int(length)) }
+            case .delegate where inner.cacheKey != nil && kind == .data:
+                // Keep a copy only of what the cache could store (the 5% rule's largest tier).
+                let request = inner.currentRequest
+                let limit = max(session.urlCache?.memoryCapacity ?? 0, session.urlCache?.diskCapacity ?? 0) / 20
+                inner.keepsBodyForCache = length <= Int64(limit) && CachePolicy.storability(
+                    method: request?.httpMethod ?? "GET", requestHeaders: HeaderFields(request?.allHTTPHeaderFields ?? [:]),
+                    status: head.status, responseHeaders: inner.networkHeaders ?? []).allowed
             default: break
             }
         }
@@ -514,6 +523,7 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
             inner.bytesReceived += Int64(chunk.count)
             switch delivery {
             case .delegate where kind != .download:
+                if inner.keepsBodyForCache { inner.buffer.append(contentsOf: chunk) }
                 return .deliver(inner.session, inner.delegate ?? inner.session?.delegate)
             case .data, .raw:
                 inner.buffer.append(contentsOf: chunk)
@@ -597,25 +607,50 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
 
     /// After a response from the network: store it when RFC 9111 and the
     /// storage rules allow (SPEC C4); invalidate after an unsafe method (§4.4).
-    private func updateCache(session: Session, body: Data) {
-        guard let cache = session.urlCache, let request = currentRequest, let url = request.url else { return }
+    @discardableResult
+    private func updateCache(session: Session, body: Data) -> StoredResponse? {
+        guard let cache = session.urlCache, let request = currentRequest, let url = request.url else { return nil }
         let (key, headers, status, requestTime, fromCache) = state.withLock { inner in
             (inner.cacheKey, inner.networkHeaders, inner.head?.head.status, inner.requestTime, inner.networkHeaders == nil)
         }
-        guard !fromCache, let headers, let status else { return }
+        guard !fromCache, let headers, let status else { return nil }
         let method = request.httpMethod ?? "GET"
         for target in CachePolicy.invalidatedURLs(method: method, status: status, url: url, responseHeaders: headers) {
             if let targetKey = CachePolicy.primaryKey(target) { cache.remove(key: targetKey) }
         }
-        guard usesCache, let key, request.cachePolicy != .reloadIgnoringLocalAndRemoteCacheData else { return }
+        guard usesCache, let key, request.cachePolicy != .reloadIgnoringLocalAndRemoteCacheData else { return nil }
+        if case .delegate = delivery, !state.withLock({ $0.keepsBodyForCache }) { return nil }
         let requestHeaders = HeaderFields(request.allHTTPHeaderFields ?? [:])
         guard CachePolicy.storability(method: method, requestHeaders: requestHeaders, status: status, responseHeaders: headers).allowed else {
-            return
+            return nil
         }
         let now = Date().timeIntervalSince1970
-        cache.store(StoredResponse(
+        let candidate = StoredResponse(
             url: url.absoluteString, key: key, status: status, responseHeaders: headers, requestHeaders: requestHeaders,
-            body: body, requestTime: requestTime, responseTime: now, storedAt: now), now: now)
+            body: body, requestTime: requestTime, responseTime: now, storedAt: now)
+        // A delegate-driven task asks willCacheResponse first (SPEC S6).
+        if case .delegate = delivery { return candidate }
+        cache.store(candidate, now: now)
+        return nil
+    }
+
+    /// SPEC S6: the delegate sees the proposed response after all data and
+    /// may keep it, change it (data, userInfo, storage policy) or drop it.
+    private func offerToCache(_ candidate: StoredResponse, session: Session, delegate: any SessionDelegate) async {
+        guard let cache = session.urlCache, let response = candidate.httpResponse() else { return }
+        let proposed = CachedResponse(response: response, data: candidate.body)
+        guard let decided = await delegate.session(session, dataTask: self, willCacheResponse: proposed) else { return }
+        var stored = candidate
+        if decided.response !== response {
+            var headers = HeaderFields()
+            for (name, value) in decided.response.allHeaderFields { headers.append("\(name)", "\(value)") }
+            stored.entry.status = decided.response.statusCode
+            stored.entry.responseHeaders = CachePolicy.removingConnectionFields(headers)
+        }
+        stored.body = decided.data
+        stored.userInfo = decided.userInfo
+        stored.storagePolicy = decided.storagePolicy
+        cache.store(stored, now: Date().timeIntervalSince1970)
     }
 
     static func transaction(url: URL?, status: Int?, metrics: TransferMetrics?) -> TaskMetrics.Transaction {
@@ -653,7 +688,7 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
         let error = self.error
         try? download?.handle.close()
         guard let session else { return }
-        if error == nil { updateCache(session: session, body: buffer) }
+        let cacheCandidate = error == nil ? updateCache(session: session, body: buffer) : nil
         let finish: @Sendable () -> Void = { [self] in
             switch delivery {
             case .delegate:
@@ -685,9 +720,13 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
         if delegate == nil {
             // No delegate call to keep this in order with: hand the result
             // over at once, saving a thread hop per request.
+            if let cacheCandidate { session.urlCache?.store(cacheCandidate) }
             finish()
         } else {
-            session.events.enqueue { finish() }
+            session.events.enqueue { [self] in
+                if let cacheCandidate, let delegate { await self.offerToCache(cacheCandidate, session: session, delegate: delegate) }
+                finish()
+            }
         }
     }
 }

@@ -2,6 +2,7 @@ import Foundation
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
+import Synchronization
 import Testing
 import TestSupport
 @testable import URLLoading
@@ -189,5 +190,88 @@ extension ScriptedResponse {
         var copy = self
         copy.rawHead = bytes
         return copy
+    }
+}
+
+@Suite(.timeLimit(.minutes(1))) struct WillCacheResponseTests {
+    /// Answers willCacheResponse as scripted and records the calls' order.
+    final class CachingDelegate: SessionDelegate {
+        enum Answer: Sendable { case proposed, modified, none }
+        let answer: Answer
+        let events = Mutex<[String]>([])
+        let done: AsyncStream<Void>
+        private let finished: AsyncStream<Void>.Continuation
+
+        init(_ answer: Answer) {
+            self.answer = answer
+            (done, finished) = AsyncStream.makeStream(of: Void.self)
+        }
+
+        func session(_ session: Session, dataTask: SessionTask, didReceive data: Data) {
+            events.withLock { if $0.last != "data" { $0.append("data") } }
+        }
+
+        func session(_ session: Session, dataTask: SessionTask, willCacheResponse proposed: CachedResponse) async -> CachedResponse? {
+            events.withLock { $0.append("willCache \(proposed.data.count)") }
+            switch answer {
+            case .proposed: return proposed
+            case .none: return nil
+            case .modified:
+                var changed = proposed
+                changed.data = Data("changed".utf8)
+                changed.userInfo = ["by": "delegate"]
+                return changed
+            }
+        }
+
+        func session(_ session: Session, task: SessionTask, didFinishCollecting metrics: TaskMetrics) {
+            events.withLock { $0.append("metrics") }
+        }
+
+        func session(_ session: Session, task: SessionTask, didCompleteWithError error: (any Error)?) {
+            events.withLock { $0.append("complete") }
+            finished.yield()
+        }
+
+        func waitForCompletion() async {
+            var iterator = done.makeAsyncIterator()
+            _ = await iterator.next()
+        }
+    }
+
+    @Test("S6: willCacheResponse comes after all data, before metrics; its answer is what the cache keeps", arguments: [
+        CachingDelegate.Answer.proposed, .modified, .none,
+    ])
+    func willCacheResponse(answer: CachingDelegate.Answer) async throws {
+        let origin = try await TestOrigin.start()
+        origin.route("/c", response: ScriptedResponse(headers: [HeaderField("Cache-Control", "max-age=600")], body: "original"))
+        let delegate = CachingDelegate(answer)
+        let session = try Session(configuration: .ephemeral, delegate: delegate)
+        session.dataTask(with: URLRequest(url: origin.url("/c"))).resume()
+        await delegate.waitForCompletion()
+        #expect(delegate.events.withLock { $0 } == ["data", "willCache 8", "metrics", "complete"])
+        let cached = session.urlCache?.cachedResponse(for: URLRequest(url: origin.url("/c")))
+        switch answer {
+        case .proposed: #expect(cached?.data == Data("original".utf8))
+        case .modified:
+            #expect(cached?.data == Data("changed".utf8))
+            #expect(cached?.userInfo == ["by": "delegate"])
+        case .none: #expect(cached == nil)
+        }
+        session.finishTasksAndInvalidate()
+        try await origin.shutdown()
+    }
+
+    @Test("C4: a response that may not be stored never reaches willCacheResponse")
+    func notOffered() async throws {
+        let origin = try await TestOrigin.start()
+        origin.route("/n", response: ScriptedResponse(headers: [HeaderField("Cache-Control", "no-store")], body: "x"))
+        let delegate = CachingDelegate(.proposed)
+        let session = try Session(configuration: .ephemeral, delegate: delegate)
+        session.dataTask(with: URLRequest(url: origin.url("/n"))).resume()
+        await delegate.waitForCompletion()
+        #expect(delegate.events.withLock { $0 } == ["data", "metrics", "complete"])
+        session.finishTasksAndInvalidate()
+        try await origin.shutdown()
     }
 }
