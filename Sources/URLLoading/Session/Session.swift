@@ -27,6 +27,8 @@ public final class Session: Sendable, CustomStringConvertible {
         var nextIdentifier = 1
         var invalidating = false
         var invalidated = false
+        /// Keys being revalidated in the background: one request each.
+        var revalidating: Set<String> = []
     }
 
     /// Creates a session.
@@ -212,6 +214,23 @@ public final class Session: Sendable, CustomStringConvertible {
     /// shared one for a default configuration).
     public func reset() async {
         urlCache?.removeAllCachedResponses()
+    }
+
+    /// Starts one background revalidation of `key` (stale-while-revalidate,
+    /// RFC 5861 §3) unless one is already running; it refreshes or replaces
+    /// the stored response and delivers nothing to anybody.
+    func revalidateInBackground(_ request: URLRequest, key: String) {
+        let start = state.withLock { state -> Bool in
+            guard !state.invalidating, !state.invalidated else { return false }
+            return state.revalidating.insert(key).inserted
+        }
+        guard start else { return }
+        var background = request
+        background.cachePolicy = .reloadRevalidatingCacheData
+        let task = rawTask(.data, with: background, body: nil) { [weak self] _, _ in
+            _ = self?.state.withLock { $0.revalidating.remove(key) }
+        }
+        task.resume()
     }
 
     func taskDidComplete(_ task: SessionTask) {

@@ -8,8 +8,9 @@ extension SessionTask {
     enum CacheStep {
         /// Go to the network; conditionally, revalidating this entry, when given.
         case network(revalidating: StoredResponse?, cacheStatus: String)
-        /// Answer with this stored response.
-        case serve(StoredResponse, cacheStatus: String)
+        /// Answer with this stored response; when `revalidate`, also refresh
+        /// it in the background (stale-while-revalidate, RFC 5861 §3).
+        case serve(StoredResponse, cacheStatus: String, revalidate: Bool = false)
         /// Fail: `returnCacheDataDontLoad` with nothing stored.
         case fail(SessionError)
         /// Answer 504: `only-if-cached` with nothing usable (RFC 9111 §5.2.1.7).
@@ -42,8 +43,10 @@ extension SessionTask {
             }
             let evaluation = CachePolicy.evaluate(stored.entry, requestHeaders: requestHeaders, now: now)
             switch evaluation.action {
-            case .useStored, .useStoredAndRevalidate:
+            case .useStored:
                 return .serve(stored, cacheStatus: "\(cacheName); hit")
+            case .useStoredAndRevalidate:
+                return .serve(stored, cacheStatus: "\(cacheName); hit; detail=stale-while-revalidate", revalidate: true)
             case .revalidate:
                 if onlyIfCached { return .gatewayTimeout }
                 return .network(revalidating: hasValidators ? stored : nil, cacheStatus: "\(cacheName); fwd=stale")

@@ -295,7 +295,8 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
             let policy = request.cachePolicy == .useProtocolCachePolicy ? session.configuration.requestCachePolicy : request.cachePolicy
             let showStatus = session.configuration.sendsCacheStatus
             switch Self.cacheStep(policy: policy, requestHeaders: headers, stored: stored, now: now) {
-            case .serve(var stored, let status):
+            case .serve(var stored, let status, let revalidate):
+                if revalidate { session.revalidateInBackground(request, key: key) }
                 var body = stored.body
                 // A range of a complete stored response is served from it (RFC 9111 §3.4 / RFC 9110 §14).
                 if stored.entry.status == 200, let field = headers["Range"],

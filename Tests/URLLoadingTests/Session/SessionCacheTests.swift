@@ -275,3 +275,24 @@ extension ScriptedResponse {
         try await origin.shutdown()
     }
 }
+
+@Suite(.timeLimit(.minutes(1))) struct StaleWhileRevalidateTests {
+    @Test("RFC 5861 §3: a stale response within stale-while-revalidate is served at once and revalidated in the background")
+    func staleWhileRevalidate() async throws {
+        let origin = try await TestOrigin.start()
+        let dated = HTTPDate.format(Date().timeIntervalSince1970 - 10)
+        origin.route("/swr", Routes.conditional(etag: "\"v1\"", body: Array("stale but fine".utf8), headers: [
+            HeaderField("Cache-Control", "max-age=5, stale-while-revalidate=600"), HeaderField("Date", dated),
+        ]))
+        let session = try Session(configuration: .ephemeral)
+        _ = try await SessionCacheTests.get(session, origin.url("/swr"))
+        let (body, response) = try await SessionCacheTests.get(session, origin.url("/swr"))
+        #expect(body == "stale but fine")
+        #expect(response.value(forHTTPHeaderField: "Cache-Status") == "URLLoading; hit; detail=stale-while-revalidate")
+        // The background revalidation reaches the origin, conditionally.
+        while origin.requests(to: "/swr").count < 2 { await Task.yield() }
+        #expect(origin.requests(to: "/swr")[1].header("If-None-Match") == "\"v1\"")
+        session.finishTasksAndInvalidate()
+        try await origin.shutdown()
+    }
+}
