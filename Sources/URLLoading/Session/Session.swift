@@ -29,6 +29,8 @@ public final class Session: Sendable, CustomStringConvertible {
         var invalidated = false
         /// Keys being revalidated in the background: one request each.
         var revalidating: Set<String> = []
+        /// Keys with a request on the network, and the tasks waiting for it.
+        var inFlight: [String: [@Sendable () -> Void]] = [:]
     }
 
     /// Creates a session.
@@ -231,6 +233,26 @@ public final class Session: Sendable, CustomStringConvertible {
             _ = self?.state.withLock { $0.revalidating.remove(key) }
         }
         task.resume()
+    }
+
+    /// Request coalescing: the first task for `key` leads (returns false);
+    /// later ones wait (returns true) and `resume` runs when the leader ends.
+    func joinInFlight(key: String, resume: @escaping @Sendable () -> Void) -> Bool {
+        state.withLock { state in
+            if state.inFlight[key] != nil {
+                state.inFlight[key, default: []].append(resume)
+                return true
+            }
+            state.inFlight[key] = []
+            return false
+        }
+    }
+
+    /// The leader for `key` ended (its response stored, or not): the waiting
+    /// tasks look in the cache again.
+    func leaveInFlight(key: String) {
+        let waiting = state.withLock { $0.inFlight.removeValue(forKey: key) } ?? []
+        waiting.forEach { $0() }
     }
 
     func taskDidComplete(_ task: SessionTask) {

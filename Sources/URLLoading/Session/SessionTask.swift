@@ -75,6 +75,9 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
         var networkHeaders: HeaderFields?
         /// A delegate-driven task keeps a copy of a storable body for the cache.
         var keepsBodyForCache = false
+        /// Request coalescing: this task leads for the key, or waited once already.
+        var leadsKey: String?
+        var coalesced = false
     }
 
     init(session: Session, identifier: Int, kind: Kind, request: URLRequest, body: TransferRequest.Body, delivery: Delivery) {
@@ -319,6 +322,15 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
                 respondWithoutNetwork(response, Data())
                 return
             case .network(let revalidating, let status):
+                // Identical GETs wait for the one in flight and read its stored result.
+                if revalidating == nil, policy == .useProtocolCachePolicy, !state.withLock({ $0.coalesced }) {
+                    let waits = session.joinInFlight(key: key) { [self] in
+                        self.state.withLock { $0.coalesced = true }
+                        self.startTransfer(hop: 0)
+                    }
+                    if waits { return }
+                    state.withLock { $0.leadsKey = key }
+                }
                 state.withLock { inner in
                     inner.cacheKey = key
                     inner.cacheStatus = showStatus ? status : nil
@@ -718,14 +730,20 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
             self.state.withLock { $0.session = nil; $0.delegate = nil }
             session.taskDidComplete(self)
         }
+        let ledKey = state.withLock { inner -> String? in
+            defer { inner.leadsKey = nil }
+            return inner.leadsKey
+        }
         if delegate == nil {
             // No delegate call to keep this in order with: hand the result
             // over at once, saving a thread hop per request.
             if let cacheCandidate { session.urlCache?.store(cacheCandidate) }
+            if let ledKey { session.leaveInFlight(key: ledKey) }
             finish()
         } else {
             session.events.enqueue { [self] in
                 if let cacheCandidate, let delegate { await self.offerToCache(cacheCandidate, session: session, delegate: delegate) }
+                if let ledKey { session.leaveInFlight(key: ledKey) }
                 finish()
             }
         }

@@ -296,3 +296,30 @@ extension ScriptedResponse {
         try await origin.shutdown()
     }
 }
+
+@Suite(.timeLimit(.minutes(1))) struct CoalescingTests {
+    @Test("Issue 5: ten concurrent identical GETs make one origin request when the response is storable")
+    func coalescing() async throws {
+        let origin = try await TestOrigin.start()
+        origin.route("/one", response: ScriptedResponse(headers: [HeaderField("Cache-Control", "max-age=600")], body: "shared")
+            .with(delayBeforeHead: .milliseconds(300)))
+        origin.route("/never", response: ScriptedResponse(headers: [HeaderField("Cache-Control", "no-store")], body: "own")
+            .with(delayBeforeHead: .milliseconds(100)))
+        let session = try Session(configuration: .ephemeral)
+        let bodies = try await withThrowingTaskGroup(of: String.self) { group in
+            for _ in 0..<10 { group.addTask { try await SessionCacheTests.get(session, origin.url("/one")).0 } }
+            return try await group.reduce(into: []) { $0.append($1) }
+        }
+        #expect(bodies == Array(repeating: "shared", count: 10))
+        #expect(origin.requests(to: "/one").count == 1)
+        // Not storable: the waiting requests go to the network after all.
+        let others = try await withThrowingTaskGroup(of: String.self) { group in
+            for _ in 0..<3 { group.addTask { try await SessionCacheTests.get(session, origin.url("/never")).0 } }
+            return try await group.reduce(into: []) { $0.append($1) }
+        }
+        #expect(others == Array(repeating: "own", count: 3))
+        #expect(origin.requests(to: "/never").count == 3)
+        session.finishTasksAndInvalidate()
+        try await origin.shutdown()
+    }
+}
