@@ -323,3 +323,49 @@ extension ScriptedResponse {
         try await origin.shutdown()
     }
 }
+
+@Suite(.timeLimit(.minutes(1))) struct FivePercentThroughSessionTests {
+    @Test("C3 through a session: a body over 5% of the memory tier goes to disk only; over 5% of both, nowhere")
+    func fivePercentPerTier() async throws {
+        let origin = try await TestOrigin.start()
+        for (path, size) in [("/small", 1_000), ("/medium", 30_000), ("/large", 300_000)] {
+            origin.route(path, response: ScriptedResponse(headers: [HeaderField("Cache-Control", "max-age=600")],
+                                                          parts: [.pattern(offset: 0, count: size)]))
+        }
+        let directory = TemporaryDirectory()
+        // Memory 200 KB (5% = 10 KB), disk 2 MB (5% = 100 KB).
+        let cache = try ResponseCache(memoryCapacity: 200_000, diskCapacity: 2_000_000, directory: directory.url)
+        var configuration = SessionConfiguration.ephemeral
+        configuration.urlCache = cache
+        let session = try Session(configuration: configuration)
+        for path in ["/small", "/medium", "/large"] { _ = try await SessionCacheTests.get(session, origin.url(path)) }
+        let memoryOnly = try ResponseCache(memoryCapacity: 0, diskCapacity: 2_000_000, directory: directory.url)
+        #expect(memoryOnly.cachedResponse(for: URLRequest(url: origin.url("/small")))?.data.count == 1_000)
+        #expect(memoryOnly.cachedResponse(for: URLRequest(url: origin.url("/medium")))?.data.count == 30_000)
+        #expect(memoryOnly.cachedResponse(for: URLRequest(url: origin.url("/large"))) == nil)
+        #expect(cache.currentMemoryUsage > 1_000 && cache.currentMemoryUsage < 10_000)
+        // Served again: small and medium from the cache, large from the origin.
+        for path in ["/small", "/medium", "/large"] { _ = try await SessionCacheTests.get(session, origin.url(path)) }
+        #expect(origin.requests(to: "/small").count == 1)
+        #expect(origin.requests(to: "/medium").count == 1)
+        #expect(origin.requests(to: "/large").count == 2)
+        session.finishTasksAndInvalidate()
+        try await origin.shutdown()
+    }
+
+    @Test("RFC 9211: Cache-Status can be turned off")
+    func cacheStatusOff() async throws {
+        let origin = try await TestOrigin.start()
+        origin.route("/s", response: ScriptedResponse(headers: [HeaderField("Cache-Control", "max-age=600")], body: "s"))
+        var configuration = SessionConfiguration.ephemeral
+        configuration.sendsCacheStatus = false
+        let session = try Session(configuration: configuration)
+        let (_, first) = try await SessionCacheTests.get(session, origin.url("/s"))
+        let (_, second) = try await SessionCacheTests.get(session, origin.url("/s"))
+        #expect(first.value(forHTTPHeaderField: "Cache-Status") == nil)
+        #expect(second.value(forHTTPHeaderField: "Cache-Status") == nil)
+        #expect(origin.requests.count == 1)
+        session.finishTasksAndInvalidate()
+        try await origin.shutdown()
+    }
+}
