@@ -631,6 +631,10 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
         for target in CachePolicy.invalidatedURLs(method: method, status: status, url: url, responseHeaders: headers) {
             if let targetKey = CachePolicy.primaryKey(target) { cache.remove(key: targetKey) }
         }
+        if method == "HEAD", status == 200, let headKey = CachePolicy.primaryKey(url) {
+            Self.freshenFromHead(cache: cache, key: headKey, request: request, headHeaders: headers, requestTime: requestTime)
+            return nil
+        }
         guard usesCache, let key, request.cachePolicy != .reloadIgnoringLocalAndRemoteCacheData else { return nil }
         if case .delegate = delivery, !state.withLock({ $0.keepsBodyForCache }) { return nil }
         let requestHeaders = HeaderFields(request.allHTTPHeaderFields ?? [:])
@@ -645,6 +649,25 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
         if case .delegate = delivery { return candidate }
         cache.store(candidate, now: now)
         return nil
+    }
+
+    /// RFC 9111 §4.3.5: a 200 to HEAD refreshes the stored GET response it
+    /// selects (same validators), like a 304; a different Content-Length
+    /// means the stored one is outdated, and it is removed.
+    static func freshenFromHead(cache: ResponseCache, key: String, request: URLRequest, headHeaders: HeaderFields, requestTime: Double) {
+        let requestHeaders = HeaderFields(request.allHTTPHeaderFields ?? [:])
+        guard let stored = cache.lookup(key: key, requestHeaders: requestHeaders) else { return }
+        if let length = headHeaders["Content-Length"], let storedLength = stored.entry.responseHeaders["Content-Length"], length != storedLength {
+            cache.remove(key: key, variant: stored.variant)
+            return
+        }
+        guard CachePolicy.notModifiedSelects(stored.entry, notModifiedHeaders: headHeaders).allowed else { return }
+        var updated = stored
+        updated.entry.responseHeaders = CachePolicy.updatedHeaders(stored.entry.responseHeaders, with: headHeaders)
+        let now = Date().timeIntervalSince1970
+        updated.entry.requestTime = requestTime > 0 ? requestTime : now
+        updated.entry.responseTime = now
+        cache.store(updated, now: now)
     }
 
     /// SPEC S6: the delegate sees the proposed response after all data and

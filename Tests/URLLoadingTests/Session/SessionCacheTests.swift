@@ -369,3 +369,32 @@ extension ScriptedResponse {
         try await origin.shutdown()
     }
 }
+
+@Suite(.timeLimit(.minutes(1))) struct HeadUpdateTests {
+    @Test("RFC 9111 §4.3.5: a HEAD response refreshes the stored GET it selects; a new Content-Length removes it")
+    func headFreshens() async throws {
+        let origin = try await TestOrigin.start()
+        let version = Mutex(1)
+        origin.route("/h") { request in
+            let current = version.withLock { $0 }
+            return ScriptedResponse(headers: [HeaderField("Cache-Control", "max-age=600"), HeaderField("ETag", "\"v1\""),
+                                              HeaderField("X-Version", "\(current)")], body: current == 3 ? "longer body" : "body")
+        }
+        let session = try Session(configuration: .ephemeral)
+        _ = try await SessionCacheTests.get(session, origin.url("/h"))
+        version.withLock { $0 = 2 }
+        var head = URLRequest(url: origin.url("/h"))
+        head.httpMethod = "HEAD"
+        _ = try await session.data(for: head)
+        let (_, refreshed) = try await SessionCacheTests.get(session, origin.url("/h"))
+        #expect(refreshed.value(forHTTPHeaderField: "X-Version") == "2")
+        #expect(refreshed.value(forHTTPHeaderField: "Cache-Status") == "URLLoading; hit")
+        version.withLock { $0 = 3 }
+        _ = try await session.data(for: head)
+        let (body, _) = try await SessionCacheTests.get(session, origin.url("/h"))
+        #expect(body == "longer body")
+        #expect(origin.requests.map(\.method) == ["GET", "HEAD", "HEAD", "GET"])
+        session.finishTasksAndInvalidate()
+        try await origin.shutdown()
+    }
+}
