@@ -174,11 +174,13 @@ struct CacheTestsSessionRunner {
                 if config["disconnect"] as? Bool == true { continue }
                 return failure("response", "error \(error)")
             }
+            // The suite's own test: a response from the cache carries an
+            // older Server-Request-Count (a background revalidation may
+            // reach the origin meanwhile, so its request log cannot tell).
             let serverCount = response.value(forHTTPHeaderField: "Server-Request-Count").flatMap(Int.init) ?? 0
-            let received = state.records.withLock { $0.count }
             switch config["expected_type"] as? String {
             case "cached":
-                if received >= number { return failure("expected_type", "expected a cached response, but the origin saw request \(number)") }
+                if serverCount >= number { return failure("expected_type", "expected a cached response, but the origin answered request \(number)") }
             case "not_cached":
                 if serverCount != number { return failure("expected_type", "expected the origin to answer (Server-Request-Count \(serverCount), not \(number))") }
             case "lm_validated", "etag_validated":

@@ -43,9 +43,11 @@ public final class TestOrigin: Sendable {
 
     /// Starts an origin on 127.0.0.1.
     ///
-    /// - Parameter tls: Serve HTTPS with this server identity (see
-    ///   `TestCertificates`); plain HTTP when nil.
-    public static func start(tls: TestCertificates.ServerIdentity? = nil) async throws -> TestOrigin {
+    /// - Parameters:
+    ///   - tls: Serve HTTPS with this server identity (see `TestCertificates`);
+    ///     plain HTTP when nil.
+    ///   - port: The port, or 0 (the default) for one the kernel chooses.
+    public static func start(tls: TestCertificates.ServerIdentity? = nil, port requestedPort: Int = 0) async throws -> TestOrigin {
         let sslContext = try tls.map { try $0.makeServerContext() }
         // The origin object is created after binding, so the handlers reach
         // the shared state through this box.
@@ -69,7 +71,7 @@ public final class TestOrigin: Sendable {
                         shared: shared, connectionNumber: number, overTLS: sslContext != nil))
                 }
             }
-        let channel = try await bootstrap.bind(host: "127.0.0.1", port: 0).get()
+        let channel = try await bootstrap.bind(host: "127.0.0.1", port: requestedPort).get()
         guard let port = channel.localAddress?.port else {
             try await channel.close()
             throw TestOriginError(message: "the listening socket has no port")

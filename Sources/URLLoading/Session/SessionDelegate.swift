@@ -24,6 +24,10 @@ public protocol SessionDelegate: AnyObject, Sendable {
     func session(_ session: Session, task: SessionTask, willPerformHTTPRedirection response: HTTPURLResponse,
                  newRequest request: URLRequest) async -> URLRequest?
 
+    /// The task cannot reach its host and waits for connectivity (only with
+    /// `waitsForConnectivity`); called once, before the task retries.
+    func session(_ session: Session, taskIsWaitingForConnectivity task: SessionTask)
+
     /// Request body bytes sent.
     func session(_ session: Session, task: SessionTask, didSendBodyData bytesSent: Int64,
                  totalBytesSent: Int64, totalBytesExpectedToSend: Int64)
@@ -57,6 +61,7 @@ extension SessionDelegate {
     public func sessionDidBecomeInvalid(_ session: Session, error: (any Error)?) {}
     public func session(_ session: Session, task: SessionTask, willPerformHTTPRedirection response: HTTPURLResponse,
                         newRequest request: URLRequest) async -> URLRequest? { request }
+    public func session(_ session: Session, taskIsWaitingForConnectivity task: SessionTask) {}
     public func session(_ session: Session, task: SessionTask, didSendBodyData bytesSent: Int64,
                         totalBytesSent: Int64, totalBytesExpectedToSend: Int64) {}
     public func session(_ session: Session, dataTask: SessionTask, didReceive response: URLResponse) async -> ResponseDisposition { .allow }

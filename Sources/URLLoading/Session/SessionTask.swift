@@ -75,6 +75,8 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
         var networkHeaders: HeaderFields?
         /// A delegate-driven task keeps a copy of a storable body for the cache.
         var keepsBodyForCache = false
+        /// waitsForConnectivity: retries made so far.
+        var connectivityRetries = 0
         /// Request coalescing: this task leads for the key, or waited once already.
         var leadsKey: String?
         var coalesced = false
@@ -588,6 +590,9 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
         if case .failure(let error) = result, error.kind != .cancelled, hop == 0, serveStaleIfError(reason: "fwd-status=error") {
             return
         }
+        if case .failure(let error) = result, waitForConnectivity(after: error, hop: hop) {
+            return
+        }
         let url = currentRequest?.url
         perform(state.withLock { inner -> [StateMachine.Action] in
             guard hop == inner.machine.hop, !inner.machine.isFinished else { return [] }
@@ -595,6 +600,34 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
             inner.transactions.append(Self.transaction(url: url, status: inner.hopStatus, metrics: metrics))
             return inner.machine.transferCompleted(result, hop: hop)
         })
+    }
+
+    /// With `waitsForConnectivity`, a host that cannot be found or reached
+    /// is tried again (after 0.25 s, doubling to 4 s) until the resource
+    /// timeout, instead of failing at once; the delegate hears once that the
+    /// task waits. Returns whether the task waits.
+    private func waitForConnectivity(after error: TransferError, hop: Int) -> Bool {
+        guard let session, session.configuration.waitsForConnectivity,
+              error.kind == .curl, let code = error.curl?.code, [5, 6, 7].contains(code) else { return false }
+        let deadline = session.configuration.timeoutIntervalForResource
+        let retry = state.withLock { inner -> Int? in
+            guard hop == inner.machine.hop, !inner.machine.isFinished,
+                  Date().timeIntervalSince(inner.started ?? Date()) < deadline else { return nil }
+            inner.connectivityRetries += 1
+            // A retry never waits behind itself for its own cache key.
+            inner.coalesced = true
+            return inner.connectivityRetries
+        }
+        guard let retry else { return false }
+        if retry == 1, let delegate = self.delegate ?? session.delegate {
+            session.events.enqueue { [self] in delegate.session(session, taskIsWaitingForConnectivity: self) }
+        }
+        let delay = min(4.0, 0.25 * pow(2.0, Double(retry - 1)))
+        DispatchQueue.global().asyncAfter(deadline: .now() + delay) { [self] in
+            guard !self.state.withLock({ $0.machine.isFinished }) else { return }
+            self.startTransfer(hop: hop)
+        }
+        return true
     }
 
     /// RFC 5861 §4: when the origin fails (network error or 5xx) and a

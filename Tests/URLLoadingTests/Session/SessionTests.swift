@@ -481,3 +481,32 @@ extension ScriptedResponse {
         try await origin.shutdown()
     }
 }
+
+@Suite(.timeLimit(.minutes(1))) struct ConnectivityTests {
+    final class WaitingDelegate: SessionDelegate {
+        let waited: AsyncStream<Void>
+        private let signal: AsyncStream<Void>.Continuation
+        init() { (waited, signal) = AsyncStream.makeStream(of: Void.self) }
+        func session(_ session: Session, taskIsWaitingForConnectivity task: SessionTask) { signal.yield() }
+    }
+
+    @Test("S3: with waitsForConnectivity a task waits for an unreachable host and completes once it is up")
+    func waitsForConnectivity() async throws {
+        let first = try await TestOrigin.start()
+        let port = first.port
+        try await first.shutdown()
+        let delegate = WaitingDelegate()
+        var configuration = SessionConfiguration.ephemeral
+        configuration.waitsForConnectivity = true
+        let session = try Session(configuration: configuration, delegate: delegate)
+        let loading = Task { try await session.data(from: URL(string: "http://127.0.0.1:\(port)/late")!) }
+        var iterator = delegate.waited.makeAsyncIterator()
+        await iterator.next()
+        let origin = try await TestOrigin.start(port: port)
+        origin.route("/late", response: ScriptedResponse(body: "reached"))
+        let (data, _) = try await loading.value
+        #expect(data == Data("reached".utf8))
+        session.finishTasksAndInvalidate()
+        try await origin.shutdown()
+    }
+}
