@@ -70,6 +70,16 @@ import TestSupport
             }
             return .pass
         }
+        // Messages name the origin's port and the test's uuid, which change
+        // every run: the results file keeps neither, so it changes only
+        // when a result does.
+        let volatileURL = try NSRegularExpression(pattern: "https?://127\\.0\\.0\\.1:[0-9]+(/test/[0-9a-f-]+)?")
+        let volatileUUID = try NSRegularExpression(pattern: "[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f-]*")
+        func stable(_ text: String) -> String {
+            let withoutURLs = volatileURL.stringByReplacingMatches(in: text, range: NSRange(text.startIndex..., in: text), withTemplate: "<test-url>")
+            return volatileUUID.stringByReplacingMatches(
+                in: withoutURLs, range: NSRange(withoutURLs.startIndex..., in: withoutURLs), withTemplate: "<uuid>")
+        }
         var counts: [String: (passed: Int, total: Int)] = [:]
         var results: [String: Any] = [:]
         var failures: [String] = []
@@ -81,8 +91,8 @@ import TestSupport
             case .pass:
                 counts[kind, default: (0, 0)].passed += 1
                 results[id] = true
-            case .fail(let text): results[id] = ["Assertion", text]; failures.append("  \(kind) \(id): \(text)")
-            case .setupFail(let text): results[id] = ["Setup", text]; failures.append("  \(kind) \(id): setup: \(text)")
+            case .fail(let text): results[id] = ["Assertion", stable(text)]; failures.append("  \(kind) \(id): \(text)")
+            case .setupFail(let text): results[id] = ["Setup", stable(text)]; failures.append("  \(kind) \(id): setup: \(text)")
             case .dependencyFailed: results[id] = ["Dependency", "a test it depends on failed"]; failures.append("  \(kind) \(id): dependency failed")
             }
         }
