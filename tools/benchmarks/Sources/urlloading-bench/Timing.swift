@@ -18,17 +18,8 @@ func median(_ values: [Double]) -> Double {
 
 /// Runs this executable in a new process and reads the number it prints.
 func runChild(_ arguments: [String]) -> Double {
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
-    process.arguments = arguments
-    let pipe = Pipe()
-    process.standardOutput = pipe
-    do { try process.run() } catch { fail("cannot start a child: \(error)") }
-    let output = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-    process.waitUntilExit()
-    guard process.terminationStatus == 0, let value = Double(output.trimmingCharacters(in: .whitespacesAndNewlines)) else {
-        fail("child \(arguments) failed: \(output)")
-    }
+    let output = runChildText(arguments)
+    guard let value = Double(output) else { fail("child \(arguments) printed \(output)") }
     return value
 }
 
