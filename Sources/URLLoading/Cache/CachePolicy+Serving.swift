@@ -124,13 +124,17 @@ extension CachePolicy {
         "connection", "keep-alive", "proxy-connection", "te", "transfer-encoding", "upgrade", "trailer",
     ]
 
+    /// The lowercased field names a `Connection` field lists.
+    static func namedByConnection(_ headers: HeaderFields) -> Set<String> {
+        Set(headers.values("Connection").flatMap { line in
+            line.split(separator: ",").map { $0.trimmingCharacters(in: [" ", "\t"]).lowercased() }
+        })
+    }
+
     /// `headers` without the connection-specific fields and those the
     /// Connection field names (RFC 9111 §3.1).
     package static func removingConnectionFields(_ headers: HeaderFields) -> HeaderFields {
-        var excluded = connectionFields
-        for line in headers.values("Connection") {
-            for name in line.split(separator: ",") { excluded.insert(name.trimmingCharacters(in: [" ", "\t"]).lowercased()) }
-        }
+        let excluded = connectionFields.union(namedByConnection(headers))
         var result = headers
         result.removeAll { excluded.contains($0.name.lowercased()) }
         return result

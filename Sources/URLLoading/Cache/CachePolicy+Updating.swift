@@ -38,12 +38,7 @@ extension CachePolicy {
     /// name, except the fields of `fieldsNotUpdatedBy304` and those the
     /// 304's Connection names.
     package static func updatedHeaders(_ stored: HeaderFields, with notModified: HeaderFields) -> HeaderFields {
-        var excluded = fieldsNotUpdatedBy304
-        for line in notModified.values("Connection") {
-            for name in line.split(separator: ",") {
-                excluded.insert(name.trimmingCharacters(in: [" ", "\t"]).lowercased())
-            }
-        }
+        let excluded = fieldsNotUpdatedBy304.union(namedByConnection(notModified))
         var result = stored
         var replaced: Set<String> = []
         for field in notModified {
