@@ -43,6 +43,7 @@ let package = Package(
             exclude: ["README.md"],
             resources: [
                 .embedInCode("0001_cache_create.sql"),
+                .embedInCode("0001_cookies_create.sql"),
             ],
             swiftSettings: strictSwift
         ),

@@ -10,6 +10,11 @@ package enum Schema {
         Migration(version: 1, name: "cache_create", sql: text(PackageResources._001_cache_create_sql)),
     ]
 
+    /// The persistent cookie store.
+    package static let cookies: [Migration] = [
+        Migration(version: 1, name: "cookies_create", sql: text(PackageResources._001_cookies_create_sql)),
+    ]
+
     private static func text(_ bytes: [UInt8]) -> String {
         String(decoding: bytes, as: UTF8.self)
     }

@@ -102,7 +102,7 @@ package enum HTTPDate {
         return Double(days * 86_400 + Int64(time.0 * 3600 + time.1 * 60 + seconds))
     }
 
-    private static func daysInMonth(year: Int, month: Int) -> Int {
+    static func daysInMonth(year: Int, month: Int) -> Int {
         switch month {
         case 2: return (year % 4 == 0 && year % 100 != 0) || year % 400 == 0 ? 29 : 28
         case 4, 6, 9, 11: return 30

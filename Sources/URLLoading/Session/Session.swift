@@ -16,6 +16,8 @@ public final class Session: Sendable, CustomStringConvertible {
     public let configuration: SessionConfiguration
     /// The response cache the configuration resolved to, if any.
     public let urlCache: ResponseCache?
+    /// The cookie store the configuration resolved to, if any.
+    public let cookieStore: (any CookieStore)?
 
     let multi: CurlMulti
     let events = DelegateQueue()
@@ -43,6 +45,7 @@ public final class Session: Sendable, CustomStringConvertible {
     public init(configuration: SessionConfiguration = .default, delegate: (any SessionDelegate)? = nil) throws {
         self.configuration = configuration
         self.urlCache = try configuration.resolveCache()
+        self.cookieStore = try configuration.resolveCookieStore()
         do {
             multi = try CurlMulti(maximumConnectionsPerHost: configuration.httpMaximumConnectionsPerHost)
         } catch {
@@ -210,12 +213,14 @@ public final class Session: Sendable, CustomStringConvertible {
     /// Writes pending bookkeeping of the stores to disk.
     public func flush() async {
         urlCache?.flush()
+        try? (cookieStore as? PersistentCookieStore)?.flush()
     }
 
-    /// Empties the stores of this session's configuration: its cache (the
-    /// shared one for a default configuration).
+    /// Empties the stores of this session's configuration: its cache and
+    /// its cookies (the shared ones for a default configuration).
     public func reset() async {
         urlCache?.removeAllCachedResponses()
+        cookieStore?.removeAll()
     }
 
     /// Starts one background revalidation of `key` (stale-while-revalidate,
@@ -275,6 +280,7 @@ public final class Session: Sendable, CustomStringConvertible {
             delegate?.sessionDidBecomeInvalid(self, error: nil)
             // The ephemeral session's private stores are wiped with it.
             if case .sessionPrivate = configuration.cacheChoice { urlCache?.removeAllCachedResponses() }
+            if case .sessionPrivate = configuration.cookieChoice { cookieStore?.removeAll() }
             self.multi.shutdown()
         }
     }

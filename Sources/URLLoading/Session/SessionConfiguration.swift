@@ -21,15 +21,15 @@ public struct SessionConfiguration: Sendable {
         case background(identifier: String)
     }
 
-    /// Where a session's cache comes from.
-    enum CacheChoice: Sendable {
-        /// The application's shared persistent cache (default configurations).
+    /// Where a session's store (cache, cookies) comes from.
+    enum StoreChoice<Store: Sendable>: Sendable {
+        /// The application's shared persistent store (default configurations).
         case applicationShared
-        /// A new in-memory cache for each session made from the configuration.
+        /// A new in-memory store for each session made from the configuration.
         case sessionPrivate
-        /// This cache object, shared by every session given it.
-        case explicit(ResponseCache)
-        /// No cache.
+        /// This store object, shared by every session given it.
+        case explicit(Store)
+        /// No store.
         case none
     }
 
@@ -51,8 +51,14 @@ public struct SessionConfiguration: Sendable {
     /// Redirects a task follows before failing with `.httpTooManyRedirects`
     /// (Apple's limit is 16).
     public var httpMaximumRedirects = 16
-    /// Whether requests get cookies from the cookie store.
+    /// Whether requests get cookies from the cookie store and responses'
+    /// `Set-Cookie` fields go into it (per request, `URLRequest.httpShouldHandleCookies`
+    /// must allow it too).
     public var httpShouldSetCookies = true
+    /// Which cookies responses may set (Apple's default: only from the main
+    /// document's domain, which admits every response of a request without
+    /// a `mainDocumentURL`).
+    public var httpCookieAcceptPolicy: CookieAcceptPolicy = .onlyFromMainDocumentDomain
     /// Header fields added to every request that does not set them itself.
     public var httpAdditionalHeaders: [String: String] = [:]
     /// Whether a task waits for connectivity instead of failing at once.
@@ -71,7 +77,8 @@ public struct SessionConfiguration: Sendable {
     /// Whether responses carry an RFC 9211 `Cache-Status` field.
     public var sendsCacheStatus = true
 
-    var cacheChoice: CacheChoice
+    var cacheChoice: StoreChoice<ResponseCache>
+    var cookieChoice: StoreChoice<any CookieStore>
 
     /// The response cache. Default configurations use the application's
     /// shared persistent cache; ephemeral ones give each session a new
@@ -89,15 +96,32 @@ public struct SessionConfiguration: Sendable {
         set { cacheChoice = newValue.map { .explicit($0) } ?? .none }
     }
 
-    private init(kind: Kind, cacheChoice: CacheChoice) {
+    /// The cookie store. Default configurations use the application's
+    /// shared persistent store (`Cookies.sqlite` under `$XDG_DATA_HOME/<app>/`);
+    /// ephemeral ones give each session a new in-memory store (this property
+    /// is nil for them until you set one). Setting a store makes every
+    /// session from this configuration share it; setting nil turns cookies off.
+    public var httpCookieStorage: (any CookieStore)? {
+        get {
+            switch cookieChoice {
+            case .explicit(let store): return store
+            case .applicationShared: return try? SessionConfiguration.sharedCookieStore(for: applicationIdentifier)
+            case .sessionPrivate, .none: return nil
+            }
+        }
+        set { cookieChoice = newValue.map { .explicit($0) } ?? .none }
+    }
+
+    private init(kind: Kind, shared: Bool) {
         self.kind = kind
-        self.cacheChoice = cacheChoice
+        self.cacheChoice = shared ? .applicationShared : .sessionPrivate
+        self.cookieChoice = shared ? .applicationShared : .sessionPrivate
     }
 
     /// Persistent stores shared per application identifier: the cache under
-    /// `$XDG_CACHE_HOME/<app>/`.
+    /// `$XDG_CACHE_HOME/<app>/`, cookies under `$XDG_DATA_HOME/<app>/`.
     public static var `default`: SessionConfiguration {
-        SessionConfiguration(kind: .default, cacheChoice: .applicationShared)
+        SessionConfiguration(kind: .default, shared: true)
     }
 
     /// Nothing on disk. Each session made from an ephemeral configuration
@@ -107,7 +131,7 @@ public struct SessionConfiguration: Sendable {
     /// object you put into the configuration yourself is shared, because you
     /// asked for it.
     public static var ephemeral: SessionConfiguration {
-        SessionConfiguration(kind: .ephemeral, cacheChoice: .sessionPrivate)
+        SessionConfiguration(kind: .ephemeral, shared: false)
     }
 
     /// A background configuration (its transfers will run in a separate
@@ -115,7 +139,7 @@ public struct SessionConfiguration: Sendable {
     ///
     /// - Parameter identifier: Names the session; one live session per identifier.
     public static func background(identifier: String) -> SessionConfiguration {
-        SessionConfiguration(kind: .background(identifier: identifier), cacheChoice: .applicationShared)
+        SessionConfiguration(kind: .background(identifier: identifier), shared: true)
     }
 
     /// The identifier of a background configuration.
@@ -153,6 +177,29 @@ public struct SessionConfiguration: Sendable {
         case .none: return nil
         case .sessionPrivate: return ResponseCache(memoryCapacity: Self.ephemeralMemoryCapacity)
         case .applicationShared: return try Self.sharedCache(for: applicationIdentifier)
+        }
+    }
+
+    private static let sharedCookieStores = Mutex<[String: PersistentCookieStore]>([:])
+
+    /// The application's persistent cookie store, opened once per process.
+    static func sharedCookieStore(for applicationIdentifier: String) throws -> PersistentCookieStore {
+        try sharedCookieStores.withLock { stores in
+            if let store = stores[applicationIdentifier] { return store }
+            let store = try PersistentCookieStore(
+                directory: StoreLocations(applicationIdentifier: applicationIdentifier).dataDirectory)
+            stores[applicationIdentifier] = store
+            return store
+        }
+    }
+
+    /// The cookie store a new session gets.
+    func resolveCookieStore() throws -> (any CookieStore)? {
+        switch cookieChoice {
+        case .explicit(let store): return store
+        case .none: return nil
+        case .sessionPrivate: return MemoryCookieStore()
+        case .applicationShared: return try Self.sharedCookieStore(for: applicationIdentifier)
         }
     }
 }

@@ -80,6 +80,8 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
         /// Request coalescing: this task leads for the key, or waited once already.
         var leadsKey: String?
         var coalesced = false
+        /// The Cookie header the store gave the current hop, if any.
+        var sentCookie: String?
     }
 
     init(session: Session, identifier: Int, kind: Kind, request: URLRequest, body: TransferRequest.Body, delivery: Delivery) {
@@ -292,10 +294,13 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
             return
         }
         var transfer = session.transferRequest(for: request, body: hop == 0 || request.httpMethod != "GET" ? body : .none)
+        let cookie = Self.cookieHeader(for: request, headers: transfer.headers, session: session)
+        if let cookie { transfer.headers.append(("Cookie", cookie)) }
+        state.withLock { $0.sentCookie = cookie }
         if hop == 0, usesCache, let cache = session.urlCache, (request.httpMethod ?? "GET") == "GET",
            let key = CachePolicy.primaryKey(url) {
             let now = Date().timeIntervalSince1970
-            let headers = HeaderFields(request.allHTTPHeaderFields ?? [:])
+            let headers = Self.cacheRequestHeaders(request, cookie: cookie)
             let stored = cache.lookup(key: key, requestHeaders: headers, now: now)
             let policy = request.cachePolicy == .useProtocolCachePolicy ? session.configuration.requestCachePolicy : request.cachePolicy
             let showStatus = session.configuration.sendsCacheStatus
@@ -355,6 +360,7 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
     /// Redirect or response decision for a hop's head (SPEC S6 order).
     private func decide(_ head: ResponseHead, hop: Int) {
         guard let session, let request = currentRequest, let url = request.url else { return }
+        Self.storeCookies(of: head, url: url, request: request, session: session)
         let delegate = self.delegate ?? session.delegate
         let revalidating = state.withLock { $0.revalidating }
         if let stored = revalidating, head.status == 304, let cache = session.urlCache {
@@ -636,7 +642,7 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
     private func serveStaleIfError(reason: String) -> Bool {
         guard let session else { return false }
         let (fallback, headers) = state.withLock { inner in
-            (inner.fallback, HeaderFields(inner.currentRequest?.allHTTPHeaderFields ?? [:]))
+            (inner.fallback, inner.currentRequest.map { Self.cacheRequestHeaders($0, cookie: inner.sentCookie) } ?? [])
         }
         let now = Date().timeIntervalSince1970
         guard let stored = fallback, CachePolicy.staleIfError(stored.entry, requestHeaders: headers, now: now).allowed else { return false }
@@ -656,8 +662,8 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
     @discardableResult
     private func updateCache(session: Session, body: Data) -> StoredResponse? {
         guard let cache = session.urlCache, let request = currentRequest, let url = request.url else { return nil }
-        let (key, headers, status, requestTime, fromCache) = state.withLock { inner in
-            (inner.cacheKey, inner.networkHeaders, inner.head?.head.status, inner.requestTime, inner.networkHeaders == nil)
+        let (key, headers, status, requestTime, fromCache, cookie) = state.withLock { inner in
+            (inner.cacheKey, inner.networkHeaders, inner.head?.head.status, inner.requestTime, inner.networkHeaders == nil, inner.sentCookie)
         }
         guard !fromCache, let headers, let status else { return nil }
         let method = request.httpMethod ?? "GET"
@@ -665,12 +671,12 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
             if let targetKey = CachePolicy.primaryKey(target) { cache.remove(key: targetKey) }
         }
         if method == "HEAD", status == 200, let headKey = CachePolicy.primaryKey(url) {
-            Self.freshenFromHead(cache: cache, key: headKey, request: request, headHeaders: headers, requestTime: requestTime)
+            Self.freshenFromHead(cache: cache, key: headKey, requestHeaders: Self.cacheRequestHeaders(request, cookie: cookie), headHeaders: headers, requestTime: requestTime)
             return nil
         }
         guard usesCache, let key, request.cachePolicy != .reloadIgnoringLocalAndRemoteCacheData else { return nil }
         if case .delegate = delivery, !state.withLock({ $0.keepsBodyForCache }) { return nil }
-        let requestHeaders = HeaderFields(request.allHTTPHeaderFields ?? [:])
+        let requestHeaders = Self.cacheRequestHeaders(request, cookie: cookie)
         guard CachePolicy.storability(method: method, requestHeaders: requestHeaders, status: status, responseHeaders: headers).allowed else {
             return nil
         }
@@ -687,8 +693,7 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
     /// RFC 9111 §4.3.5: a 200 to HEAD refreshes the stored GET response it
     /// selects (same validators), like a 304; a different Content-Length
     /// means the stored one is outdated, and it is removed.
-    static func freshenFromHead(cache: ResponseCache, key: String, request: URLRequest, headHeaders: HeaderFields, requestTime: Double) {
-        let requestHeaders = HeaderFields(request.allHTTPHeaderFields ?? [:])
+    static func freshenFromHead(cache: ResponseCache, key: String, requestHeaders: HeaderFields, headHeaders: HeaderFields, requestTime: Double) {
         guard let stored = cache.lookup(key: key, requestHeaders: requestHeaders) else { return }
         if let length = headHeaders["Content-Length"], let storedLength = stored.entry.responseHeaders["Content-Length"], length != storedLength {
             cache.remove(key: key, variant: stored.variant)

@@ -1,0 +1,120 @@
+public import Foundation
+
+/// One HTTP cookie as a cookie store holds it (RFC 6265bis §5.7).
+///
+/// Its `description` names the cookie and its scope but never its value:
+/// cookie values are secrets.
+public struct Cookie: Sendable, Hashable, CustomStringConvertible {
+    /// The SameSite attribute (RFC 6265bis §5.6.7).
+    public enum SameSite: String, Sendable, Hashable, CaseIterable {
+        /// The attribute was absent or had an unknown value; sent like `.none`.
+        case unspecified
+        /// Sent with cross-site requests too.
+        case none
+        /// Not sent with cross-site subresource requests.
+        case lax
+        /// Only sent with same-site requests.
+        case strict
+    }
+
+    /// The name; may be empty (RFC 6265bis: then the Cookie header carries the value alone).
+    public var name: String
+    /// The value. Never printed by `description`.
+    public var value: String
+    /// The domain, lower case and in ASCII form, without a leading dot.
+    public var domain: String
+    /// Sent only to exactly `domain`, not to its subdomains (no Domain attribute was given).
+    public var isHostOnly: Bool
+    /// The path the cookie is scoped to; starts with `/`.
+    public var path: String
+    /// When the cookie expires; nil for a session cookie, which lives until
+    /// its store is closed.
+    public var expiresDate: Date?
+    /// When the cookie was first stored; kept when a response replaces it.
+    public var creationDate: Date
+    /// When the cookie was last sent or stored.
+    public var lastAccessDate: Date
+    /// Only sent over secure connections (`https`, `wss`).
+    public var isSecure: Bool
+    /// Not exposed to non-HTTP APIs.
+    public var isHTTPOnly: Bool
+    /// The SameSite attribute.
+    public var sameSite: SameSite
+
+    /// A cookie with the given attributes. A `domain` given with a leading
+    /// dot is stored without it and is not host-only unless you say so.
+    ///
+    /// - Parameters:
+    ///   - name: The name.
+    ///   - value: The value.
+    ///   - domain: The domain (`example.com` or `.example.com`).
+    ///   - isHostOnly: Whether only `domain` itself gets the cookie; by
+    ///     default true unless `domain` starts with a dot.
+    ///   - path: The path; `/` by default.
+    ///   - expiresDate: nil for a session cookie.
+    ///   - creationDate: Now by default.
+    ///   - isSecure: Secure attribute.
+    ///   - isHTTPOnly: HttpOnly attribute.
+    ///   - sameSite: SameSite attribute.
+    public init(
+        name: String, value: String, domain: String, isHostOnly: Bool? = nil, path: String = "/",
+        expiresDate: Date? = nil, creationDate: Date = Date(), isSecure: Bool = false, isHTTPOnly: Bool = false,
+        sameSite: SameSite = .unspecified
+    ) {
+        self.name = name
+        self.value = value
+        let dotted = domain.hasPrefix(".")
+        self.domain = PublicSuffixList.ascii(dotted ? String(domain.dropFirst()) : domain)
+        self.isHostOnly = isHostOnly ?? !dotted
+        self.path = path.hasPrefix("/") ? path : "/"
+        self.expiresDate = expiresDate
+        self.creationDate = creationDate
+        self.lastAccessDate = creationDate
+        self.isSecure = isSecure
+        self.isHTTPOnly = isHTTPOnly
+        self.sameSite = sameSite
+    }
+
+    /// Whether the cookie lives only as long as its store (no Expires or Max-Age).
+    public var isSessionOnly: Bool { expiresDate == nil }
+
+    /// `name=value`, or the value alone for a nameless cookie, as the
+    /// Cookie header carries it.
+    public var headerPair: String { name.isEmpty ? value : "\(name)=\(value)" }
+
+    /// The identity under which a store keeps the cookie: a new cookie with
+    /// the same name, domain, host-only flag and path replaces it.
+    struct Key: Hashable, Sendable {
+        var name: String
+        var domain: String
+        var isHostOnly: Bool
+        var path: String
+    }
+
+    var key: Key { Key(name: name, domain: domain, isHostOnly: isHostOnly, path: path) }
+
+    /// Names the cookie and its scope, never its value.
+    public var description: String {
+        var text = "Cookie(\(name.isEmpty ? "<no name>" : name); domain=\(isHostOnly ? "" : ".")\(domain); path=\(path)"
+        if let expiresDate { text += "; expires=\(HTTPDate.format(expiresDate.timeIntervalSince1970))" }
+        if isSecure { text += "; Secure" }
+        if isHTTPOnly { text += "; HttpOnly" }
+        if sameSite != .unspecified { text += "; SameSite=\(sameSite.rawValue)" }
+        return text + ")"
+    }
+
+    func isExpired(at now: Date) -> Bool {
+        expiresDate.map { $0 <= now } ?? false
+    }
+}
+
+/// Which cookies a store accepts from responses (Apple's `HTTPCookie.AcceptPolicy`).
+public enum CookieAcceptPolicy: String, Sendable, Hashable, CaseIterable {
+    /// Accept every cookie the rules allow.
+    case always
+    /// Accept none.
+    case never
+    /// Accept cookies only from the main document's registrable domain (or
+    /// from any domain when the request has no main document URL).
+    case onlyFromMainDocumentDomain
+}

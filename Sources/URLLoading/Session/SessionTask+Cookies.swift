@@ -1,0 +1,41 @@
+import Foundation
+import Transport
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// The cookie store's part in a task (SPEC K1–K4, issue "cookie store" part 5):
+/// every hop, redirects included, sends the store's cookies for its URL and
+/// stores the cookies its response sets.
+extension SessionTask {
+    /// Whether this request takes part in cookie handling at all.
+    static func handlesCookies(_ request: URLRequest, session: Session) -> Bool {
+        session.cookieStore != nil && session.configuration.httpShouldSetCookies && request.httpShouldHandleCookies
+    }
+
+    /// The Cookie header for a hop, or nil: none stored, cookies off, or the
+    /// request carries its own Cookie header, which is left alone.
+    static func cookieHeader(for request: URLRequest, headers: [(name: String, value: String)], session: Session) -> String? {
+        guard handlesCookies(request, session: session), let store = session.cookieStore, let url = request.url,
+              !headers.contains(where: { HeaderFields.namesEqual($0.name, "Cookie") })
+        else { return nil }
+        return store.cookieHeader(for: url, mainDocumentURL: request.mainDocumentURL)
+    }
+
+    /// Stores the `Set-Cookie` fields of a hop's response under the
+    /// configuration's accept policy.
+    static func storeCookies(of head: ResponseHead, url: URL, request: URLRequest, session: Session) {
+        guard handlesCookies(request, session: session), let store = session.cookieStore else { return }
+        let fields = head.headers.compactMap { HeaderFields.namesEqual($0.name, "Set-Cookie") ? $0.value : nil }
+        guard !fields.isEmpty else { return }
+        store.setCookies(fields, for: url, mainDocumentURL: request.mainDocumentURL, policy: session.configuration.httpCookieAcceptPolicy)
+    }
+
+    /// The request's fields as the cache sees them (Vary: Cookie selects on
+    /// the cookies actually sent, not only on a Cookie field the caller set).
+    static func cacheRequestHeaders(_ request: URLRequest, cookie: String?) -> HeaderFields {
+        var headers = HeaderFields(request.allHTTPHeaderFields ?? [:])
+        if let cookie { headers.set("Cookie", cookie) }
+        return headers
+    }
+}

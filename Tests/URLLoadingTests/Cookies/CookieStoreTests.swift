@@ -1,0 +1,244 @@
+import Foundation
+import Synchronization
+import Testing
+import TestSupport
+@testable import URLLoading
+
+/// The cookie stores on their own (SPEC K1–K4): rules the conformance
+/// suites do not reach (SameSite, accept policies, prefixes, limits and
+/// eviction, persistence, the Netscape format, secrets in descriptions).
+@Suite struct CookieStoreTests {
+    static let t0 = Date(timeIntervalSince1970: 1_800_000_000)
+    static let page = URL(string: "https://www.example.com/docs/page")!
+
+    final class Clock: Sendable {
+        private let current = Mutex(CookieStoreTests.t0)
+        func advance(_ seconds: TimeInterval) { current.withLock { $0 += seconds } }
+        var now: @Sendable () -> Date { { [self] in current.withLock { $0 } } }
+    }
+
+    @Test("K3: header order is longer paths first, then earlier creation; path and domain matching")
+    func orderAndMatching() {
+        let clock = Clock()
+        let store = MemoryCookieStore(clock: clock.now)
+        store.setCookies(["a=1; Path=/", "b=2; Path=/docs", "c=3"], for: Self.page)
+        clock.advance(1)
+        store.setCookies(["d=4; Path=/docs; Domain=example.com"], for: Self.page)
+        #expect(store.cookieHeader(for: Self.page) == "b=2; c=3; d=4; a=1")
+        #expect(store.cookieHeader(for: URL(string: "https://www.example.com/docsmore")!) == "a=1")
+        #expect(store.cookieHeader(for: URL(string: "https://api.example.com/docs/x")!) == "d=4")
+        #expect(store.cookieHeader(for: URL(string: "https://example.org/docs/x")!) == nil)
+        #expect(store.cookieHeader(for: URL(string: "ftp://www.example.com/docs/x")!) == nil)
+    }
+
+    @Test("K1: Expires and Max-Age (Max-Age wins), expiry on read, deletion by an expired cookie, the 400-day cap")
+    func expiry() {
+        let clock = Clock()
+        let store = MemoryCookieStore(clock: clock.now)
+        store.setCookies([
+            "short=1; Max-Age=10", "dated=2; Expires=\(HTTPDate.format(Self.t0.timeIntervalSince1970 + 20))",
+            "both=3; Max-Age=30; Expires=\(HTTPDate.format(Self.t0.timeIntervalSince1970 + 5))",
+            "far=4; Max-Age=999999999", "session=5",
+        ], for: Self.page)
+        let far = store.allCookies.first { $0.name == "far" }
+        #expect(far?.expiresDate == Self.t0.addingTimeInterval(400 * 86_400))
+        #expect(store.allCookies.first { $0.name == "session" }?.isSessionOnly == true)
+        clock.advance(15)
+        #expect(store.cookieHeader(for: Self.page) == "dated=2; both=3; far=4; session=5")
+        clock.advance(10)
+        #expect(store.cookieHeader(for: Self.page) == "both=3; far=4; session=5")
+        store.setCookies(["far=gone; Max-Age=0"], for: Self.page)
+        #expect(store.cookieHeader(for: Self.page) == "both=3; session=5")
+    }
+
+    @Test("K1: Secure only over https and never set from http; an http cookie may not shadow a Secure one")
+    func secure() {
+        let store = MemoryCookieStore(clock: Clock().now)
+        let http = URL(string: "http://www.example.com/")!
+        #expect(store.setCookies(["s=1; Secure"], for: http).isEmpty)
+        store.setCookies(["s=1; Secure; Path=/"], for: Self.page)
+        #expect(store.cookieHeader(for: http) == nil)
+        #expect(store.cookieHeader(for: Self.page) == "s=1")
+        #expect(store.setCookies(["s=evil"], for: http).isEmpty)
+        #expect(store.cookieHeader(for: Self.page) == "s=1")
+    }
+
+    @Test("K1: __Secure- and __Host- prefixes; Domain attributes that are public suffixes or other sites are refused")
+    func prefixesAndDomains() {
+        let store = MemoryCookieStore(clock: Clock().now)
+        #expect(store.setCookies(["__Secure-a=1"], for: Self.page).isEmpty)
+        #expect(store.setCookies(["__Secure-a=1; Secure"], for: Self.page).count == 1)
+        #expect(store.setCookies(["__Host-b=1; Secure; Domain=example.com"], for: Self.page).isEmpty)
+        #expect(store.setCookies(["__Host-b=1; Secure; Path=/docs"], for: Self.page).isEmpty)
+        #expect(store.setCookies(["__host-b=1; Secure; Path=/"], for: Self.page).count == 1)
+        #expect(store.setCookies(["c=1; Domain=com"], for: Self.page).isEmpty)
+        #expect(store.setCookies(["c=1; Domain=co.uk"], for: URL(string: "https://www.example.co.uk/")!).isEmpty)
+        #expect(store.setCookies(["c=1; Domain=github.io"], for: URL(string: "https://me.github.io/")!).isEmpty)
+        #expect(store.setCookies(["c=1; Domain=other.com"], for: Self.page).isEmpty)
+        #expect(store.setCookies(["c=1\u{1}x"], for: Self.page).isEmpty)
+        #expect(store.setCookies([String(repeating: "v", count: 4095) + "=ab"], for: Self.page).isEmpty)
+        #expect(store.setCookies(["d=1; Domain=EXAMPLE.com"], for: Self.page).first?.domain == "example.com")
+    }
+
+    @Test("K2: accept policies always, never and only from the main document's domain")
+    func acceptPolicies() {
+        let store = MemoryCookieStore(clock: Clock().now)
+        let tracker = URL(string: "https://tracker.test/pixel")!
+        #expect(store.setCookies(["a=1"], for: tracker, mainDocumentURL: Self.page, policy: .never).isEmpty)
+        #expect(store.setCookies(["a=1"], for: tracker, mainDocumentURL: Self.page, policy: .onlyFromMainDocumentDomain).isEmpty)
+        #expect(store.setCookies(["a=1"], for: URL(string: "https://cdn.example.com/")!, mainDocumentURL: Self.page, policy: .onlyFromMainDocumentDomain).count == 1)
+        #expect(store.setCookies(["b=1"], for: tracker, mainDocumentURL: nil, policy: .onlyFromMainDocumentDomain).count == 1)
+        #expect(store.setCookies(["c=1"], for: tracker, mainDocumentURL: Self.page, policy: .always).count == 1)
+        store.acceptPolicy = .never
+        #expect(store.setCookies(["d=1"], for: tracker).isEmpty)
+    }
+
+    @Test("K1: SameSite Lax and Strict neither sent to nor set by another site's requests")
+    func sameSite() {
+        let store = MemoryCookieStore(clock: Clock().now)
+        store.setCookies(["n=1; SameSite=None; Secure", "l=2; SameSite=Lax", "s=3; SameSite=Strict", "u=4"], for: Self.page)
+        let otherSite = URL(string: "https://news.test/")!
+        #expect(store.cookieHeader(for: Self.page, mainDocumentURL: otherSite) == "n=1; u=4")
+        #expect(store.cookieHeader(for: Self.page, mainDocumentURL: URL(string: "https://example.com/")!) == "n=1; l=2; s=3; u=4")
+        #expect(store.setCookies(["x=1; SameSite=Strict"], for: Self.page, mainDocumentURL: otherSite, policy: .always).isEmpty)
+        #expect(store.allCookies.first { $0.name == "s" }?.sameSite == .strict)
+    }
+
+    @Test("K1: at most 50 per domain and the total limit; expired first, then least recently used")
+    func eviction() {
+        let clock = Clock()
+        let store = MemoryCookieStore(limits: (perDomain: 50, total: 120), clock: clock.now)
+        let www = URL(string: "https://www.example.com/")!
+        let other = URL(string: "https://a.example.com/")!
+        store.setCookies(["expiring=1; Max-Age=5"], for: www)
+        clock.advance(1)
+        store.setCookies(["c0=0"], for: other)
+        for n in 1...48 {
+            clock.advance(1)
+            store.setCookies(["c\(n)=\(n)"], for: www)
+        }
+        // c0 is sent again, so c1 becomes the least recently used.
+        #expect(store.cookieHeader(for: other) == "c0=0")
+        clock.advance(1)
+        store.setCookies(["late=1"], for: www)
+        var names = Set(store.allCookies.map(\.name))
+        #expect(names.count == 50)
+        #expect(!names.contains("expiring") && names.contains("c0") && names.contains("c1") && names.contains("late"))
+        clock.advance(1)
+        store.setCookies(["later=1"], for: www)
+        names = Set(store.allCookies.map(\.name))
+        #expect(names.count == 50)
+        #expect(names.contains("later") && names.contains("c0") && !names.contains("c1"))
+        // Over the total: down to nine tenths, least recently used first, across domains.
+        for site in 0..<3 {
+            for n in 0..<30 {
+                clock.advance(1)
+                store.setCookies(["s\(n)=1"], for: URL(string: "https://site\(site).test/")!)
+            }
+        }
+        let all = store.allCookies
+        // 140 cookies in all: cut to 108 at the 121st, and again after 13 more, then 6 more.
+        #expect(all.count == 114)
+        #expect(all.contains { $0.domain == "site2.test" && $0.name == "s29" })
+        #expect(!all.contains { $0.name == "c2" })
+    }
+
+    @Test("K3: delete one, remove since a date, remove all; programmatic cookies replace by name, domain and path")
+    func deletion() {
+        let clock = Clock()
+        let store = MemoryCookieStore(clock: clock.now)
+        store.setCookies(["a=1", "b=2"], for: Self.page)
+        clock.advance(60)
+        store.setCookie(Cookie(name: "c", value: "3", domain: ".example.com", creationDate: clock.now()))
+        store.setCookie(Cookie(name: "c", value: "4", domain: ".example.com", creationDate: clock.now()))
+        #expect(store.allCookies.count == 3)
+        #expect(store.cookies(for: Self.page).first { $0.name == "c" }?.value == "4")
+        store.removeCookies(since: Self.t0.addingTimeInterval(30))
+        #expect(Set(store.allCookies.map(\.name)) == ["a", "b"])
+        if let a = store.allCookies.first(where: { $0.name == "a" }) { store.deleteCookie(a) }
+        #expect(store.allCookies.map(\.name) == ["b"])
+        store.removeAll()
+        #expect(store.allCookies.isEmpty)
+    }
+
+    @Test("Secrets: a cookie's and a store's descriptions never show values")
+    func descriptionsHideValues() {
+        let store = MemoryCookieStore(clock: Clock().now)
+        let cookies = store.setCookies(["session=s3cr3t-token; Secure; HttpOnly; SameSite=Lax"], for: Self.page)
+        let text = "\(cookies) \(store) \(String(reflecting: cookies))"
+        #expect(!text.contains("s3cr3t"))
+        #expect(text.contains("session"))
+    }
+
+    @Test("A joined Set-Cookie field is split back at cookie boundaries, not at the comma of a date")
+    func splitting() {
+        #expect(SetCookieSplitter.split("a=1; Expires=Wed, 09 Jun 2021 10:18:14 GMT, b=2; Path=/") == [
+            "a=1; Expires=Wed, 09 Jun 2021 10:18:14 GMT", "b=2; Path=/",
+        ])
+        #expect(SetCookieSplitter.split("a=x,y") == ["a=x,y"])
+    }
+
+    // MARK: Persistence
+
+    @Test("K4: the SQLite store keeps persistent cookies across reopening, drops session cookies unless told, at mode 0600")
+    func persistence() throws {
+        let directory = TemporaryDirectory()
+        let clock = Clock()
+        do {
+            let store = try PersistentCookieStore(directory: directory.url, clock: clock.now)
+            store.setCookies(["keep=1; Max-Age=3600; HttpOnly; SameSite=Strict", "session=2", "gone=3; Max-Age=10"], for: Self.page)
+            #expect(store.allCookies.count == 3)
+        }
+        let mode = try FileManager.default.attributesOfItem(atPath: directory.path("Cookies.sqlite"))[.posixPermissions] as? Int
+        #expect(mode == 0o600)
+        do {
+            let store = try PersistentCookieStore(directory: directory.url, keepSessionCookies: true, clock: clock.now)
+            #expect(Set(store.allCookies.map(\.name)) == ["keep", "session", "gone"])
+        }
+        clock.advance(60)
+        let store = try PersistentCookieStore(directory: directory.url, clock: clock.now)
+        #expect(store.allCookies.map(\.name) == ["keep"])
+        let keep = store.allCookies.first
+        #expect(keep?.isHTTPOnly == true && keep?.sameSite == .strict && keep?.domain == "www.example.com" && keep?.isHostOnly == true)
+        #expect(keep?.creationDate == Self.t0)
+        #expect(store.cookieHeader(for: Self.page) == "keep=1")
+    }
+
+    @Test("K4: changes reach the file before the call returns; deletions too")
+    func writeThrough() throws {
+        let directory = TemporaryDirectory()
+        let first = try PersistentCookieStore(directory: directory.url, keepSessionCookies: true, clock: Clock().now)
+        first.setCookies(["a=1", "b=2"], for: Self.page)
+        if let b = first.allCookies.first(where: { $0.name == "b" }) { first.deleteCookie(b) }
+        let second = try PersistentCookieStore(directory: directory.url, keepSessionCookies: true, clock: Clock().now)
+        #expect(second.allCookies.map(\.name) == ["a"])
+        _ = first
+    }
+
+    @Test("Bad input: a damaged cookie file is moved aside and the store starts empty")
+    func damagedFile() throws {
+        let directory = TemporaryDirectory()
+        try Data(repeating: 0x41, count: 8192).write(to: directory.url.appendingPathComponent("Cookies.sqlite"))
+        let store = try PersistentCookieStore(directory: directory.url, clock: Clock().now)
+        #expect(store.allCookies.isEmpty)
+        store.setCookies(["a=1"], for: Self.page)
+        let names = try FileManager.default.contentsOfDirectory(atPath: directory.url.path)
+        #expect(names.contains { $0.hasPrefix("Cookies.sqlite.corrupt-") })
+    }
+
+    // MARK: Netscape format
+
+    @Test("K: Netscape cookies.txt export and import round-trip, HttpOnly and session cookies included")
+    func netscapeRoundTrip() {
+        let store = MemoryCookieStore(clock: Clock().now)
+        store.setCookies(["a=1; Max-Age=3600; Domain=example.com; Path=/docs", "h=2; HttpOnly; Secure", "s=3"], for: Self.page)
+        let text = store.exportNetscapeFormat()
+        #expect(text.contains(".example.com\tTRUE\t/docs\tFALSE\t\(Int(Self.t0.timeIntervalSince1970) + 3600)\ta\t1"))
+        #expect(text.contains("#HttpOnly_www.example.com\tFALSE\t/docs\tTRUE\t0\th\t2"))
+        let copy = MemoryCookieStore(clock: Clock().now)
+        let result = copy.importNetscapeFormat(text + "garbage line\n")
+        #expect(result.imported == 3 && result.skippedLines == 1)
+        #expect(copy.cookieHeader(for: Self.page) == store.cookieHeader(for: Self.page))
+        #expect(copy.allCookies.first { $0.name == "h" }?.isHTTPOnly == true)
+    }
+}
