@@ -13,7 +13,15 @@
 //   urlloading-test-helper cache-writer <cache-dir> <tag> <count>
 //       Stores <count> fixture responses for https://fixture.test/<tag>/<i>,
 //       reads each back and checks its body; prints "ok <count>".
+//
+//   urlloading-test-helper cookie-fetch <app-id> <url>
+//       GETs <url> through a default-configuration session of application
+//       <app-id> (stores under $XDG_DATA_HOME) and prints "status <code>"
+//       and "cookies <name,...>" (the store's cookie names, sorted).
 import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
 import Storage
 import TestSupport
 @testable import URLLoading
@@ -74,6 +82,21 @@ case "cache-writer":
             guard stored.body == CacheFixtures.body(for: url, index: index) else { fail("entry \(url) has a wrong body") }
         }
         print("ok \(count)")
+    } catch {
+        fail("\(error)")
+    }
+case "cookie-fetch":
+    let rest = Array(arguments.dropFirst())
+    guard rest.count == 2, let url = URL(string: rest[1]) else { fail("usage: cookie-fetch <app-id> <url>") }
+    do {
+        var configuration = SessionConfiguration.default
+        configuration.applicationIdentifier = rest[0]
+        configuration.urlCache = nil
+        let session = try Session(configuration: configuration)
+        let (_, response) = try await session.data(from: url)
+        print("status \((response as? HTTPURLResponse)?.statusCode ?? 0)")
+        print("cookies \((session.cookieStore?.allCookies ?? []).map(\.name).sorted().joined(separator: ","))")
+        session.finishTasksAndInvalidate()
     } catch {
         fail("\(error)")
     }

@@ -204,7 +204,15 @@ package enum CachePolicy {
         guard let names = varyFields(entry.responseHeaders) else {
             return .no("the stored response has Vary: *")
         }
-        for name in names where normalizedValue(name, in: requestHeaders) != normalizedValue(name, in: entry.requestHeaders) {
+        var fingerprinted: HeaderFields?
+        for name in names {
+            let stored = normalizedValue(name, in: entry.requestHeaders)
+            if normalizedValue(name, in: requestHeaders) == stored { continue }
+            // A stored entry keeps secret fields (Cookie, Authorization) only as fingerprints.
+            if StoredResponse.secretRequestFields.contains(name) {
+                if fingerprinted == nil { fingerprinted = StoredResponse.comparableRequestHeaders(requestHeaders) }
+                if let fingerprinted, normalizedValue(name, in: fingerprinted) == stored { continue }
+            }
             return .no("Vary: the request's \(name) differs from the stored request's")
         }
         return .yes(names.isEmpty ? "no Vary" : "Vary fields match: \(names.joined(separator: ", "))")

@@ -277,10 +277,10 @@ public final class Session: Sendable, CustomStringConvertible {
         }
         guard case .some(let delegate) = delegate else { return }
         events.enqueue { [self] in
-            delegate?.sessionDidBecomeInvalid(self, error: nil)
-            // The ephemeral session's private stores are wiped with it.
+            // The ephemeral session's private stores are wiped with it, before it says it is invalid.
             if case .sessionPrivate = configuration.cacheChoice { urlCache?.removeAllCachedResponses() }
             if case .sessionPrivate = configuration.cookieChoice { cookieStore?.removeAll() }
+            delegate?.sessionDidBecomeInvalid(self, error: nil)
             self.multi.shutdown()
         }
     }
