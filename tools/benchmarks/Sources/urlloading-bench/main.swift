@@ -3,6 +3,8 @@
 //
 //   urlloading-bench cache      the HTTP cache against raw SQLite and
 //                               FoundationNetworking's URLCache
+//   urlloading-bench cookies    cookies(for:) with 3,000 cookies against
+//                               FoundationNetworking's HTTPCookieStorage
 //   urlloading-bench session <base-url> <curl-bench>
 //                               the session against libcurl's multi interface
 //                               in C, FoundationNetworking and AsyncHTTPClient
@@ -23,6 +25,8 @@ func fail(_ message: String) -> Never {
 switch arguments.first {
 case "cache":
     CacheBenchmark.run()
+case "cookies":
+    CookieBenchmark.run()
 case "child-disk-hit":
     guard arguments.count == 5, let entries = Int(arguments[3]), let lookups = Int(arguments[4]) else { fail("bad arguments") }
     print(CacheBenchmark.childDiskHit(kind: arguments[1], path: arguments[2], entries: entries, lookups: lookups))
@@ -39,5 +43,5 @@ case "child-populate":
     guard arguments.count == 3, let entries = Int(arguments[2]) else { fail("bad arguments") }
     CacheBenchmark.populateOurs(arguments[1], entries)
 default:
-    fail("usage: urlloading-bench cache")
+    fail("usage: urlloading-bench cache|cookies|session <base-url> <curl-bench>")
 }
