@@ -68,24 +68,40 @@ struct CookieJar: Sendable {
 
     /// An IPv4 or IPv6 address rather than a name: never matched by domain.
     static func isIPAddress(_ host: String) -> Bool {
-        if host.contains(":") { return true }
-        let labels = host.split(separator: ".", omittingEmptySubsequences: false)
-        return labels.count == 4 && labels.allSatisfy { !$0.isEmpty && $0.utf8.allSatisfy { (0x30...0x39).contains($0) } }
+        var dots = 0
+        var digitsInLabel = 0
+        for byte in host.utf8 {
+            switch byte {
+            case UInt8(ascii: ":"): return true
+            case UInt8(ascii: "."):
+                guard digitsInLabel > 0 else { return false }
+                dots += 1
+                digitsInLabel = 0
+            case UInt8(ascii: "0")...UInt8(ascii: "9"): digitsInLabel += 1
+            default: return false
+            }
+        }
+        return dots == 3 && digitsInLabel > 0
     }
 
     /// RFC 6265 §5.1.3 domain-match.
-    static func domainMatches(_ host: String, _ domain: String) -> Bool {
-        if host == domain { return true }
-        guard !isIPAddress(host), host.utf8.count > domain.utf8.count, host.hasSuffix(domain) else { return false }
-        return host.utf8.dropLast(domain.utf8.count).last == UInt8(ascii: ".")
+    static func domainMatches(_ host: String, _ domain: String, hostIsIPAddress: Bool? = nil) -> Bool {
+        let (hostBytes, domainBytes) = (host.utf8, domain.utf8)
+        if hostBytes.count == domainBytes.count { return hostBytes.elementsEqual(domainBytes) }
+        // Compared as bytes: both are lower-case ASCII, and String's
+        // Unicode-aware hasSuffix costs more than the whole lookup should.
+        guard hostBytes.count > domainBytes.count, hostBytes.suffix(domainBytes.count).elementsEqual(domainBytes),
+              hostBytes.dropLast(domainBytes.count).last == UInt8(ascii: ".")
+        else { return false }
+        return !(hostIsIPAddress ?? isIPAddress(host))
     }
 
     /// RFC 6265 §5.1.4 path-match.
     static func pathMatches(_ requestPath: String, _ cookiePath: String) -> Bool {
-        if requestPath == cookiePath { return true }
-        guard requestPath.hasPrefix(cookiePath) else { return false }
-        if cookiePath.hasSuffix("/") { return true }
-        return requestPath.utf8.dropFirst(cookiePath.utf8.count).first == UInt8(ascii: "/")
+        let (request, cookie) = (requestPath.utf8, cookiePath.utf8)
+        guard request.count >= cookie.count, request.prefix(cookie.count).elementsEqual(cookie) else { return false }
+        if request.count == cookie.count || cookie.last == UInt8(ascii: "/") { return true }
+        return request.dropFirst(cookie.count).first == UInt8(ascii: "/")
     }
 
     /// The path of a URL as RFC 6265 reads it: encoded, `/` when empty.
@@ -105,6 +121,18 @@ struct CookieJar: Sendable {
     func bucket(forHost host: String) -> String {
         if Self.isIPAddress(host) { return host }
         return publicSuffixes.registrableDomain(of: host) ?? host
+    }
+
+    /// Recent hosts' buckets: the public suffix rules cost more than the
+    /// rest of a lookup.
+    private var bucketMemo: [String: String] = [:]
+
+    mutating func memoizedBucket(forHost host: String) -> String {
+        if let key = bucketMemo[host] { return key }
+        let key = bucket(forHost: host)
+        if bucketMemo.count >= 4096 { bucketMemo.removeAll(keepingCapacity: true) }
+        bucketMemo[host] = key
+        return key
     }
 
     /// Whether two hosts are of the same site (registrable domain).
@@ -290,10 +318,11 @@ struct CookieJar: Sendable {
         guard let scheme = url.scheme?.lowercased(), Self.isCookieScheme(scheme), let host = Self.host(of: url) else {
             return []
         }
-        let key = bucket(forHost: host)
+        let key = memoizedBucket(forHost: host)
         guard var bucket = buckets[key] else { return [] }
         let secure = Self.isSecureScheme(scheme)
         let path = Self.requestPath(of: url)
+        let hostIsIPAddress = Self.isIPAddress(host)
         var matched: [Int] = []
         var expired = false
         for index in bucket.indices {
@@ -302,7 +331,7 @@ struct CookieJar: Sendable {
                 expired = true
                 continue
             }
-            guard cookie.isHostOnly ? host == cookie.domain : Self.domainMatches(host, cookie.domain),
+            guard cookie.isHostOnly ? host == cookie.domain : Self.domainMatches(host, cookie.domain, hostIsIPAddress: hostIsIPAddress),
                   Self.pathMatches(path, cookie.path),
                   !cookie.isSecure || secure,
                   site == .sameSite || cookie.sameSite == .none || cookie.sameSite == .unspecified

@@ -136,14 +136,20 @@ final class CookieStoreEngine: Sendable {
         var pending = CookieJar.Changes()
         /// Cookies sent since the last write, with when.
         var touched: [Cookie.Key: Date] = [:]
+        /// When touches alone last caused a write.
+        var lastTouchWrite = Date.distantPast
     }
 
     private let state: Mutex<State>
     private let database: CookieDatabase?
     let clock: @Sendable () -> Date
     private let logger: Logger
-    /// Touches held in memory before they are written.
+    /// Last-access times are written with the next change, or on their own
+    /// once this many cookies were sent and a minute passed since the last
+    /// such write: eviction needs them roughly, not to the second, and
+    /// lookups must not cost a disk write.
     private static let touchBatch = 256
+    private static let touchInterval: TimeInterval = 60
 
     init(jar: CookieJar, database: CookieDatabase?, clock: @escaping @Sendable () -> Date, logger: Logger) {
         self.state = Mutex(State(jar: jar))
@@ -245,9 +251,11 @@ final class CookieStoreEngine: Sendable {
 
     private func write(_ state: inout State, force: Bool) throws {
         guard let database else { return }
-        let due = !state.pending.isEmpty || state.touched.count >= Self.touchBatch || (force && !state.touched.isEmpty)
-        guard due else { return }
+        let now = clock()
+        let touchesDue = state.touched.count >= Self.touchBatch && now.timeIntervalSince(state.lastTouchWrite) >= Self.touchInterval
+        guard !state.pending.isEmpty || touchesDue || (force && !state.touched.isEmpty) else { return }
         try database.apply(state.pending, touches: state.touched)
+        if state.pending.isEmpty { state.lastTouchWrite = now }
         state.pending = CookieJar.Changes()
         state.touched = [:]
     }

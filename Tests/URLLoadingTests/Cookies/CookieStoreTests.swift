@@ -215,6 +215,21 @@ import TestSupport
         _ = first
     }
 
+    @Test("K4: last-access times reach the file on flush (lookups themselves never write)")
+    func lastAccessPersisted() throws {
+        let directory = TemporaryDirectory()
+        let clock = Clock()
+        let store = try PersistentCookieStore(directory: directory.url, keepSessionCookies: true, clock: clock.now)
+        store.setCookies(["a=1"], for: Self.page)
+        clock.advance(500)
+        #expect(store.cookieHeader(for: Self.page) == "a=1")
+        let before = try PersistentCookieStore(directory: directory.url, keepSessionCookies: true, clock: clock.now)
+        #expect(before.allCookies.first?.lastAccessDate == Self.t0)
+        try store.flush()
+        let after = try PersistentCookieStore(directory: directory.url, keepSessionCookies: true, clock: clock.now)
+        #expect(after.allCookies.first?.lastAccessDate == Self.t0.addingTimeInterval(500))
+    }
+
     @Test("Bad input: a damaged cookie file is moved aside and the store starts empty")
     func damagedFile() throws {
         let directory = TemporaryDirectory()
