@@ -257,3 +257,17 @@ import TestSupport
         #expect(copy.allCookies.first { $0.name == "h" }?.isHTTPOnly == true)
     }
 }
+
+extension CookieStoreTests {
+    @Test("Foundation's HTTPCookie converts both ways, scope and Secure kept")
+    func httpCookieBridge() throws {
+        let store = MemoryCookieStore(clock: Clock().now)
+        let stored = try #require(store.setCookies(["a=1; Domain=example.com; Path=/docs; Secure; SameSite=Strict; Max-Age=60"], for: Self.page).first)
+        let foundation = try #require(stored.httpCookie)
+        #expect(foundation.name == "a" && foundation.value == "1" && foundation.path == "/docs" && foundation.isSecure)
+        let back = Cookie(foundation)
+        #expect(back.key == stored.key)
+        #expect(back.isSecure)
+        #expect(back.expiresDate.map { abs($0.timeIntervalSince(stored.expiresDate ?? .distantPast)) < 1 } == true)
+    }
+}
