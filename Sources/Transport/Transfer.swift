@@ -19,6 +19,8 @@ final class Transfer {
     private var headers: [(name: String, value: String)] = []
     private var headBytes = 0
     private var headDelivered = false
+    /// libcurl decodes the content codings it knows (`decodeContent`).
+    private var decodesContent = false
     var paused = false {
         didSet { lastActivity = DispatchTime.now().uptimeNanoseconds }
     }
@@ -96,6 +98,7 @@ final class Transfer {
         try set(CURLOPT_TCP_KEEPALIVE, 1)
         try set(CURLOPT_PROTOCOLS_STR, "http,https")
         if request.decodeContent { try set(CURLOPT_ACCEPT_ENCODING, "") }
+        decodesContent = request.decodeContent
         if let connect = request.connectTimeout { try set(CURLOPT_CONNECTTIMEOUT_MS, max(1, milliseconds(connect))) }
         // The idle timeout is the loop's (see `idleSeconds`): libcurl's low-speed
         // limit would also count the pauses of a reader that applies back-pressure.
@@ -315,8 +318,30 @@ final class Transfer {
             failure = .badResponse("malformed header line")
             return false
         }
-        headers.append((text(0..<colon), text((colon + 1)..<line.count)))
+        let field = (name: text(0..<colon), value: text((colon + 1)..<line.count))
+        headers.append(field)
+        let isContentCoding = field.name.caseInsensitiveCompare("Content-Encoding") == .orderedSame
+        let isTransferCoding = field.name.caseInsensitiveCompare("Transfer-Encoding") == .orderedSame
+        if isContentCoding || isTransferCoding, !Self.decodableCodings(field.value) {
+            // libcurl fails a body in a coding it does not know; browsers
+            // deliver it as it came, and so do we. libcurl reads this option
+            // per body chunk, so turning it off here passes the body through
+            // its (content and non-chunked transfer) decoders untouched.
+            decodesContent = false
+            try? set(CURLOPT_HTTP_CONTENT_DECODING, 0)
+        }
         return true
+    }
+
+    /// Codings libcurl decodes (Debian's build: gzip, deflate, br, zstd).
+    private static let knownCodings: Set<String> = ["gzip", "x-gzip", "deflate", "br", "zstd", "identity", "chunked"]
+
+    /// Whether every coding a Content-Encoding value lists is one libcurl decodes.
+    static func decodableCodings(_ value: String) -> Bool {
+        value.split(separator: ",").allSatisfy { coding in
+            let name = coding.trimmingCharacters(in: .whitespaces).lowercased()
+            return name.isEmpty || knownCodings.contains(name)
+        }
     }
 
     /// Hands the final head to the observer once.

@@ -121,6 +121,12 @@ struct CacheTestsSessionRunner {
         response = ScriptedResponse(status: status, headers: headers, body: body)
         response.reason = reason
         if noBody { response.framing = .none; response.parts = [] }
+        // A transfer coding other than chunked leaves the length to the
+        // connection's close (RFC 9112 §6.3), as the suite's Node server frames it.
+        if let coding = headers.last(where: { $0.name.lowercased() == "transfer-encoding" })?.value,
+           coding.split(separator: ",").last?.trimmingCharacters(in: .whitespaces).lowercased() != "chunked", !noBody {
+            response.framing = .closeDelimited
+        }
         if let pause = config["response_pause"] as? Double { response.delayBeforeHead = .milliseconds(Int64(pause * 1000)) }
         if let pause = config["response_pause"] as? Int { response.delayBeforeHead = .seconds(pause) }
         return response

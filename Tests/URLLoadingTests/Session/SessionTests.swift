@@ -510,3 +510,27 @@ extension ScriptedResponse {
         try await origin.shutdown()
     }
 }
+
+extension SessionTests {
+    @Test("S4: gzip bodies are decoded; a body in a coding libcurl does not know arrives as it was sent, with its Content-Encoding")
+    func contentCodings() async throws {
+        let origin = try await TestOrigin.start()
+        let gzipped: [UInt8] = [
+            0x1f, 0x8b, 0x08, 0x00, 0x00, 0x00, 0x00, 0x00, 0x02, 0xff, 0xcb, 0x48, 0xcd, 0xc9, 0xc9, 0xd7, 0x51, 0x48, 0x49, 0x4d,
+            0xce, 0x4f, 0x49, 0x4d, 0x51, 0x28, 0xcf, 0x2f, 0xca, 0x49, 0x01, 0x00, 0x43, 0xd0, 0xd9, 0xc8, 0x14, 0x00, 0x00, 0x00,
+        ]
+        origin.route("/gzip", response: ScriptedResponse(headers: [HeaderField("Content-Encoding", "gzip")], body: gzipped))
+        origin.route("/unknown", response: ScriptedResponse(headers: [HeaderField("Content-Encoding", "x-custom")], body: "opaque bytes"))
+        let session = try Self.session()
+        let (decoded, _) = try await session.data(from: origin.url("/gzip"))
+        #expect(String(decoding: decoded, as: UTF8.self) == "hello, decoded world")
+        let (raw, response) = try await session.data(from: origin.url("/unknown"))
+        #expect(String(decoding: raw, as: UTF8.self) == "opaque bytes")
+        #expect((response as? HTTPURLResponse)?.value(forHTTPHeaderField: "Content-Encoding") == "x-custom")
+        // The handle goes back to the pool: the next transfer on it decodes again.
+        let (again, _) = try await session.data(from: origin.url("/gzip"))
+        #expect(String(decoding: again, as: UTF8.self) == "hello, decoded world")
+        session.finishTasksAndInvalidate()
+        try await origin.shutdown()
+    }
+}
