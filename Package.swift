@@ -44,6 +44,7 @@ let package = Package(
             resources: [
                 .embedInCode("0001_cache_create.sql"),
                 .embedInCode("0001_cookies_create.sql"),
+                .embedInCode("0001_credentials_create.sql"),
             ],
             swiftSettings: strictSwift
         ),

@@ -15,6 +15,11 @@ package enum Schema {
         Migration(version: 1, name: "cookies_create", sql: text(PackageResources._001_cookies_create_sql)),
     ]
 
+    /// The persistent credential store.
+    package static let credentials: [Migration] = [
+        Migration(version: 1, name: "credentials_create", sql: text(PackageResources._001_credentials_create_sql)),
+    ]
+
     private static func text(_ bytes: [UInt8]) -> String {
         String(decoding: bytes, as: UTF8.self)
     }

@@ -1,0 +1,85 @@
+import Foundation
+import Testing
+import TestSupport
+@testable import URLLoading
+
+/// The credential stores (SPEC A1): persistence none / forSession /
+/// permanent, defaults, the file's mode and its refusal when others can read
+/// it, `.netrc` import, and no secret in any description.
+@Suite struct CredentialStoreTests {
+    static let space = ProtectionSpace(host: "API.example.com", port: 443, protocol: "https", realm: "api", authenticationMethod: .httpBasic)
+
+    @Test("A1: permanent credentials survive reopening; forSession ones stay in memory; none are never stored")
+    func persistence() throws {
+        let parent = TemporaryDirectory()
+        // A directory the store creates gets mode 0700.
+        let directory = (url: parent.url.appendingPathComponent("app"), path: { (name: String) in parent.path("app/" + name) })
+        do {
+            let store = try PersistentCredentialStore(directory: directory.url)
+            store.set(Credential(user: "ann", password: "p1", persistence: .permanent), for: Self.space)
+            store.set(Credential(user: "bob", password: "p2", persistence: .forSession), for: Self.space)
+            store.set(Credential(user: "eve", password: "p3", persistence: .none), for: Self.space)
+            #expect(Set(store.credentials(for: Self.space).keys) == ["ann", "bob"])
+            #expect(store.defaultCredential(for: Self.space)?.user == "ann")
+            store.setDefaultCredential(Credential(user: "bob", password: "p2", persistence: .forSession), for: Self.space)
+            #expect(store.defaultCredential(for: Self.space)?.user == "bob")
+        }
+        let mode = try FileManager.default.attributesOfItem(atPath: directory.path("Credentials.sqlite"))[.posixPermissions] as? Int
+        let directoryMode = try FileManager.default.attributesOfItem(atPath: directory.url.path)[.posixPermissions] as? Int
+        #expect(mode == 0o600)
+        #expect(directoryMode == 0o700)
+        let reopened = try PersistentCredentialStore(directory: directory.url)
+        #expect(reopened.credentials(for: Self.space).keys.sorted() == ["ann"])
+        #expect(reopened.defaultCredential(for: Self.space)?.password == "p1")
+        #expect(reopened.allCredentials.keys.first?.host == "api.example.com")
+        if let ann = reopened.defaultCredential(for: Self.space) { reopened.remove(ann, for: Self.space) }
+        #expect(try PersistentCredentialStore(directory: directory.url).allCredentials.isEmpty)
+    }
+
+    @Test("A1: a credential file that others can read is refused with a clear error")
+    func refusesReadableFile() throws {
+        let directory = TemporaryDirectory()
+        _ = try PersistentCredentialStore(directory: directory.url)
+        chmod(directory.path("Credentials.sqlite"), 0o644)
+        #expect {
+            _ = try PersistentCredentialStore(directory: directory.url)
+        } throws: { error in
+            (error as? StoreError)?.kind == .insecurePermissions && "\(error)".contains("Credentials.sqlite")
+        }
+    }
+
+    @Test("A1: ~/.netrc entries become permanent credentials for their hosts; default and macdef entries are skipped")
+    func netrc() throws {
+        let directory = TemporaryDirectory()
+        let file = directory.url.appendingPathComponent("netrc")
+        try """
+        # comment
+        machine Example.org login ann password s3cret
+        macdef init
+        cd /pub
+
+        machine other.test
+            login bob
+            password "x"
+        default login anonymous password guest
+        """.write(to: file, atomically: true, encoding: .utf8)
+        let store = MemoryCredentialStore()
+        #expect(try store.importNetrc(from: file) == 2)
+        let space = try #require(ProtectionSpace(url: URL(string: "https://example.org/x")!))
+        #expect(store.defaultCredential(for: space)?.password == "s3cret")
+        #expect(store.defaultCredential(for: ProtectionSpace(host: "other.test", port: 80, protocol: "http"))?.user == "bob")
+        #expect(store.allCredentials.count == 4)
+    }
+
+    @Test("Secrets: descriptions, dumps and errors never show passwords")
+    func secretsHidden() throws {
+        let credential = Credential(user: "ann", password: "hunter2-secret", persistence: .permanent)
+        let store = MemoryCredentialStore()
+        store.set(credential, for: Self.space)
+        var dumped = ""
+        dump(credential, to: &dumped)
+        let text = "\(credential) \(String(reflecting: credential)) \(store) \(store.allCredentials) \(dumped)"
+        #expect(!text.contains("hunter2"))
+        #expect(text.contains("ann"))
+    }
+}
