@@ -18,6 +18,8 @@ public final class Session: Sendable, CustomStringConvertible {
     public let urlCache: ResponseCache?
     /// The cookie store the configuration resolved to, if any.
     public let cookieStore: (any CookieStore)?
+    /// The credential store the configuration resolved to, if any.
+    public let credentialStore: (any CredentialStore)?
 
     let multi: CurlMulti
     let events = DelegateQueue()
@@ -33,6 +35,8 @@ public final class Session: Sendable, CustomStringConvertible {
         var revalidating: Set<String> = []
         /// Keys with a request on the network, and the tasks waiting for it.
         var inFlight: [String: [@Sendable () -> Void]] = [:]
+        /// Credentials that worked, by origin, for pre-emptive use.
+        var authenticated: [String: SessionTask.SentAuthorization] = [:]
     }
 
     /// Creates a session.
@@ -46,6 +50,7 @@ public final class Session: Sendable, CustomStringConvertible {
         self.configuration = configuration
         self.urlCache = try configuration.resolveCache()
         self.cookieStore = try configuration.resolveCookieStore()
+        self.credentialStore = try configuration.resolveCredentialStore()
         do {
             multi = try CurlMulti(maximumConnectionsPerHost: configuration.httpMaximumConnectionsPerHost)
         } catch {
@@ -216,11 +221,50 @@ public final class Session: Sendable, CustomStringConvertible {
         try? (cookieStore as? PersistentCookieStore)?.flush()
     }
 
-    /// Empties the stores of this session's configuration: its cache and
-    /// its cookies (the shared ones for a default configuration).
+    /// Empties the stores of this session's configuration: its cache, its
+    /// cookies and its credentials (the shared ones for a default
+    /// configuration), and forgets the credentials it sent pre-emptively.
     public func reset() async {
         urlCache?.removeAllCachedResponses()
         cookieStore?.removeAll()
+        credentialStore?.removeAll()
+        state.withLock { $0.authenticated = [:] }
+    }
+
+    // MARK: Authentication
+
+    private static func originKey(_ space: ProtectionSpace) -> String {
+        "\(space.isProxy ? "proxy " : "")\(space.protocol)://\(space.host):\(space.port)"
+    }
+
+    /// Credentials that answered a challenge: later requests to the same
+    /// origin send them before being asked (Basic as is, Digest with the
+    /// same nonce and the next nonce count).
+    func rememberAuthentication(_ sent: SessionTask.SentAuthorization) {
+        state.withLock { $0.authenticated[Self.originKey(sent.space)] = sent }
+    }
+
+    /// Pre-emptive credentials for a request, while the store still holds them.
+    func preemptiveAuthorization(for url: URL, method: String) -> SessionTask.SentAuthorization? {
+        guard let origin = ProtectionSpace(url: url) else { return nil }
+        let key = Self.originKey(origin)
+        guard var sent = state.withLock({ $0.authenticated[key] }) else { return nil }
+        guard let user = sent.credential.user, let password = sent.credential.password,
+              credentialStore?.credentials(for: sent.space)[user] != nil
+        else {
+            state.withLock { _ = $0.authenticated.removeValue(forKey: key) }
+            return nil
+        }
+        if let digest = sent.digest {
+            let count = state.withLock { state -> UInt32 in
+                let next = (state.authenticated[key]?.nonceCount ?? sent.nonceCount) &+ 1
+                state.authenticated[key]?.nonceCount = next
+                return next
+            }
+            sent = SessionTask.digestAuthorization(digest, user: user, password: password, space: sent.space, credential: sent.credential,
+                                                   url: url, method: method, fieldName: sent.fieldName, nonceCount: count)
+        }
+        return sent
     }
 
     /// Starts one background revalidation of `key` (stale-while-revalidate,
@@ -280,6 +324,8 @@ public final class Session: Sendable, CustomStringConvertible {
             // The ephemeral session's private stores are wiped with it, before it says it is invalid.
             if case .sessionPrivate = configuration.cacheChoice { urlCache?.removeAllCachedResponses() }
             if case .sessionPrivate = configuration.cookieChoice { cookieStore?.removeAll() }
+            if case .sessionPrivate = configuration.credentialChoice { credentialStore?.removeAll() }
+            self.state.withLock { $0.authenticated = [:] }
             delegate?.sessionDidBecomeInvalid(self, error: nil)
             self.multi.shutdown()
         }

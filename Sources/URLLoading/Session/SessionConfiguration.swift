@@ -79,6 +79,7 @@ public struct SessionConfiguration: Sendable {
 
     var cacheChoice: StoreChoice<ResponseCache>
     var cookieChoice: StoreChoice<any CookieStore>
+    var credentialChoice: StoreChoice<any CredentialStore>
 
     /// The response cache. Default configurations use the application's
     /// shared persistent cache; ephemeral ones give each session a new
@@ -116,6 +117,24 @@ public struct SessionConfiguration: Sendable {
         self.kind = kind
         self.cacheChoice = shared ? .applicationShared : .sessionPrivate
         self.cookieChoice = shared ? .applicationShared : .sessionPrivate
+        self.credentialChoice = shared ? .applicationShared : .sessionPrivate
+    }
+
+    /// The credential store. Default configurations use the application's
+    /// shared store (permanent credentials in `Credentials.sqlite` under
+    /// `$XDG_DATA_HOME/<app>/`, mode 0600); ephemeral ones give each session a
+    /// new in-memory store (this property is nil for them until you set
+    /// one). Setting a store makes every session from this configuration
+    /// share it; setting nil keeps no credentials.
+    public var urlCredentialStorage: (any CredentialStore)? {
+        get {
+            switch credentialChoice {
+            case .explicit(let store): return store
+            case .applicationShared: return try? SessionConfiguration.sharedCredentialStore(for: applicationIdentifier)
+            case .sessionPrivate, .none: return nil
+            }
+        }
+        set { credentialChoice = newValue.map { .explicit($0) } ?? .none }
     }
 
     /// Persistent stores shared per application identifier: the cache under
@@ -200,6 +219,29 @@ public struct SessionConfiguration: Sendable {
         case .none: return nil
         case .sessionPrivate: return MemoryCookieStore()
         case .applicationShared: return try Self.sharedCookieStore(for: applicationIdentifier)
+        }
+    }
+
+    private static let sharedCredentialStores = Mutex<[String: PersistentCredentialStore]>([:])
+
+    /// The application's credential store, opened once per process.
+    static func sharedCredentialStore(for applicationIdentifier: String) throws -> PersistentCredentialStore {
+        try sharedCredentialStores.withLock { stores in
+            if let store = stores[applicationIdentifier] { return store }
+            let store = try PersistentCredentialStore(
+                directory: StoreLocations(applicationIdentifier: applicationIdentifier).dataDirectory)
+            stores[applicationIdentifier] = store
+            return store
+        }
+    }
+
+    /// The credential store a new session gets.
+    func resolveCredentialStore() throws -> (any CredentialStore)? {
+        switch credentialChoice {
+        case .explicit(let store): return store
+        case .none: return nil
+        case .sessionPrivate: return MemoryCredentialStore()
+        case .applicationShared: return try Self.sharedCredentialStore(for: applicationIdentifier)
         }
     }
 }

@@ -24,6 +24,15 @@ public protocol SessionDelegate: AnyObject, Sendable {
     func session(_ session: Session, task: SessionTask, willPerformHTTPRedirection response: HTTPURLResponse,
                  newRequest request: URLRequest) async -> URLRequest?
 
+    /// A session-level challenge (server trust, client certificate, NTLM,
+    /// Negotiate; SPEC A2). Return nil (the default) when this delegate does
+    /// not handle it: the task's challenge method is asked next.
+    func session(_ session: Session, didReceive challenge: AuthenticationChallenge) async -> ChallengeAnswer?
+    /// A task-level challenge (Basic, Digest, ...), and a session-level one
+    /// the session delegate did not handle. Return nil (the default) for
+    /// default handling: the store's default credential for the space, the
+    /// URL's user and password, else the 401/407 as the result.
+    func session(_ session: Session, task: SessionTask, didReceive challenge: AuthenticationChallenge) async -> ChallengeAnswer?
     /// The task cannot reach its host and waits for connectivity (only with
     /// `waitsForConnectivity`); called once, before the task retries.
     func session(_ session: Session, taskIsWaitingForConnectivity task: SessionTask)
@@ -61,6 +70,8 @@ extension SessionDelegate {
     public func sessionDidBecomeInvalid(_ session: Session, error: (any Error)?) {}
     public func session(_ session: Session, task: SessionTask, willPerformHTTPRedirection response: HTTPURLResponse,
                         newRequest request: URLRequest) async -> URLRequest? { request }
+    public func session(_ session: Session, didReceive challenge: AuthenticationChallenge) async -> ChallengeAnswer? { nil }
+    public func session(_ session: Session, task: SessionTask, didReceive challenge: AuthenticationChallenge) async -> ChallengeAnswer? { nil }
     public func session(_ session: Session, taskIsWaitingForConnectivity task: SessionTask) {}
     public func session(_ session: Session, task: SessionTask, didSendBodyData bytesSent: Int64,
                         totalBytesSent: Int64, totalBytesExpectedToSend: Int64) {}

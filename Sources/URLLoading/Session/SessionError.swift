@@ -10,6 +10,8 @@ public struct SessionError: Error, CustomStringConvertible, Sendable, Equatable 
         private init(_ name: String) { self.name = name }
 
         public static let cancelled = Code("cancelled")
+        /// The delegate cancelled an authentication challenge.
+        public static let userCancelledAuthentication = Code("user cancelled authentication")
         public static let timedOut = Code("timed out")
         public static let cannotFindHost = Code("cannot find host")
         public static let cannotConnectToHost = Code("cannot connect to host")

@@ -38,7 +38,7 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
 
     private let body: TransferRequest.Body
     private let delivery: Delivery
-    private let state: Mutex<Inner>
+    let state: Mutex<Inner>
 
     struct Inner {
         var machine = StateMachine()
@@ -82,6 +82,8 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
         var coalesced = false
         /// The Cookie header the store gave the current hop, if any.
         var sentCookie: String?
+        /// Challenges answered and credentials sent (SPEC A2–A5).
+        var authentication = AuthenticationState()
     }
 
     init(session: Session, identifier: Int, kind: Kind, request: URLRequest, body: TransferRequest.Body, delivery: Delivery) {
@@ -201,7 +203,7 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
 
     // MARK: Running
 
-    private func perform(_ actions: [StateMachine.Action]) {
+    func perform(_ actions: [StateMachine.Action]) {
         for action in actions {
             switch action {
             case .runInterceptors: runInterceptors()
@@ -297,6 +299,10 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
         let cookie = Self.cookieHeader(for: request, headers: transfer.headers, session: session)
         if let cookie { transfer.headers.append(("Cookie", cookie)) }
         state.withLock { $0.sentCookie = cookie }
+        if let authorization = authorizationField(for: request, headers: transfer.headers, session: session) {
+            transfer.headers.removeAll { HeaderFields.namesEqual($0.name, authorization.name) }
+            transfer.headers.append(authorization)
+        }
         if hop == 0, usesCache, let cache = session.urlCache, (request.httpMethod ?? "GET") == "GET",
            let key = CachePolicy.primaryKey(url) {
             let now = Date().timeIntervalSince1970
@@ -361,6 +367,8 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
     private func decide(_ head: ResponseHead, hop: Int) {
         guard let session, let request = currentRequest, let url = request.url else { return }
         Self.storeCookies(of: head, url: url, request: request, session: session)
+        authenticationSucceeded(status: head.status, session: session)
+        if handleChallenge(head, url: url, request: request, session: session) { return }
         let delegate = self.delegate ?? session.delegate
         let revalidating = state.withLock { $0.revalidating }
         if let stored = revalidating, head.status == 304, let cache = session.urlCache {
@@ -421,7 +429,7 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
         acceptResponse(head, url: url, delegate: delegate, session: session)
     }
 
-    private func acceptResponse(_ head: ResponseHead, url: URL, delegate: (any SessionDelegate)?, session: Session) {
+    func acceptResponse(_ head: ResponseHead, url: URL, delegate: (any SessionDelegate)?, session: Session) {
         let length = head.headers.first { HeaderFields.namesEqual($0.name, "Content-Length") }.flatMap { Int64($0.value) } ?? -1
         state.withLock { inner in
             inner.networkHeaders = HeaderFields(head.headers.map { HeaderFields.Field($0.name, $0.value) })

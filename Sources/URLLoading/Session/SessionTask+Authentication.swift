@@ -1,0 +1,243 @@
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import Transport
+
+/// Authentication challenges in a task (SPEC A2–A5): a 401 or 407 is
+/// answered by the delegate (routed as A2 says) or by default handling, and
+/// the hop is sent again with credentials; a credential that works is kept
+/// (as its persistence says) and sent pre-emptively to the same space.
+///
+/// ```
+/// 401/407 ─parse→ candidates (Digest strongest first, then Basic; rejected spaces left out)
+///   none ──────────────────────────────→ the 401/407 is the response
+///   next ─ask delegate (A2)→ useCredential(c) ─→ send again with c
+///                          → default handling → store default / URL user:password ─→ send again
+///                          → cancel ─────────→ task fails (userCancelledAuthentication)
+///                          → reject space ───→ next candidate
+/// send again → 401 for the same space: failure count + 1 (limit → the 401 is the response)
+///            → anything else: success, credential kept and remembered
+/// ```
+extension SessionTask {
+    /// Per-task state of authentication.
+    struct AuthenticationState: Sendable {
+        /// Failed attempts per space in this task.
+        var failures: [ProtectionSpace: Int] = [:]
+        /// Users whose credential failed, per space (default handling skips them).
+        var failedUsers: [ProtectionSpace: Set<String>] = [:]
+        /// Spaces the delegate rejected.
+        var rejected: Set<ProtectionSpace> = []
+        /// The credentials to send with the next hop.
+        var pending: SentAuthorization?
+        /// The credentials the current hop carries.
+        var sent: SentAuthorization?
+    }
+
+    /// Credentials as sent with one hop.
+    struct SentAuthorization: Sendable {
+        var space: ProtectionSpace
+        var credential: Credential
+        var fieldName: String
+        var value: String
+        var digest: DigestChallenge?
+        var nonceCount: UInt32 = 1
+    }
+
+    /// Attempts per space before the 401 or 407 is delivered as the response.
+    static let maximumAuthenticationFailures = 3
+
+    /// The Authorization field for a hop: credentials chosen for a
+    /// challenge, else those the session remembers for the space.
+    func authorizationField(for request: URLRequest, headers: [(name: String, value: String)], session: Session) -> (name: String, value: String)? {
+        guard let url = request.url else { return nil }
+        let pending = state.withLock { inner -> SentAuthorization? in
+            let pending = inner.authentication.pending
+            inner.authentication.sent = pending
+            inner.authentication.pending = nil
+            return pending
+        }
+        if let pending { return (pending.fieldName, pending.value) }
+        // Pre-emptive credentials never replace ones the request carries.
+        guard !headers.contains(where: { HeaderFields.namesEqual($0.name, "Authorization") }),
+              let remembered = session.preemptiveAuthorization(for: url, method: request.httpMethod ?? "GET")
+        else { return nil }
+        state.withLock { $0.authentication.sent = remembered }
+        return (remembered.fieldName, remembered.value)
+    }
+
+    /// Handles a 401 or 407 head; returns false when it is the task's response.
+    func handleChallenge(_ head: ResponseHead, url: URL, request: URLRequest, session: Session) -> Bool {
+        let isProxy = head.status == 407
+        guard head.status == 401 || (isProxy && session.configuration.proxyURL != nil) else { return false }
+        let field = isProxy ? "Proxy-Authenticate" : "WWW-Authenticate"
+        let lines = head.headers.filter { HeaderFields.namesEqual($0.name, field) }.map(\.value)
+        let challenges = AuthChallenge.parse(lines, duplicateParameters: .lastWins)
+        let sent = state.withLock { $0.authentication.sent }
+        // A stale nonce is not a failure: answer the new nonce with the same credential.
+        if let sent, sent.digest != nil, let fresh = challenges.compactMap(DigestChallenge.init).first(where: \.stale),
+           fresh.realm == sent.digest?.realm, let user = sent.credential.user, let password = sent.credential.password {
+            retry(with: Self.digestAuthorization(fresh, user: user, password: password, space: sent.space, credential: sent.credential,
+                                                 url: url, method: request.httpMethod ?? "GET", fieldName: isProxy ? "Proxy-Authorization" : "Authorization"),
+                  url: url)
+            return true
+        }
+        if let sent {
+            state.withLock { inner in
+                inner.authentication.failures[sent.space, default: 0] += 1
+                if let user = sent.credential.user { inner.authentication.failedUsers[sent.space, default: []].insert(user) }
+            }
+        }
+        return answerNextChallenge(challenges, head: head, url: url, request: request, session: session, isProxy: isProxy)
+    }
+
+    /// Offers the best remaining challenge to the delegate; false when none is left.
+    private func answerNextChallenge(
+        _ challenges: [AuthChallenge], head: ResponseHead, url: URL, request: URLRequest, session: Session, isProxy: Bool
+    ) -> Bool {
+        let rejected = state.withLock { $0.authentication.rejected }
+        let candidates = challenges.compactMap { challenge -> (AuthChallenge, ProtectionSpace, Int)? in
+            let method: ProtectionSpace.AuthenticationMethod
+            let strength: Int
+            if let digest = DigestChallenge(challenge) {
+                method = .httpDigest
+                strength = 10 + digest.algorithm.strength
+            } else if challenge.isScheme("Basic") {
+                method = .httpBasic
+                strength = 1
+            } else {
+                return nil
+            }
+            guard let space = Self.protectionSpace(url: url, proxy: isProxy ? session.configuration.proxyURL : nil,
+                                                   realm: challenge.realm, method: method),
+                  !rejected.contains(space)
+            else { return nil }
+            return (challenge, space, strength)
+        }.sorted { $0.2 > $1.2 }
+        guard let (challenge, space, _) = candidates.first else { return false }
+        let (failures, failedUsers, sentCredential) = state.withLock { inner in
+            (inner.authentication.failures[space] ?? 0, inner.authentication.failedUsers[space] ?? [],
+             inner.authentication.sent?.space == space ? inner.authentication.sent?.credential : nil)
+        }
+        guard failures < Self.maximumAuthenticationFailures else { return false }
+        let store = session.credentialStore
+        let proposed = sentCredential ?? store?.defaultCredential(for: space)
+        let response = Self.makeResponse(url: url, head: head)
+        let offered = AuthenticationChallenge(
+            protectionSpace: space, proposedCredential: proposed, previousFailureCount: failures,
+            failureResponse: response, serverChallenge: challenge)
+        let taskDelegate = self.delegate ?? session.delegate
+        let sessionDelegate = session.delegate
+        session.events.enqueue { [self] in
+            // SPEC A2: session-level methods go to the session delegate first;
+            // Basic and Digest only ever reach the task-level method.
+            var answer: ChallengeAnswer?
+            if space.authenticationMethod.isSessionLevel, let sessionDelegate {
+                answer = await sessionDelegate.session(session, didReceive: offered)
+            }
+            if answer == nil, let taskDelegate {
+                answer = await taskDelegate.session(session, task: self, didReceive: offered)
+            }
+            let disposition = answer?.disposition ?? .performDefaultHandling
+            var credential: Credential?
+            switch disposition {
+            case .useCredential:
+                credential = answer?.credential
+            case .performDefaultHandling:
+                credential = Self.defaultCredential(for: space, url: url, store: store, excluding: failedUsers)
+            case .cancelAuthenticationChallenge:
+                self.perform(self.state.withLock { $0.machine.fail(SessionError(
+                    .userCancelledAuthentication, failingURL: url, message: "the delegate cancelled the authentication challenge")) })
+                return
+            case .rejectProtectionSpace:
+                self.state.withLock { _ = $0.authentication.rejected.insert(space) }
+                if !self.answerNextChallenge(challenges, head: head, url: url, request: request, session: session, isProxy: isProxy) {
+                    self.acceptResponse(head, url: url, delegate: taskDelegate, session: session)
+                }
+                return
+            }
+            guard let credential, let user = credential.user, let password = credential.password,
+                  let authorization = Self.authorization(
+                    challenge, space: space, credential: credential, user: user, password: password, url: url,
+                    method: request.httpMethod ?? "GET", fieldName: isProxy ? "Proxy-Authorization" : "Authorization")
+            else {
+                // No credential (or none these schemes can carry): the 401/407 is the answer.
+                self.acceptResponse(head, url: url, delegate: taskDelegate, session: session)
+                return
+            }
+            self.retry(with: authorization, url: url)
+        }
+        return true
+    }
+
+    /// Sends the hop again with credentials.
+    private func retry(with authorization: SentAuthorization, url: URL) {
+        perform(state.withLock { inner in
+            if inner.transactions.count == inner.machine.hop {
+                inner.transactions.append(Self.transaction(url: url, status: inner.hopStatus, metrics: nil))
+            }
+            inner.authentication.pending = authorization
+            inner.hopStatus = nil
+            return inner.machine.follow()
+        })
+    }
+
+    /// A hop's response that is not a challenge for the credentials it
+    /// carried: they worked.
+    func authenticationSucceeded(status: Int, session: Session) {
+        guard let sent = state.withLock({ $0.authentication.sent }), status != (sent.space.isProxy ? 407 : 401) else { return }
+        state.withLock { $0.authentication.sent = nil }
+        guard sent.credential.persistence != .none else { return }
+        session.credentialStore?.set(sent.credential, for: sent.space)
+        session.rememberAuthentication(sent)
+    }
+
+    /// Default handling (SPEC A3): the store's default credential for the
+    /// space (or, from `.netrc`, for its server), else the URL's user and password.
+    static func defaultCredential(for space: ProtectionSpace, url: URL, store: (any CredentialStore)?, excluding failed: Set<String>) -> Credential? {
+        var candidates: [Credential] = []
+        if let store {
+            if let credential = store.defaultCredential(for: space) { candidates.append(credential) }
+            if let credential = store.defaultCredential(for: space.serverOnly) { candidates.append(credential) }
+        }
+        if let user = url.user(percentEncoded: false), let password = url.password(percentEncoded: false) {
+            candidates.append(Credential(user: user, password: password, persistence: .forSession))
+        }
+        return candidates.first { !failed.contains($0.user ?? "") }
+    }
+
+    /// The space of a challenge: the origin's, or the proxy's for a 407.
+    static func protectionSpace(url: URL, proxy: URL?, realm: String?, method: ProtectionSpace.AuthenticationMethod) -> ProtectionSpace? {
+        guard var space = ProtectionSpace(url: proxy ?? url, realm: realm, authenticationMethod: method) else { return nil }
+        space.isProxy = proxy != nil
+        return space
+    }
+
+    static func authorization(
+        _ challenge: AuthChallenge, space: ProtectionSpace, credential: Credential, user: String, password: String,
+        url: URL, method: String, fieldName: String
+    ) -> SentAuthorization? {
+        if let digest = DigestChallenge(challenge) {
+            return digestAuthorization(digest, user: user, password: password, space: space, credential: credential,
+                                       url: url, method: method, fieldName: fieldName)
+        }
+        guard let value = BasicAuthentication.authorization(user: user, password: password) else { return nil }
+        return SentAuthorization(space: space, credential: credential, fieldName: fieldName, value: value)
+    }
+
+    static func digestAuthorization(
+        _ digest: DigestChallenge, user: String, password: String, space: ProtectionSpace, credential: Credential,
+        url: URL, method: String, fieldName: String, nonceCount: UInt32 = 1
+    ) -> SentAuthorization {
+        let (_, value) = digest.authorization(
+            user: user, password: password, method: method, uri: requestTarget(url), nonceCount: nonceCount,
+            cnonce: DigestChallenge.makeClientNonce())
+        return SentAuthorization(space: space, credential: credential, fieldName: fieldName, value: value, digest: digest, nonceCount: nonceCount)
+    }
+
+    /// The request-target Digest signs: the path and query as sent.
+    static func requestTarget(_ url: URL) -> String {
+        let path = url.path(percentEncoded: true)
+        return (path.isEmpty ? "/" : path) + (url.query(percentEncoded: true).map { "?" + $0 } ?? "")
+    }
+}

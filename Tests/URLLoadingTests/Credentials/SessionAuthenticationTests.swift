@@ -1,0 +1,256 @@
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import Synchronization
+import Testing
+import TestSupport
+@testable import URLLoading
+
+/// Authentication through real sessions against the loopback origin (SPEC
+/// A2–A5): routing, dispositions, default handling, the failure limit,
+/// Digest nonce counting, pre-emptive credentials, cross-origin redirects
+/// and what the stores keep.
+@Suite(.timeLimit(.minutes(1))) struct SessionAuthenticationTests {
+    static func session(_ delegate: (any SessionDelegate)? = nil, configure: (inout SessionConfiguration) -> Void = { _ in }) throws -> Session {
+        var configuration = SessionConfiguration.ephemeral
+        configuration.urlCache = nil
+        configure(&configuration)
+        return try Session(configuration: configuration, delegate: delegate)
+    }
+
+    static let ok = ScriptedResponse(body: "secret page")
+
+    /// Records challenges and answers them with `answer` (nil: not handled).
+    final class ChallengeDelegate: SessionDelegate, Sendable {
+        let sessionLevel: (@Sendable (AuthenticationChallenge) -> ChallengeAnswer?)?
+        let taskLevel: (@Sendable (AuthenticationChallenge) -> ChallengeAnswer?)?
+        private let log = Mutex<[String]>([])
+        var calls: [String] { log.withLock { $0 } }
+
+        init(session: (@Sendable (AuthenticationChallenge) -> ChallengeAnswer?)? = nil,
+             task: (@Sendable (AuthenticationChallenge) -> ChallengeAnswer?)? = nil) {
+            self.sessionLevel = session
+            self.taskLevel = task
+        }
+
+        func session(_ session: Session, didReceive challenge: AuthenticationChallenge) async -> ChallengeAnswer? {
+            guard let sessionLevel else { return nil }
+            log.withLock { $0.append("session \(challenge.protectionSpace.authenticationMethod)") }
+            return sessionLevel(challenge)
+        }
+
+        func session(_ session: Session, task: SessionTask, didReceive challenge: AuthenticationChallenge) async -> ChallengeAnswer? {
+            guard let taskLevel else { return nil }
+            log.withLock {
+                $0.append("task \(challenge.protectionSpace.authenticationMethod) \(challenge.protectionSpace.realm ?? "-") failures=\(challenge.previousFailureCount)")
+            }
+            return taskLevel(challenge)
+        }
+    }
+
+    static func status(_ session: Session, _ url: URL) async throws -> (Int, String) {
+        let (data, response) = try await session.data(from: url)
+        return ((response as? HTTPURLResponse)?.statusCode ?? 0, String(decoding: data, as: UTF8.self))
+    }
+
+    @Test("A3: default handling uses the store's default credential, then sends it pre-emptively to the same origin")
+    func defaultHandlingFromStore() async throws {
+        let origin = try await TestOrigin.start()
+        origin.route("/private", Routes.basicAuth(realm: "r", user: "ann", password: "pw", then: Self.ok))
+        let session = try Self.session()
+        let space = ProtectionSpace(host: "127.0.0.1", port: origin.port, protocol: "http", realm: "r", authenticationMethod: .httpBasic)
+        session.credentialStore?.setDefaultCredential(Credential(user: "ann", password: "pw", persistence: .forSession), for: space)
+        #expect(try await Self.status(session, origin.url("/private")) == (200, "secret page"))
+        #expect(origin.requests.map { $0.header("Authorization") != nil } == [false, true])
+        #expect(try await Self.status(session, origin.url("/private")).0 == 200)
+        // Pre-emptive: the third request carried the credential at once.
+        #expect(origin.requests.count == 3 && origin.requests[2].header("Authorization") != nil)
+        session.finishTasksAndInvalidate()
+        try await origin.shutdown()
+    }
+
+    @Test("A3: default handling falls back to the URL's user and password; without any credential the 401 is the response")
+    func defaultHandlingFromURLAndNone() async throws {
+        let origin = try await TestOrigin.start()
+        origin.route("/private", Routes.basicAuth(realm: "r", user: "bob", password: "p w", then: Self.ok))
+        let session = try Self.session()
+        let withUser = try #require(URL(string: "http://bob:p%20w@127.0.0.1:\(origin.port)/private"))
+        #expect(try await Self.status(session, withUser).0 == 200)
+        let other = try Self.session()
+        let (status, body) = try await Self.status(other, origin.url("/private"))
+        #expect(status == 401 && body == "authentication required\n")
+        session.finishTasksAndInvalidate()
+        other.finishTasksAndInvalidate()
+        try await origin.shutdown()
+    }
+
+    @Test("A2: Basic goes to the task-level method only; a delegate with only the session-level method gets default handling")
+    func routing() async throws {
+        let origin = try await TestOrigin.start()
+        origin.route("/private", Routes.basicAuth(realm: "r", user: "ann", password: "pw", then: Self.ok))
+        let good = Credential(user: "ann", password: "pw", persistence: .none)
+        // Both methods: only the task-level one is asked.
+        let both = ChallengeDelegate(session: { _ in .use(good) }, task: { _ in .use(good) })
+        let session = try Self.session(both)
+        #expect(try await Self.status(session, origin.url("/private")).0 == 200)
+        #expect(both.calls == ["task basic r failures=0"])
+        // Only the session-level method: never asked for Basic; default handling finds nothing.
+        let sessionOnly = ChallengeDelegate(session: { _ in .use(good) })
+        let second = try Self.session(sessionOnly)
+        #expect(try await Self.status(second, origin.url("/private")).0 == 401)
+        #expect(sessionOnly.calls.isEmpty)
+        // A per-task delegate takes the task-level challenge instead of the session's.
+        let perTask = ChallengeDelegate(task: { _ in .use(good) })
+        let third = try Self.session(ChallengeDelegate())
+        let (_, response) = try await third.data(for: URLRequest(url: origin.url("/private")), delegate: perTask)
+        #expect((response as? HTTPURLResponse)?.statusCode == 200)
+        #expect(perTask.calls.count == 1)
+        for s in [session, second, third] { s.finishTasksAndInvalidate() }
+        try await origin.shutdown()
+    }
+
+    @Test("A3: useCredential(nil) delivers the 401; cancel fails the task; reject tries the next offered scheme")
+    func dispositions() async throws {
+        let origin = try await TestOrigin.start()
+        origin.route("/two") { request in
+            if request.header("Authorization") == "Basic " + Data("ann:pw".utf8).base64EncodedString() { return Self.ok }
+            return ScriptedResponse(status: 401, headers: [
+                HeaderField("WWW-Authenticate", "Digest realm=\"d\", nonce=\"n1\", qop=\"auth\""),
+                HeaderField("WWW-Authenticate", "Basic realm=\"b\""),
+            ], body: "no")
+        }
+        let none = ChallengeDelegate(task: { _ in .use(nil) })
+        let session = try Self.session(none)
+        #expect(try await Self.status(session, origin.url("/two")).0 == 401)
+        let cancel = try Self.session(ChallengeDelegate(task: { _ in ChallengeAnswer(.cancelAuthenticationChallenge) }))
+        await #expect {
+            _ = try await cancel.data(from: origin.url("/two"))
+        } throws: { error in
+            (error as? SessionError)?.code == .userCancelledAuthentication
+        }
+        let reject = ChallengeDelegate(task: { challenge in
+            challenge.protectionSpace.authenticationMethod == .httpDigest
+                ? ChallengeAnswer(.rejectProtectionSpace) : .use(Credential(user: "ann", password: "pw", persistence: .none))
+        })
+        let third = try Self.session(reject)
+        #expect(try await Self.status(third, origin.url("/two")).0 == 200)
+        #expect(reject.calls == ["task digest d failures=0", "task basic b failures=0"])
+        for s in [session, cancel, third] { s.finishTasksAndInvalidate() }
+        try await origin.shutdown()
+    }
+
+    @Test("A3: a wrong password is offered back with a growing failure count until the limit, then the 401 is the response")
+    func failureLimit() async throws {
+        let origin = try await TestOrigin.start()
+        origin.route("/private", Routes.basicAuth(realm: "r", user: "ann", password: "pw", then: Self.ok))
+        let proposed = Mutex<[String?]>([])
+        let wrong = ChallengeDelegate(task: { challenge in
+            proposed.withLock { $0.append(challenge.proposedCredential?.user) }
+            return .use(Credential(user: "ann", password: "wrong", persistence: .forSession))
+        })
+        let session = try Self.session(wrong)
+        #expect(try await Self.status(session, origin.url("/private")).0 == 401)
+        #expect(wrong.calls == ["task basic r failures=0", "task basic r failures=1", "task basic r failures=2"])
+        #expect(proposed.withLock { $0 } == [nil, "ann", "ann"])
+        #expect(origin.requests.count == 4)
+        // A credential that failed is not kept.
+        #expect(session.credentialStore?.allCredentials.isEmpty == true)
+        session.finishTasksAndInvalidate()
+        try await origin.shutdown()
+    }
+
+    @Test("A4: Digest with qop=auth; the next request reuses the nonce with the next nonce count")
+    func digestAcrossRequests() async throws {
+        let origin = try await TestOrigin.start()
+        let nonce = "dcd98b7102dd2f0e8b11d0f600bfb0c093"
+        origin.route("/digest") { request in
+            guard let field = request.header("Authorization"), let challenge = AuthChallenge.parse([field]).first,
+                  challenge.isScheme("Digest"), challenge[parameter: "nonce"] == nonce,
+                  let nc = challenge[parameter: "nc"], let cnonce = challenge[parameter: "cnonce"], let uri = challenge[parameter: "uri"]
+            else {
+                return ScriptedResponse(status: 401, headers: [HeaderField(
+                    "WWW-Authenticate", "Digest realm=\"digest@test\", qop=\"auth\", algorithm=SHA-256, nonce=\"\(nonce)\", opaque=\"xyz\"")], body: "")
+            }
+            // The server's own computation, from RFC 7616 §3.4.1.
+            func h(_ text: String) -> String { SHA256.hash(Array(text.utf8)).map { String(format: "%02x", $0) }.joined() }
+            let expected = h("\(h("zoe:digest@test:pa55")):\(nonce):\(nc):\(cnonce):auth:\(h("GET:\(uri)"))")
+            guard challenge[parameter: "response"] == expected else { return ScriptedResponse(status: 403, body: "bad digest") }
+            return ScriptedResponse(headers: [HeaderField("X-NC", nc)], body: "ok \(nc)")
+        }
+        let session = try Self.session()
+        let space = ProtectionSpace(host: "127.0.0.1", port: origin.port, protocol: "http", realm: "digest@test", authenticationMethod: .httpDigest)
+        session.credentialStore?.setDefaultCredential(Credential(user: "zoe", password: "pa55", persistence: .forSession), for: space)
+        #expect(try await Self.status(session, origin.url("/digest?a=1")) == (200, "ok 00000001"))
+        #expect(try await Self.status(session, origin.url("/digest?a=2")) == (200, "ok 00000002"))
+        #expect(origin.requests.count == 3)
+        session.finishTasksAndInvalidate()
+        try await origin.shutdown()
+    }
+
+    @Test("A5: Authorization never follows a redirect to another origin, set by the caller or pre-emptive")
+    func crossOriginRedirect() async throws {
+        let origin = try await TestOrigin.start()
+        let other = try await TestOrigin.start()
+        origin.route("/private", Routes.basicAuth(realm: "r", user: "ann", password: "pw", then: Self.ok))
+        origin.route("/away", Routes.redirect(to: other.url("/landing").absoluteString))
+        let session = try Self.session(ChallengeDelegate(task: { _ in .use(Credential(user: "ann", password: "pw", persistence: .forSession)) }))
+        #expect(try await Self.status(session, origin.url("/private")).0 == 200)
+        var request = URLRequest(url: origin.url("/away"))
+        request.setValue("Bearer caller-token", forHTTPHeaderField: "Authorization")
+        _ = try await session.data(for: request)
+        _ = try await session.data(from: origin.url("/away"))
+        #expect(other.requests.count == 2)
+        #expect(other.requests.allSatisfy { $0.header("Authorization") == nil })
+        // The pre-emptive credential did go to the same origin's redirecting URL.
+        #expect(origin.requests.filter { $0.path == "/away" }.last?.header("Authorization")?.hasPrefix("Basic ") == true)
+        session.finishTasksAndInvalidate()
+        try await origin.shutdown()
+        try await other.shutdown()
+    }
+
+    @Test("A1: a permanent credential a delegate gave is kept on disk; a forSession one only in memory")
+    func persistenceOfUsedCredentials() async throws {
+        let origin = try await TestOrigin.start()
+        origin.route("/a", Routes.basicAuth(realm: "a", user: "ann", password: "pw", then: Self.ok))
+        origin.route("/b", Routes.basicAuth(realm: "b", user: "bob", password: "pw", then: Self.ok))
+        let directory = TemporaryDirectory()
+        let store = try PersistentCredentialStore(directory: directory.url)
+        let delegate = ChallengeDelegate(task: { challenge in
+            challenge.protectionSpace.realm == "a"
+                ? .use(Credential(user: "ann", password: "pw", persistence: .permanent))
+                : .use(Credential(user: "bob", password: "pw", persistence: .forSession))
+        })
+        let session = try Self.session(delegate) { $0.urlCredentialStorage = store }
+        #expect(try await Self.status(session, origin.url("/a")).0 == 200)
+        #expect(try await Self.status(session, origin.url("/b")).0 == 200)
+        #expect(Set(store.allCredentials.keys.compactMap(\.realm)) == ["a", "b"])
+        let reopened = try PersistentCredentialStore(directory: directory.url)
+        #expect(reopened.allCredentials.keys.compactMap(\.realm) == ["a"])
+        session.finishTasksAndInvalidate()
+        try await origin.shutdown()
+    }
+
+    @Test("I1: an ephemeral session's credentials are gone after invalidation")
+    func ephemeralCredentialsWiped() async throws {
+        let origin = try await TestOrigin.start()
+        origin.route("/private", Routes.basicAuth(realm: "r", user: "ann", password: "pw", then: Self.ok))
+        let (invalidated, signal) = AsyncStream<Void>.makeStream()
+        final class Delegate: SessionDelegate, Sendable {
+            let signal: AsyncStream<Void>.Continuation
+            init(_ signal: AsyncStream<Void>.Continuation) { self.signal = signal }
+            func session(_ session: Session, task: SessionTask, didReceive challenge: AuthenticationChallenge) async -> ChallengeAnswer? {
+                .use(Credential(user: "ann", password: "pw", persistence: .forSession))
+            }
+            func sessionDidBecomeInvalid(_ session: Session, error: (any Error)?) { signal.yield() }
+        }
+        let session = try Self.session(Delegate(signal))
+        #expect(try await Self.status(session, origin.url("/private")).0 == 200)
+        let store = try #require(session.credentialStore)
+        #expect(store.allCredentials.count == 1)
+        session.finishTasksAndInvalidate()
+        for await _ in invalidated { break }
+        #expect(store.allCredentials.isEmpty)
+        try await origin.shutdown()
+    }
+}
