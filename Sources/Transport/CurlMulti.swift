@@ -158,7 +158,7 @@ package final class CurlMulti: Sendable {
                     let code = message.pointee.data.result
                     if code == CURLE_OK {
                         // An empty body never reached the write callback: the head goes now.
-                        if transfer.deliverHead() {
+                        if transfer.connectOnly || transfer.deliverHead() {
                             finish(id, .success(transfer.metrics()))
                         } else {
                             finish(id, .failure(transfer.failure ?? .badResponse("no final response")))
@@ -206,7 +206,8 @@ package final class CurlMulti: Sendable {
             guard let transfer = transfers.removeValue(forKey: id) else { return }
             byHandle[transfer.handle] = nil
             curl_multi_remove_handle(multi, transfer.handle)
-            let keep = idleHandles.count < Self.idleHandleLimit
+            // A connect-only handle still owns its connection: never reused.
+            let keep = idleHandles.count < Self.idleHandleLimit && !transfer.connectOnly
             transfer.close(keepHandle: keep)
             if keep { idleHandles.append(transfer.handle) }
             transfer.observer.transferDidComplete(result)

@@ -21,6 +21,9 @@ final class Transfer {
     private var headDelivered = false
     /// libcurl decodes the content codings it knows (`decodeContent`).
     private var decodesContent = false
+    /// A connect-only transfer (no head is expected).
+    private(set) var connectOnly = false
+    private var collectsCertificates = false
     var paused = false {
         didSet { lastActivity = DispatchTime.now().uptimeNanoseconds }
     }
@@ -98,6 +101,10 @@ final class Transfer {
         try set(CURLOPT_TCP_KEEPALIVE, 1)
         try set(CURLOPT_PROTOCOLS_STR, "http,https")
         if request.decodeContent { try set(CURLOPT_ACCEPT_ENCODING, "") }
+        if request.connectOnly {
+            connectOnly = true
+            try set(CURLOPT_CONNECT_ONLY, 1)
+        }
         decodesContent = request.decodeContent
         if let connect = request.connectTimeout { try set(CURLOPT_CONNECTTIMEOUT_MS, max(1, milliseconds(connect))) }
         // The idle timeout is the loop's (see `idleSeconds`): libcurl's low-speed
@@ -163,6 +170,12 @@ final class Transfer {
         try set(CURLOPT_SSLVERSION, version)
         if let certificate = tls.clientCertificateFile { try set(CURLOPT_SSLCERT, certificate) }
         if let key = tls.clientKeyFile { try set(CURLOPT_SSLKEY, key) }
+        if let passphrase = tls.clientKeyPassphrase { try set(CURLOPT_KEYPASSWD, passphrase) }
+        if let pin = tls.pinnedPublicKey { try set(CURLOPT_PINNEDPUBLICKEY, pin) }
+        if tls.collectsCertificates {
+            collectsCertificates = true
+            try set(CURLOPT_CERTINFO, 1)
+        }
     }
 
     /// Cleans up the handle (or resets it for reuse when `keepHandle`) and
@@ -220,7 +233,28 @@ final class Transfer {
         metrics.remotePort = integer(CURLINFO_PRIMARY_PORT)
         metrics.localAddress = text(CURLINFO_LOCAL_IP)
         metrics.localPort = integer(CURLINFO_LOCAL_PORT)
+        if collectsCertificates {
+            metrics.certificateChain = certificateChain()
+        }
         return metrics
+    }
+
+    /// The PEM certificates libcurl collected (CURLOPT_CERTINFO), leaf first.
+    private func certificateChain() -> [String] {
+        var info: UnsafeMutablePointer<curl_certinfo>?
+        guard urlloading_easy_getinfo_certinfo(handle, &info) == CURLE_OK, let info, let lists = info.pointee.certinfo else { return [] }
+        var chain: [String] = []
+        for index in 0..<Int(info.pointee.num_of_certs) {
+            var node = lists[index]
+            while let current = node {
+                if let data = current.pointee.data {
+                    let entry = String(cString: data)
+                    if entry.hasPrefix("Cert:") { chain.append(String(entry.dropFirst("Cert:".count))) }
+                }
+                node = current.pointee.next
+            }
+        }
+        return chain
     }
 
     // MARK: Callbacks (on the loop thread, inside curl_multi_perform)

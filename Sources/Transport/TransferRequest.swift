@@ -23,6 +23,13 @@ package struct TransferRequest: Sendable {
         /// A client identity (PEM certificate and key files).
         package var clientCertificateFile: String?
         package var clientKeyFile: String?
+        /// The passphrase of an encrypted client key.
+        package var clientKeyPassphrase: String?
+        /// Accept only a server whose public key has this hash
+        /// (`sha256//<base64>`, libcurl's CURLOPT_PINNEDPUBLICKEY).
+        package var pinnedPublicKey: String?
+        /// Collect the server's certificate chain into the metrics.
+        package var collectsCertificates = false
 
         package init() {}
 
@@ -31,6 +38,8 @@ package struct TransferRequest: Sendable {
                 && a.minimumVersion.map { [$0.0, $0.1] } == b.minimumVersion.map { [$0.0, $0.1] }
                 && a.maximumVersion.map { [$0.0, $0.1] } == b.maximumVersion.map { [$0.0, $0.1] }
                 && a.clientCertificateFile == b.clientCertificateFile && a.clientKeyFile == b.clientKeyFile
+                && a.clientKeyPassphrase == b.clientKeyPassphrase && a.pinnedPublicKey == b.pinnedPublicKey
+                && a.collectsCertificates == b.collectsCertificates
         }
     }
 
@@ -50,6 +59,9 @@ package struct TransferRequest: Sendable {
     package var tls = TLS()
     /// A proxy URL (`http://host:port`), or nil for none.
     package var proxy: String?
+    /// Only connect (TCP and TLS), send nothing: the transfer completes
+    /// once the connection stands (to see a server's certificates first).
+    package var connectOnly = false
 
     package init(url: String, method: String = "GET", headers: [(name: String, value: String)] = [], body: Body = .none) {
         self.url = url
@@ -78,6 +90,8 @@ package struct TransferMetrics: Sendable, Equatable {
     package var total: Double = 0
     package var bytesSent: Int64 = 0
     package var bytesReceived: Int64 = 0
+    /// The server's certificates, leaf first, as PEM (with `collectsCertificates`).
+    package var certificateChain: [String] = []
     package var headerBytes: Int64 = 0
     package var httpVersion: String = ""
     /// Whether an existing connection carried the request.

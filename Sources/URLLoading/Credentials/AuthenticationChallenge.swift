@@ -17,12 +17,15 @@ public struct AuthenticationChallenge: Sendable, CustomStringConvertible {
     public var failureResponse: HTTPURLResponse?
     /// The challenge as the server wrote it (scheme and parameters).
     public var serverChallenge: AuthChallenge?
+    /// For a server-trust challenge: what the server showed.
+    public var serverTrust: ServerTrust?
 
     /// A challenge.
     public init(
         protectionSpace: ProtectionSpace, proposedCredential: Credential?, previousFailureCount: Int,
-        failureResponse: HTTPURLResponse?, serverChallenge: AuthChallenge?
+        failureResponse: HTTPURLResponse?, serverChallenge: AuthChallenge?, serverTrust: ServerTrust? = nil
     ) {
+        self.serverTrust = serverTrust
         self.protectionSpace = protectionSpace
         self.proposedCredential = proposedCredential
         self.previousFailureCount = previousFailureCount

@@ -37,6 +37,8 @@ public final class Session: Sendable, CustomStringConvertible {
         var inFlight: [String: [@Sendable () -> Void]] = [:]
         /// Credentials that worked, by origin, for pre-emptive use.
         var authenticated: [String: SessionTask.SentAuthorization] = [:]
+        /// Server-trust decisions by "host:port".
+        var trust: [String: SessionTask.TrustDecision] = [:]
     }
 
     /// Creates a session.
@@ -242,6 +244,15 @@ public final class Session: Sendable, CustomStringConvertible {
     /// same nonce and the next nonce count).
     func rememberAuthentication(_ sent: SessionTask.SentAuthorization) {
         state.withLock { $0.authenticated[Self.originKey(sent.space)] = sent }
+    }
+
+    /// The delegate's server-trust decision for a host, once made.
+    func trustDecision(host: String, port: Int) -> SessionTask.TrustDecision? {
+        state.withLock { $0.trust["\(host):\(port)"] }
+    }
+
+    func setTrustDecision(_ decision: SessionTask.TrustDecision, host: String, port: Int) {
+        state.withLock { $0.trust["\(host):\(port)"] = decision }
     }
 
     /// Pre-emptive credentials for a request, while the store still holds them.

@@ -24,6 +24,11 @@ public protocol SessionDelegate: AnyObject, Sendable {
     func session(_ session: Session, task: SessionTask, willPerformHTTPRedirection response: HTTPURLResponse,
                  newRequest request: URLRequest) async -> URLRequest?
 
+    /// Whether this delegate wants server-trust challenges: each new host
+    /// then costs one extra TLS handshake, made before any request byte is
+    /// sent, to show the delegate the server's certificates. False by default
+    /// (the configured roots decide, as under default handling).
+    var evaluatesServerTrust: Bool { get }
     /// A session-level challenge (server trust, client certificate, NTLM,
     /// Negotiate; SPEC A2). Return nil (the default) when this delegate does
     /// not handle it: the task's challenge method is asked next.
@@ -70,6 +75,7 @@ extension SessionDelegate {
     public func sessionDidBecomeInvalid(_ session: Session, error: (any Error)?) {}
     public func session(_ session: Session, task: SessionTask, willPerformHTTPRedirection response: HTTPURLResponse,
                         newRequest request: URLRequest) async -> URLRequest? { request }
+    public var evaluatesServerTrust: Bool { false }
     public func session(_ session: Session, didReceive challenge: AuthenticationChallenge) async -> ChallengeAnswer? { nil }
     public func session(_ session: Session, task: SessionTask, didReceive challenge: AuthenticationChallenge) async -> ChallengeAnswer? { nil }
     public func session(_ session: Session, taskIsWaitingForConnectivity task: SessionTask) {}

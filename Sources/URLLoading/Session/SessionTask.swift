@@ -84,6 +84,11 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
         var sentCookie: String?
         /// Challenges answered and credentials sent (SPEC A2–A5).
         var authentication = AuthenticationState()
+        /// The trust probe failed: the real transfer reports why.
+        var skipsTrustProbe = false
+        /// The client identity the delegate or store gave, and whether one was asked for.
+        var clientIdentity: Credential?
+        var askedForClientCertificate = false
     }
 
     init(session: Session, identifier: Int, kind: Kind, request: URLRequest, body: TransferRequest.Body, delivery: Delivery) {
@@ -216,7 +221,7 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
         }
     }
 
-    private var session: Session? { state.withLock { $0.session } }
+    var session: Session? { state.withLock { $0.session } }
 
     /// Whether this task reads and fills the cache: data tasks that keep the
     /// whole body (completion handlers, async APIs).
@@ -289,7 +294,7 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
         }
     }
 
-    private func startTransfer(hop: Int) {
+    func startTransfer(hop: Int) {
         guard let session, let request = currentRequest else { return }
         guard let url = request.url, let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https" else {
             perform(state.withLock { $0.machine.fail(SessionError(.unsupportedURL, failingURL: request.url, message: "only http and https URLs are supported")) })
@@ -359,6 +364,8 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
                 }
             }
         }
+        applyClientIdentity(&transfer)
+        if prepareServerTrust(&transfer, url: url, hop: hop, session: session) { return }
         let id = session.multi.start(transfer, observer: HopObserver(task: self, hop: hop))
         perform(state.withLock { $0.machine.started(id, hop: hop) })
     }
@@ -605,6 +612,9 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
             return
         }
         if case .failure(let error) = result, waitForConnectivity(after: error, hop: hop) {
+            return
+        }
+        if case .failure(let error) = result, handleClientCertificateRequest(after: error, hop: hop) {
             return
         }
         let url = currentRequest?.url
