@@ -111,7 +111,13 @@ final class Transfer {
         // limit would also count the pauses of a reader that applies back-pressure.
         idleSeconds = request.idleTimeout.map { Double(milliseconds($0)) / 1000 }
         if let total = request.totalTimeout { try set(CURLOPT_TIMEOUT_MS, max(1, milliseconds(total))) }
-        if let proxy = request.proxy { try set(CURLOPT_PROXY, proxy) } else { try set(CURLOPT_PROXY, "") }
+        if let proxy = request.proxy {
+            try set(CURLOPT_PROXY, proxy)
+            // The configuration's proxy is meant for every host: no_proxy from the environment does not apply.
+            try set(CURLOPT_NOPROXY, "")
+        } else {
+            try set(CURLOPT_PROXY, "")
+        }
         try configureTLS(request.tls)
 
         switch request.method {

@@ -256,8 +256,9 @@ public final class Session: Sendable, CustomStringConvertible {
     }
 
     /// Pre-emptive credentials for a request, while the store still holds them.
-    func preemptiveAuthorization(for url: URL, method: String) -> SessionTask.SentAuthorization? {
-        guard let origin = ProtectionSpace(url: url) else { return nil }
+    func preemptiveAuthorization(for url: URL, method: String, proxy: Bool = false) -> SessionTask.SentAuthorization? {
+        guard var origin = ProtectionSpace(url: url) else { return nil }
+        origin.isProxy = proxy
         let key = Self.originKey(origin)
         guard var sent = state.withLock({ $0.authenticated[key] }) else { return nil }
         guard let user = sent.credential.user, let password = sent.credential.password,

@@ -47,23 +47,30 @@ extension SessionTask {
     /// Attempts per space before the 401 or 407 is delivered as the response.
     static let maximumAuthenticationFailures = 3
 
-    /// The Authorization field for a hop: credentials chosen for a
-    /// challenge, else those the session remembers for the space.
-    func authorizationField(for request: URLRequest, headers: [(name: String, value: String)], session: Session) -> (name: String, value: String)? {
-        guard let url = request.url else { return nil }
+    /// The Authorization and Proxy-Authorization fields for a hop:
+    /// credentials chosen for a challenge, and those the session remembers
+    /// for the origin and the proxy (never replacing fields the request carries).
+    func authorizationFields(for request: URLRequest, headers: [(name: String, value: String)], session: Session) -> [(name: String, value: String)] {
+        guard let url = request.url else { return [] }
         let pending = state.withLock { inner -> SentAuthorization? in
             let pending = inner.authentication.pending
             inner.authentication.sent = pending
             inner.authentication.pending = nil
             return pending
         }
-        if let pending { return (pending.fieldName, pending.value) }
-        // Pre-emptive credentials never replace ones the request carries.
-        guard !headers.contains(where: { HeaderFields.namesEqual($0.name, "Authorization") }),
-              let remembered = session.preemptiveAuthorization(for: url, method: request.httpMethod ?? "GET")
-        else { return nil }
-        state.withLock { $0.authentication.sent = remembered }
-        return (remembered.fieldName, remembered.value)
+        var fields: [(name: String, value: String)] = pending.map { [($0.fieldName, $0.value)] } ?? []
+        func carries(_ name: String) -> Bool {
+            fields.contains { HeaderFields.namesEqual($0.name, name) } || headers.contains { HeaderFields.namesEqual($0.name, name) }
+        }
+        if !carries("Authorization"), let remembered = session.preemptiveAuthorization(for: url, method: request.httpMethod ?? "GET") {
+            fields.append((remembered.fieldName, remembered.value))
+            if pending == nil { state.withLock { $0.authentication.sent = remembered } }
+        }
+        if let proxy = session.configuration.proxyURL, url.scheme?.lowercased() == "http", !carries("Proxy-Authorization"),
+           let remembered = session.preemptiveAuthorization(for: proxy, method: request.httpMethod ?? "GET", proxy: true) {
+            fields.append((remembered.fieldName, remembered.value))
+        }
+        return fields
     }
 
     /// Handles a 401 or 407 head; returns false when it is the task's response.

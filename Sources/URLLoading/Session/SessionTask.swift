@@ -304,9 +304,9 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
         let cookie = Self.cookieHeader(for: request, headers: transfer.headers, session: session)
         if let cookie { transfer.headers.append(("Cookie", cookie)) }
         state.withLock { $0.sentCookie = cookie }
-        if let authorization = authorizationField(for: request, headers: transfer.headers, session: session) {
-            transfer.headers.removeAll { HeaderFields.namesEqual($0.name, authorization.name) }
-            transfer.headers.append(authorization)
+        for field in authorizationFields(for: request, headers: transfer.headers, session: session) {
+            transfer.headers.removeAll { HeaderFields.namesEqual($0.name, field.name) }
+            transfer.headers.append(field)
         }
         if hop == 0, usesCache, let cache = session.urlCache, (request.httpMethod ?? "GET") == "GET",
            let key = CachePolicy.primaryKey(url) {

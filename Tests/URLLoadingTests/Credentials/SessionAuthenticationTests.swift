@@ -254,3 +254,30 @@ import TestSupport
         try await origin.shutdown()
     }
 }
+
+extension SessionAuthenticationTests {
+    @Test("A1/A4: a 407 from a real forwarding proxy is answered for the proxy's space; later requests carry Proxy-Authorization at once")
+    func proxyAuthentication() async throws {
+        let origin = try await TestOrigin.start()
+        origin.route("/via-proxy", response: ScriptedResponse(body: "through the proxy"))
+        let proxy = try TestProxy(user: "proxyuser", password: "pp")
+        let delegate = ChallengeDelegate(task: { challenge in
+            challenge.protectionSpace.isProxy
+                ? .use(Credential(user: "proxyuser", password: "pp", persistence: .forSession)) : nil
+        })
+        let session = try Self.session(delegate) { $0.proxyURL = proxy.url }
+        #expect(try await Self.status(session, origin.url("/via-proxy")) == (200, "through the proxy"))
+        #expect(try await Self.status(session, origin.url("/via-proxy")).0 == 200)
+        #expect(delegate.calls == ["task basic test proxy failures=0"])
+        #expect(proxy.received.map { $0.proxyAuthorization != nil } == [false, true, true])
+        #expect(proxy.received.first?.requestLine.hasPrefix("GET http://127.0.0.1:\(origin.port)/via-proxy") == true)
+        // The origin never sees the proxy's credentials.
+        #expect(origin.requests.count == 2)
+        #expect(origin.requests.allSatisfy { $0.header("Proxy-Authorization") == nil })
+        let space = try #require(session.credentialStore?.allCredentials.keys.first)
+        #expect(space.isProxy && space.port == proxy.port && space.realm == "test proxy")
+        session.finishTasksAndInvalidate()
+        proxy.shutdown()
+        try await origin.shutdown()
+    }
+}
