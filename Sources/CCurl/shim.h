@@ -52,6 +52,10 @@ static inline CURLcode urlloading_easy_getinfo_certinfo(CURL *h, struct curl_cer
     return curl_easy_getinfo(h, CURLINFO_CERTINFO, v);
 }
 
+// CURLAUTH_* are macros with casts, which Swift does not import.
+static const unsigned long urlloading_auth_ntlm = CURLAUTH_NTLM;
+static const unsigned long urlloading_auth_negotiate = CURLAUTH_NEGOTIATE;
+
 // CURLVERSION_NOW is a macro naming the header's own version of the struct.
 static inline curl_version_info_data *urlloading_version_info(void) {
     return curl_version_info(CURLVERSION_NOW);

@@ -101,6 +101,18 @@ final class Transfer {
         try set(CURLOPT_TCP_KEEPALIVE, 1)
         try set(CURLOPT_PROTOCOLS_STR, "http,https")
         if request.decodeContent { try set(CURLOPT_ACCEPT_ENCODING, "") }
+        switch request.httpAuthentication {
+        case .ntlm(let user, let password):
+            try set(CURLOPT_HTTPAUTH, Int(urlloading_auth_ntlm))
+            try set(CURLOPT_USERNAME, user)
+            try set(CURLOPT_PASSWORD, password)
+        case .negotiate(let user, let password):
+            try set(CURLOPT_HTTPAUTH, Int(urlloading_auth_negotiate))
+            try set(CURLOPT_USERNAME, user)
+            try set(CURLOPT_PASSWORD, password)
+        case nil:
+            break
+        }
         if request.connectOnly {
             connectOnly = true
             try set(CURLOPT_CONNECT_ONLY, 1)

@@ -59,6 +59,15 @@ package struct TransferRequest: Sendable {
     package var tls = TLS()
     /// A proxy URL (`http://host:port`), or nil for none.
     package var proxy: String?
+    /// Connection-based schemes libcurl carries out itself (several round
+    /// trips on one connection), with the user and password to use.
+    package enum HTTPAuthentication: Sendable {
+        case ntlm(user: String, password: String)
+        case negotiate(user: String, password: String)
+    }
+
+    /// NTLM or Negotiate for this transfer, or nil.
+    package var httpAuthentication: HTTPAuthentication?
     /// Only connect (TCP and TLS), send nothing: the transfer completes
     /// once the connection stands (to see a server's certificates first).
     package var connectOnly = false

@@ -10,9 +10,9 @@ import Transport
 /// (as its persistence says) and sent pre-emptively to the same space.
 ///
 /// ```
-/// 401/407 ─parse→ candidates (Digest strongest first, then Basic; rejected spaces left out)
+/// 401/407 ─parse→ candidates (Negotiate, NTLM, Digest strongest first, Basic; rejected spaces left out)
 ///   none ──────────────────────────────→ the 401/407 is the response
-///   next ─ask delegate (A2)→ useCredential(c) ─→ send again with c
+///   next ─ask delegate (A2)→ useCredential(c) ─→ send again with c (NTLM, Negotiate: libcurl runs the exchange)
 ///                          → default handling → store default / URL user:password ─→ send again
 ///                          → cancel ─────────→ task fails (userCancelledAuthentication)
 ///                          → reject space ───→ next candidate
@@ -42,6 +42,8 @@ extension SessionTask {
         var value: String
         var digest: DigestChallenge?
         var nonceCount: UInt32 = 1
+        /// NTLM or Negotiate: libcurl carries out the exchange (no field of ours).
+        var libcurl: TransferRequest.HTTPAuthentication?
     }
 
     /// Attempts per space before the 401 or 407 is delivered as the response.
@@ -58,7 +60,7 @@ extension SessionTask {
             inner.authentication.pending = nil
             return pending
         }
-        var fields: [(name: String, value: String)] = pending.map { [($0.fieldName, $0.value)] } ?? []
+        var fields: [(name: String, value: String)] = pending.flatMap { $0.libcurl == nil ? [($0.fieldName, $0.value)] : nil } ?? []
         func carries(_ name: String) -> Bool {
             fields.contains { HeaderFields.namesEqual($0.name, name) } || headers.contains { HeaderFields.namesEqual($0.name, name) }
         }
@@ -106,7 +108,14 @@ extension SessionTask {
         let candidates = challenges.compactMap { challenge -> (AuthChallenge, ProtectionSpace, Int)? in
             let method: ProtectionSpace.AuthenticationMethod
             let strength: Int
-            if let digest = DigestChallenge(challenge) {
+            // Negotiate, then NTLM (libcurl's), then Digest by algorithm, then Basic.
+            if challenge.isScheme("Negotiate"), !isProxy {
+                method = .negotiate
+                strength = 30
+            } else if challenge.isScheme("NTLM"), !isProxy {
+                method = .ntlm
+                strength = 20
+            } else if let digest = DigestChallenge(challenge) {
                 method = .httpDigest
                 strength = 10 + digest.algorithm.strength
             } else if challenge.isScheme("Basic") {
@@ -196,7 +205,8 @@ extension SessionTask {
         state.withLock { $0.authentication.sent = nil }
         guard sent.credential.persistence != .none else { return }
         session.credentialStore?.set(sent.credential, for: sent.space)
-        session.rememberAuthentication(sent)
+        // NTLM and Negotiate authenticate a connection, not requests: nothing to send ahead.
+        if sent.libcurl == nil { session.rememberAuthentication(sent) }
     }
 
     /// Default handling (SPEC A3): the store's default credential for the
@@ -224,6 +234,12 @@ extension SessionTask {
         _ challenge: AuthChallenge, space: ProtectionSpace, credential: Credential, user: String, password: String,
         url: URL, method: String, fieldName: String
     ) -> SentAuthorization? {
+        if space.authenticationMethod == .ntlm || space.authenticationMethod == .negotiate {
+            var sent = SentAuthorization(space: space, credential: credential, fieldName: fieldName, value: "")
+            sent.libcurl = space.authenticationMethod == .ntlm
+                ? .ntlm(user: user, password: password) : .negotiate(user: user, password: password)
+            return sent
+        }
         if let digest = DigestChallenge(challenge) {
             return digestAuthorization(digest, user: user, password: password, space: space, credential: credential,
                                        url: url, method: method, fieldName: fieldName)

@@ -308,6 +308,7 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
             transfer.headers.removeAll { HeaderFields.namesEqual($0.name, field.name) }
             transfer.headers.append(field)
         }
+        transfer.httpAuthentication = state.withLock { $0.authentication.sent?.libcurl }
         if hop == 0, usesCache, let cache = session.urlCache, (request.httpMethod ?? "GET") == "GET",
            let key = CachePolicy.primaryKey(url) {
             let now = Date().timeIntervalSince1970

@@ -281,3 +281,66 @@ extension SessionAuthenticationTests {
         try await origin.shutdown()
     }
 }
+
+extension SessionAuthenticationTests {
+    /// An NTLM server's side of the three messages (MS-NLMP): a Type 2
+    /// challenge for any Type 1, and the user name read from the Type 3.
+    /// (The response hashes are not checked: that is libcurl's arithmetic.)
+    static func ntlmRoute(expecting user: String) -> TestOrigin.Handler {
+        { request in
+            let denied = ScriptedResponse(status: 401, headers: [HeaderField("WWW-Authenticate", "NTLM")], body: "")
+            guard let field = request.header("Authorization"), field.hasPrefix("NTLM "),
+                  let message = Data(base64Encoded: String(field.dropFirst(5))).map(Array.init), message.count >= 12,
+                  message.starts(with: Array("NTLMSSP\0".utf8))
+            else { return denied }
+            func le32(_ at: Int) -> Int { Int(message[at]) | Int(message[at + 1]) << 8 | Int(message[at + 2]) << 16 | Int(message[at + 3]) << 24 }
+            func le16(_ at: Int) -> Int { Int(message[at]) | Int(message[at + 1]) << 8 }
+            switch le32(8) {
+            case 1:
+                var type2: [UInt8] = Array("NTLMSSP\0".utf8) + [2, 0, 0, 0]
+                type2 += [0, 0, 0, 0, 48, 0, 0, 0]  // target name: empty, at 48
+                type2 += [0x01, 0x02, 0x00, 0x00]  // flags: UNICODE | NTLM
+                type2 += [1, 2, 3, 4, 5, 6, 7, 8]  // server challenge
+                type2 += [UInt8](repeating: 0, count: 8)  // context
+                type2 += [0, 0, 0, 0, 48, 0, 0, 0]  // target info: empty
+                return ScriptedResponse(status: 401, headers: [
+                    HeaderField("WWW-Authenticate", "NTLM " + Data(type2).base64EncodedString()),
+                ], body: "")
+            case 3 where message.count >= 44:
+                let (length, offset) = (le16(36), le32(40))
+                guard offset + length <= message.count else { return denied }
+                let name = String(decoding: stride(from: offset, to: offset + length, by: 2).map { UInt16(message[$0]) | UInt16(message[$0 + 1]) << 8 },
+                                  as: UTF16.self)
+                return name == user ? ScriptedResponse(body: "hello \(name)") : denied
+            default:
+                return denied
+            }
+        }
+    }
+
+    @Test("A2/A4: NTLM is a session-level challenge; libcurl carries out the exchange with the delegate's credential")
+    func ntlmThroughLibcurl() async throws {
+        let origin = try await TestOrigin.start()
+        origin.route("/ntlm", Self.ntlmRoute(expecting: "carol"))
+        let delegate = ChallengeDelegate(
+            session: { challenge in
+                challenge.protectionSpace.authenticationMethod == .ntlm
+                    ? .use(Credential(user: "carol", password: "pw", persistence: .forSession)) : nil
+            },
+            task: { _ in nil })
+        let session = try Self.session(delegate)
+        #expect(try await Self.status(session, origin.url("/ntlm")) == (200, "hello carol"))
+        #expect(delegate.calls == ["session ntlm"])
+        // No Authorization at first, then Type 1 and Type 3 from libcurl.
+        let sent = origin.requests.map { $0.header("Authorization").map { String($0.prefix(5)) } }
+        #expect(sent == [nil, "NTLM ", "NTLM "])
+        // Without a session-level method, the task-level one gets the session-level challenge.
+        let taskOnly = ChallengeDelegate(task: { _ in .use(Credential(user: "carol", password: "pw", persistence: .none)) })
+        let second = try Self.session(taskOnly)
+        #expect(try await Self.status(second, origin.url("/ntlm")).0 == 200)
+        #expect(taskOnly.calls == ["task ntlm - failures=0"])
+        second.finishTasksAndInvalidate()
+        session.finishTasksAndInvalidate()
+        try await origin.shutdown()
+    }
+}
