@@ -132,7 +132,7 @@ let package = Package(
         ),
         .testTarget(
             name: "cachetoolTests",
-            dependencies: ["cachetool", "TestSupport"],
+            dependencies: ["cachetool", "TestSupport", "URLLoading", "Storage", "urlloading-test-helper"],
             swiftSettings: strictSwift
         ),
     ],

@@ -4,26 +4,35 @@ import Foundation
 
 /// `cachetool`: inspect and maintain the stores of URLLoading.
 @main
-struct CacheTool: ParsableCommand {
+struct CacheTool: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "cachetool",
         abstract: "Inspect and maintain URLLoading's HTTP cache, cookie and credential stores.",
         discussion: """
             Stores are found under the XDG directories of an application identifier \
-            ($XDG_CACHE_HOME/<app>/ for the cache), or given with --cache-dir.
+            ($XDG_CACHE_HOME/<app>/ for the cache, $XDG_DATA_HOME/<app>/ for cookies and \
+            credentials), or given with --cache-dir and --data-dir. Every reading command \
+            takes --json (shapes in README.md). Cookie values and passwords are never printed.
 
             Exit codes: 0 success; 1 failure; 2 usage error; 3 store not found; \
             4 store locked by another process; 5 store damaged or written by a newer version.
             """,
-        subcommands: [Create.self, Info.self, Verify.self]
+        subcommands: [
+            Create.self, Info.self, List.self, Show.self, Stats.self, Explain.self, Remove.self, Prune.self, Clear.self,
+            Vacuum.self, Verify.self, Fetch.self, Cookies.self, Credentials.self,
+        ]
     )
 
     /// Parses and runs, with usage errors exiting 2 (not ArgumentParser's 64)
     /// as the documented codes say.
-    static func main() {
+    static func main() async {
         do {
             var command = try parseAsRoot()
-            try command.run()
+            if var asyncCommand = command as? any AsyncParsableCommand {
+                try await asyncCommand.run()
+            } else {
+                try command.run()
+            }
         } catch {
             let code = exitCode(for: error)
             if code == .validationFailure {
@@ -43,15 +52,22 @@ struct StoreOptions: ParsableArguments {
     @Option(help: "The cache directory (overrides --app).")
     var cacheDir: String?
 
+    @Option(help: "The directory of the cookie and credential stores (overrides --app).")
+    var dataDir: String?
+
     @Flag(help: "Print JSON instead of text.")
     var json = false
 
+    private var locations: StoreLocations {
+        StoreLocations(applicationIdentifier: applicationIdentifier ?? "cachetool")
+    }
+
     var cacheDirectory: URL {
-        if let cacheDir { return URL(fileURLWithPath: cacheDir, isDirectory: true) }
-        guard let applicationIdentifier else {
-            return StoreLocations(applicationIdentifier: "cachetool").cacheDirectory
-        }
-        return StoreLocations(applicationIdentifier: applicationIdentifier).cacheDirectory
+        cacheDir.map { URL(fileURLWithPath: $0, isDirectory: true) } ?? locations.cacheDirectory
+    }
+
+    var dataDirectory: URL {
+        dataDir.map { URL(fileURLWithPath: $0, isDirectory: true) } ?? locations.dataDirectory
     }
 }
 
@@ -134,30 +150,41 @@ extension CacheTool {
 
     struct Verify: ParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Check the cache store's integrity; exits 5 when it is damaged.")
+            abstract: "Check the cache store: SQLite's integrity check, and body files against the index (orphans, missing bodies).",
+            discussion: "Exits 5 when the database is damaged, 1 when files and index disagree (unless repaired).")
 
         @OptionGroup var store: StoreOptions
+
+        @Flag(help: "Delete orphan body files and the entries whose body file is missing.")
+        var repair = false
 
         struct Report: Encodable {
             var path: String
             var ok: Bool
             var problems: [String]
+            var orphanFiles: [String]
+            var missingBodies: [String]
+            var repaired: Bool
         }
 
         func run() throws {
             try reportingStoreErrors {
-                let directory = store.cacheDirectory
-                let problems = try CacheMaintenance.verify(in: directory)
-                let path = directory.appendingPathComponent("Cache.sqlite").path
+                let result = try CacheMaintenance.verifyStore(in: store.cacheDirectory, repair: repair)
                 if store.json {
-                    try printJSON(Report(path: path, ok: problems.isEmpty, problems: problems))
-                } else if problems.isEmpty {
-                    print("ok: \(path)")
+                    try printJSON(Report(
+                        path: result.path, ok: result.ok, problems: result.integrityProblems, orphanFiles: result.orphanFiles,
+                        missingBodies: result.missingBodies, repaired: result.repaired))
+                } else if result.ok {
+                    print("ok: \(result.path)")
                 } else {
-                    print("damaged: \(path)")
-                    problems.forEach { print("  \($0)") }
+                    print("\(result.integrityProblems.isEmpty ? "inconsistent" : "damaged"): \(result.path)")
+                    result.integrityProblems.forEach { print("  \($0)") }
+                    result.orphanFiles.forEach { print("  orphan body file: \($0)\(result.repaired ? " (deleted)" : "")") }
+                    result.missingBodies.forEach { print("  missing body: \($0)\(result.repaired ? " (entry removed)" : "")") }
+                    if !result.repaired, result.integrityProblems.isEmpty { print("run with --repair to fix") }
                 }
-                if !problems.isEmpty { throw ExitCode(ExitStatus.damaged) }
+                if !result.integrityProblems.isEmpty { throw ExitCode(ExitStatus.damaged) }
+                if !result.ok && !result.repaired { throw ExitCode(ExitStatus.failure) }
             }
         }
     }

@@ -47,7 +47,7 @@ public enum CacheMaintenance {
         }
     }
 
-    private static func openExisting(_ directory: URL) throws -> DiskTier {
+    static func openExisting(_ directory: URL) throws -> DiskTier {
         guard DiskTier.exists(in: directory) else {
             throw StoreError(
                 kind: .notFound,

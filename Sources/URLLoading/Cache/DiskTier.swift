@@ -44,6 +44,8 @@ final class DiskTier: Sendable {
     private struct State {
         var capacity: Int
         var touches: [Int64: Double] = [:]
+        /// Counter increments not yet written (hits, misses, ...).
+        var counters: [String: Int] = [:]
     }
 
     /// Opens (creating and migrating as needed) the cache in `directory`.
@@ -265,11 +267,11 @@ final class DiskTier: Sendable {
         try removeRows(where: "stored_at >= ?", [.real(date)])
     }
 
-    private func remove(ids: [Int64]) throws {
+    func remove(ids: [Int64]) throws {
         for id in ids { try removeRows(where: "id = ?", [.integer(id)]) }
     }
 
-    private func removeRows(where condition: String, _ arguments: [SQLiteValue]) throws {
+    func removeRows(where condition: String, _ arguments: [SQLiteValue]) throws {
         let now = Date().timeIntervalSince1970
         let doomed = try database.write { connection in
             let doomed = try Self.deleteRows(connection, where: condition, arguments)
@@ -336,12 +338,28 @@ final class DiskTier: Sendable {
         }
     }
 
-    /// Writes the gathered LRU updates in one transaction.
+    /// Counts an event for `cachetool stats` (written with the next flush).
+    func count(_ counter: String) {
+        state.withLock { $0.counters[counter, default: 0] += 1 }
+    }
+
+    /// Writes the gathered LRU updates and counter increments in one transaction.
     func flushTouches() {
         let touches = takeTouches()
-        guard !touches.isEmpty else { return }
+        let counters = state.withLock { state -> [String: Int] in
+            defer { state.counters = [:] }
+            return state.counters
+        }
+        guard !touches.isEmpty || !counters.isEmpty else { return }
         do {
-            try database.write { try Self.applyTouches(touches, $0) }
+            try database.write { connection in
+                try Self.applyTouches(touches, connection)
+                for (name, delta) in counters {
+                    try connection.run(
+                        "INSERT INTO counters(name, value) VALUES (?, ?) ON CONFLICT(name) DO UPDATE SET value = value + excluded.value",
+                        [.text(name), .integer(Int64(delta))])
+                }
+            }
         } catch {
             logger.warning("cache LRU update failed", metadata: ["error": "\(error)"])
         }
@@ -379,7 +397,7 @@ final class DiskTier: Sendable {
 
     /// Registers files about to be unlinked, in the transaction that made
     /// them unreferenced.
-    private static func register(_ files: [String], _ connection: Connection, now: Double) throws {
+    static func register(_ files: [String], _ connection: Connection, now: Double) throws {
         for file in files {
             try connection.run("INSERT OR REPLACE INTO pending_files(name, created) VALUES (?, ?)", [.text(file), .real(0)])
         }
@@ -401,7 +419,7 @@ final class DiskTier: Sendable {
     }
 
     /// Unlinks files already unreferenced and registered, then unregisters them.
-    private func deleteFiles(_ names: [String]) {
+    func deleteFiles(_ names: [String]) {
         guard !names.isEmpty else { return }
         for name in names {
             unlink(bodiesDirectory.appendingPathComponent(name).path)

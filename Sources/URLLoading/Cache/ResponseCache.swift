@@ -41,7 +41,7 @@ public final class ResponseCache: Sendable, CustomStringConvertible {
         self.init(memory: MemoryTier(capacity: capacity), disk: nil, logger: Logger(label: "urlloading.cache"))
     }
 
-    private init(memory: MemoryTier, disk: DiskTier?, logger: Logger) {
+    init(memory: MemoryTier, disk: DiskTier?, logger: Logger) {
         self.memory = memory
         self.disk = disk
         self.logger = logger
@@ -147,10 +147,17 @@ public final class ResponseCache: Sendable, CustomStringConvertible {
                 return CachePolicy.varyMatches(stored.entry, requestHeaders: comparable ?? requestHeaders).allowed
             }
         }
-        if let hit = matching(memory.variants(for: key)) { return hit }
+        if let hit = matching(memory.variants(for: key)) {
+            disk?.count("hits")
+            return hit
+        }
         guard let disk else { return nil }
         do {
-            guard let hit = matching(try disk.variants(for: key, now: now)) else { return nil }
+            guard let hit = matching(try disk.variants(for: key, now: now)) else {
+                disk.count("misses")
+                return nil
+            }
+            disk.count("hits")
             if hit.storagePolicy != .notAllowed { memory.store(hit) }
             return hit
         } catch {
@@ -171,6 +178,11 @@ public final class ResponseCache: Sendable, CustomStringConvertible {
             memory.store(response)
             logging("store") { try disk?.store(response, now: now) }
         }
+    }
+
+    /// Counts an event for `cachetool stats`: "revalidations", "not-modified", ...
+    package func count(_ counter: String) {
+        disk?.count(counter)
     }
 
     package func remove(key: String) {

@@ -379,6 +379,7 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
         if handleChallenge(head, url: url, request: request, session: session) { return }
         let delegate = self.delegate ?? session.delegate
         let revalidating = state.withLock { $0.revalidating }
+        if revalidating != nil { session.urlCache?.count(head.status == 304 ? "revalidations-not-modified" : "revalidations-replaced") }
         if let stored = revalidating, head.status == 304, let cache = session.urlCache {
             // The 304 answers the conditional request made for this entry:
             // its body is served (as 200, like Apple). Its headers refresh

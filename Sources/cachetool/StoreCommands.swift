@@ -1,0 +1,297 @@
+import ArgumentParser
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+@_spi(Tools) import URLLoading
+
+/// Opens a persistent store that must already exist (a tool never creates
+/// one by looking), mapping "absent" to exit code 3.
+func existingStore<Store>(_ directory: URL, _ fileName: String, _ open: (URL) throws -> Store) throws -> Store {
+    let path = directory.appendingPathComponent(fileName).path
+    guard FileManager.default.fileExists(atPath: path) else {
+        throw StoreError(kind: .notFound, message: "no store here; check --data-dir or the application identifier", path: path)
+    }
+    return try open(directory)
+}
+
+extension CacheTool {
+    struct Fetch: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "One request through a default session with the application's stores: a caching curl.",
+            discussion: "Prints the status and how the cache served it (RFC 9211 Cache-Status); the body goes to -o FILE (or - for standard output).")
+
+        @OptionGroup var store: StoreOptions
+        @Argument(help: "The URL.") var url: String
+        @Option(name: .customShort("H"), help: "A request header, as \"Name: value\".") var header: [String] = []
+        @Option(help: "use-protocol (default), reload, return-cache-else-load, return-cache-dont-load, reload-revalidating.")
+        var cachePolicy = "use-protocol"
+        @Option(name: .customShort("o"), help: "Write the body here (- for standard output).") var output: String?
+
+        struct Report: Encodable {
+            var url: String
+            var status: Int
+            var cacheStatus: String?
+            var bytes: Int
+        }
+
+        func run() async throws {
+            let target = try parseURL(url)
+            let policies: [String: URLRequest.CachePolicy] = [
+                "use-protocol": .useProtocolCachePolicy, "reload": .reloadIgnoringLocalCacheData,
+                "return-cache-else-load": .returnCacheDataElseLoad, "return-cache-dont-load": .returnCacheDataDontLoad,
+                "reload-revalidating": .reloadRevalidatingCacheData,
+            ]
+            guard let policy = policies[cachePolicy] else {
+                throw ValidationError("--cache-policy takes \(policies.keys.sorted().joined(separator: ", "))")
+            }
+            var request = URLRequest(url: target)
+            request.cachePolicy = policy
+            for field in try parseHeaders(header) { request.addValue(field.value, forHTTPHeaderField: field.name) }
+            try await reportingStoreErrorsAsync {
+                var configuration = SessionConfiguration.default
+                configuration.applicationIdentifier = store.applicationIdentifier ?? "cachetool"
+                if store.cacheDir != nil {
+                    configuration.urlCache = try ResponseCache(memoryCapacity: 512 * 1024, diskCapacity: 10 * 1024 * 1024, directory: store.cacheDirectory)
+                }
+                if store.dataDir != nil {
+                    configuration.httpCookieStorage = try PersistentCookieStore(directory: store.dataDirectory, keepSessionCookies: true)
+                    configuration.urlCredentialStorage = try PersistentCredentialStore(directory: store.dataDirectory)
+                }
+                let session = try Session(configuration: configuration)
+                defer { session.finishTasksAndInvalidate() }
+                let data: Data
+                let response: URLResponse
+                do {
+                    (data, response) = try await session.data(for: request)
+                } catch {
+                    FileHandle.standardError.write(Data("cachetool: \(error)\n".utf8))
+                    throw ExitCode(ExitStatus.failure)
+                }
+                await session.flush()
+                let http = response as? HTTPURLResponse
+                let report = Report(url: url, status: http?.statusCode ?? 0,
+                                    cacheStatus: http?.value(forHTTPHeaderField: "Cache-Status"), bytes: data.count)
+                if let output {
+                    if output == "-" {
+                        FileHandle.standardOutput.write(data)
+                    } else {
+                        do { try data.write(to: URL(fileURLWithPath: output)) } catch {
+                            FileHandle.standardError.write(Data("cachetool: cannot write \(output): \(error.localizedDescription)\n".utf8))
+                            throw ExitCode(ExitStatus.failure)
+                        }
+                    }
+                }
+                if output == "-" { return }
+                if store.json {
+                    try printJSON(report)
+                } else {
+                    print("\(report.status) \(HTTPURLResponse.localizedString(forStatusCode: report.status)), \(report.bytes) bytes")
+                    print("Cache-Status: \(report.cacheStatus ?? "(none)")")
+                }
+            }
+        }
+    }
+
+    struct Cookies: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "The cookie store: list, remove, clear, import and export (Netscape cookies.txt). Values are never printed.",
+            subcommands: [ListCookies.self, RemoveCookies.self, ClearCookies.self, ImportCookies.self, ExportCookies.self])
+    }
+
+    struct CookieRow: Encodable {
+        var name: String
+        var domain: String
+        var hostOnly: Bool
+        var path: String
+        var expires: String?
+        var secure: Bool
+        var httpOnly: Bool
+        var sameSite: String
+    }
+
+    static func openCookies(_ store: StoreOptions) throws -> PersistentCookieStore {
+        // A tool keeps session cookies: dropping them is the application's restart, not ours.
+        try existingStore(store.dataDirectory, PersistentCookieStore.fileName) { try PersistentCookieStore(directory: $0, keepSessionCookies: true) }
+    }
+
+    struct ListCookies: ParsableCommand {
+        static let configuration = CommandConfiguration(commandName: "list", abstract: "Every cookie: name, domain, path, expiry and flags, never the value.")
+        @OptionGroup var store: StoreOptions
+        @Option(help: "Only cookies whose domain is or ends with this.") var domain: String?
+
+        func run() throws {
+            try reportingStoreErrors {
+                let cookies = try openCookies(store).allCookies
+                    .filter { cookie in domain.map { cookie.domain == $0 || cookie.domain.hasSuffix("." + $0) } ?? true }
+                    .sorted { ($0.domain, $0.path, $0.name) < ($1.domain, $1.path, $1.name) }
+                let rows = cookies.map {
+                    CookieRow(name: $0.name, domain: $0.domain, hostOnly: $0.isHostOnly, path: $0.path,
+                              expires: $0.expiresDate.map { formatDate($0.timeIntervalSince1970) }, secure: $0.isSecure,
+                              httpOnly: $0.isHTTPOnly, sameSite: $0.sameSite.rawValue)
+                }
+                if store.json { try printJSON(rows); return }
+                for row in rows {
+                    let flags = [row.secure ? "Secure" : nil, row.httpOnly ? "HttpOnly" : nil, row.sameSite == "unspecified" ? nil : "SameSite=\(row.sameSite)"]
+                        .compactMap { $0 }.joined(separator: " ")
+                    print("\(row.hostOnly ? "" : ".")\(row.domain)\t\(row.path)\t\(row.name)\t\(row.expires ?? "session")\t\(flags)")
+                }
+            }
+        }
+    }
+
+    struct RemoveCookies: ParsableCommand {
+        static let configuration = CommandConfiguration(commandName: "remove", abstract: "Remove cookies by name and/or domain.")
+        @OptionGroup var store: StoreOptions
+        @Option(help: "The cookie's name.") var name: String?
+        @Option(help: "The cookie's domain (and its subdomains).") var domain: String?
+
+        func validate() throws {
+            if name == nil && domain == nil { throw ValidationError("give --name, --domain or both (clear removes everything)") }
+        }
+
+        func run() throws {
+            try reportingStoreErrors {
+                let cookies = try openCookies(store)
+                let doomed = cookies.allCookies.filter { cookie in
+                    (name.map { cookie.name == $0 } ?? true) && (domain.map { cookie.domain == $0 || cookie.domain.hasSuffix("." + $0) } ?? true)
+                }
+                doomed.forEach(cookies.deleteCookie)
+                try cookies.flush()
+                if store.json { try printJSON(["removed": doomed.count]) } else { print("removed \(doomed.count) cookies") }
+            }
+        }
+    }
+
+    struct ClearCookies: ParsableCommand {
+        static let configuration = CommandConfiguration(commandName: "clear", abstract: "Remove every cookie.")
+        @OptionGroup var store: StoreOptions
+
+        func run() throws {
+            try reportingStoreErrors {
+                let cookies = try openCookies(store)
+                let count = cookies.allCookies.count
+                cookies.removeAll()
+                try cookies.flush()
+                if store.json { try printJSON(["removed": count]) } else { print("removed \(count) cookies") }
+            }
+        }
+    }
+
+    struct ImportCookies: ParsableCommand {
+        static let configuration = CommandConfiguration(commandName: "import", abstract: "Add the cookies of a Netscape cookies.txt file (curl -c, wget --save-cookies).")
+        @OptionGroup var store: StoreOptions
+        @Argument(help: "The cookies.txt file.") var file: String
+
+        func run() throws {
+            let text: String
+            do { text = try String(contentsOfFile: file, encoding: .utf8) } catch {
+                FileHandle.standardError.write(Data("cachetool: cannot read \(file): \(error.localizedDescription)\n".utf8))
+                throw ExitCode(ExitStatus.failure)
+            }
+            try reportingStoreErrors {
+                let cookies = try PersistentCookieStore(directory: store.dataDirectory, keepSessionCookies: true)
+                let result = cookies.importNetscapeFormat(text)
+                try cookies.flush()
+                if store.json {
+                    try printJSON(["imported": result.imported, "skippedLines": result.skippedLines])
+                } else {
+                    print("imported \(result.imported) cookies\(result.skippedLines > 0 ? "; skipped \(result.skippedLines) malformed lines" : "")")
+                }
+            }
+        }
+    }
+
+    struct ExportCookies: ParsableCommand {
+        static let configuration = CommandConfiguration(commandName: "export", abstract: "Write every cookie to a Netscape cookies.txt file (mode 0600: it holds the values).")
+        @OptionGroup var store: StoreOptions
+        @Argument(help: "The file to write.") var file: String
+
+        func run() throws {
+            try reportingStoreErrors {
+                let cookies = try openCookies(store)
+                let text = cookies.exportNetscapeFormat()
+                guard FileManager.default.createFile(atPath: file, contents: Data(text.utf8), attributes: [.posixPermissions: 0o600]) else {
+                    FileHandle.standardError.write(Data("cachetool: cannot write \(file)\n".utf8))
+                    throw ExitCode(ExitStatus.failure)
+                }
+                chmod(file, 0o600)
+                let count = cookies.allCookies.count
+                if store.json { try printJSON(["exported": count]) } else { print("exported \(count) cookies to \(file)") }
+            }
+        }
+    }
+
+    struct Credentials: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "The credential store: list spaces and user names, remove. Passwords are never printed.",
+            subcommands: [ListCredentials.self, RemoveCredentials.self])
+    }
+
+    struct CredentialRow: Encodable {
+        var protocolName: String
+        var host: String
+        var port: Int
+        var realm: String?
+        var method: String
+        var proxy: Bool
+        var users: [String]
+    }
+
+    static func openCredentials(_ store: StoreOptions) throws -> PersistentCredentialStore {
+        try existingStore(store.dataDirectory, PersistentCredentialStore.fileName) { try PersistentCredentialStore(directory: $0) }
+    }
+
+    struct ListCredentials: ParsableCommand {
+        static let configuration = CommandConfiguration(commandName: "list", abstract: "Protection spaces and their user names (permanent credentials).")
+        @OptionGroup var store: StoreOptions
+
+        func run() throws {
+            try reportingStoreErrors {
+                let rows = try openCredentials(store).allCredentials
+                    .map { space, credentials in
+                        CredentialRow(protocolName: space.protocol, host: space.host, port: space.port, realm: space.realm,
+                                      method: space.authenticationMethod.rawValue, proxy: space.isProxy, users: credentials.keys.sorted())
+                    }
+                    .sorted { ($0.host, $0.port, $0.realm ?? "") < ($1.host, $1.port, $1.realm ?? "") }
+                if store.json { try printJSON(rows); return }
+                for row in rows {
+                    print("\(row.proxy ? "proxy " : "")\(row.protocolName)://\(row.host):\(row.port) realm=\(row.realm.map { "\"\($0)\"" } ?? "-") \(row.method): \(row.users.joined(separator: ", "))")
+                }
+            }
+        }
+    }
+
+    struct RemoveCredentials: ParsableCommand {
+        static let configuration = CommandConfiguration(commandName: "remove", abstract: "Remove the credentials of a host (optionally one user, one realm).")
+        @OptionGroup var store: StoreOptions
+        @Option(help: "The host.") var host: String
+        @Option(help: "Only this user.") var user: String?
+        @Option(help: "Only this realm.") var realm: String?
+
+        func run() throws {
+            try reportingStoreErrors {
+                let credentials = try openCredentials(store)
+                var removed = 0
+                for (space, byUser) in credentials.allCredentials where space.host == host.lowercased() && (realm == nil || space.realm == realm) {
+                    for (name, credential) in byUser where user == nil || name == user {
+                        credentials.remove(credential, for: space)
+                        removed += 1
+                    }
+                }
+                if store.json { try printJSON(["removed": removed]) } else { print("removed \(removed) credentials") }
+                if removed == 0 { throw ExitCode(ExitStatus.notFound) }
+            }
+        }
+    }
+}
+
+/// `reportingStoreErrors` for async commands.
+func reportingStoreErrorsAsync(_ body: () async throws -> Void) async throws {
+    do {
+        try await body()
+    } catch let error as StoreError {
+        FileHandle.standardError.write(Data("cachetool: \(error)\n".utf8))
+        throw ExitCode(ExitStatus.code(for: error))
+    }
+}
