@@ -68,7 +68,7 @@ func emit(_ line: String) {
 }
 
 /// Progress on standard error, only when it is a terminal.
-struct Progress {
+struct ProgressLine {
     let label: String
     let enabled = isatty(STDERR_FILENO) != 0
     func update(_ count: Int) {
@@ -306,7 +306,7 @@ extension CacheTool {
             else if let toSize { rule = .toSize(try parseSize(toSize)) }
             else if let host { rule = .host(host) }
             else { rule = .stale }
-            let progress = Progress(label: "pruning")
+            let progress = ProgressLine(label: "pruning")
             try reportingStoreErrors {
                 let removed = try CacheMaintenance.prune(in: store.cacheDirectory, rule, progress: progress.update)
                 progress.finish()

@@ -69,22 +69,83 @@ public protocol SessionDelegate: AnyObject, Sendable {
 
     /// The task ended, with nil for success (a 4xx or 5xx is a success).
     func session(_ session: Session, task: SessionTask, didCompleteWithError error: (any Error)?)
+
+    // MARK: Completion-handler forms
+    //
+    // Apple's delegate methods answer through a completion handler; each has
+    // that form too. The session calls the async form, whose default calls
+    // the completion-handler form, whose default gives the default answer:
+    // implement whichever form suits, never both.
+
+    /// The redirect method's completion-handler form.
+    func session(_ session: Session, task: SessionTask, willPerformHTTPRedirection response: HTTPURLResponse,
+                 newRequest request: URLRequest, completionHandler: @escaping @Sendable (URLRequest?) -> Void)
+    /// The response method's completion-handler form.
+    func session(_ session: Session, dataTask: SessionTask, didReceive response: URLResponse,
+                 completionHandler: @escaping @Sendable (ResponseDisposition) -> Void)
+    /// The willCacheResponse method's completion-handler form.
+    func session(_ session: Session, dataTask: SessionTask, willCacheResponse proposed: CachedResponse,
+                 completionHandler: @escaping @Sendable (CachedResponse?) -> Void)
+    /// The session-level challenge method's completion-handler form.
+    func session(_ session: Session, didReceive challenge: AuthenticationChallenge,
+                 completionHandler: @escaping @Sendable (ChallengeAnswer?) -> Void)
+    /// The task-level challenge method's completion-handler form.
+    func session(_ session: Session, task: SessionTask, didReceive challenge: AuthenticationChallenge,
+                 completionHandler: @escaping @Sendable (ChallengeAnswer?) -> Void)
 }
 
 extension SessionDelegate {
     public func sessionDidBecomeInvalid(_ session: Session, error: (any Error)?) {}
     public func session(_ session: Session, task: SessionTask, willPerformHTTPRedirection response: HTTPURLResponse,
-                        newRequest request: URLRequest) async -> URLRequest? { request }
+                        newRequest request: URLRequest) async -> URLRequest? {
+        await withCheckedContinuation { continuation in
+            self.session(session, task: task, willPerformHTTPRedirection: response, newRequest: request) { continuation.resume(returning: $0) }
+        }
+    }
+    public func session(_ session: Session, task: SessionTask, willPerformHTTPRedirection response: HTTPURLResponse,
+                        newRequest request: URLRequest, completionHandler: @escaping @Sendable (URLRequest?) -> Void) {
+        completionHandler(request)
+    }
     public var evaluatesServerTrust: Bool { false }
-    public func session(_ session: Session, didReceive challenge: AuthenticationChallenge) async -> ChallengeAnswer? { nil }
-    public func session(_ session: Session, task: SessionTask, didReceive challenge: AuthenticationChallenge) async -> ChallengeAnswer? { nil }
+    public func session(_ session: Session, didReceive challenge: AuthenticationChallenge) async -> ChallengeAnswer? {
+        await withCheckedContinuation { continuation in
+            self.session(session, didReceive: challenge) { continuation.resume(returning: $0) }
+        }
+    }
+    public func session(_ session: Session, didReceive challenge: AuthenticationChallenge,
+                        completionHandler: @escaping @Sendable (ChallengeAnswer?) -> Void) {
+        completionHandler(nil)
+    }
+    public func session(_ session: Session, task: SessionTask, didReceive challenge: AuthenticationChallenge) async -> ChallengeAnswer? {
+        await withCheckedContinuation { continuation in
+            self.session(session, task: task, didReceive: challenge) { continuation.resume(returning: $0) }
+        }
+    }
+    public func session(_ session: Session, task: SessionTask, didReceive challenge: AuthenticationChallenge,
+                        completionHandler: @escaping @Sendable (ChallengeAnswer?) -> Void) {
+        completionHandler(nil)
+    }
     public func session(_ session: Session, taskIsWaitingForConnectivity task: SessionTask) {}
     public func session(_ session: Session, task: SessionTask, didSendBodyData bytesSent: Int64,
                         totalBytesSent: Int64, totalBytesExpectedToSend: Int64) {}
-    public func session(_ session: Session, dataTask: SessionTask, didReceive response: URLResponse) async -> ResponseDisposition { .allow }
+    public func session(_ session: Session, dataTask: SessionTask, didReceive response: URLResponse) async -> ResponseDisposition {
+        await withCheckedContinuation { continuation in
+            self.session(session, dataTask: dataTask, didReceive: response) { continuation.resume(returning: $0) }
+        }
+    }
+    public func session(_ session: Session, dataTask: SessionTask, didReceive response: URLResponse,
+                        completionHandler: @escaping @Sendable (ResponseDisposition) -> Void) {
+        completionHandler(.allow)
+    }
     public func session(_ session: Session, dataTask: SessionTask, didReceive data: Data) {}
     public func session(_ session: Session, dataTask: SessionTask, willCacheResponse proposed: CachedResponse) async -> CachedResponse? {
-        proposed
+        await withCheckedContinuation { continuation in
+            self.session(session, dataTask: dataTask, willCacheResponse: proposed) { continuation.resume(returning: $0) }
+        }
+    }
+    public func session(_ session: Session, dataTask: SessionTask, willCacheResponse proposed: CachedResponse,
+                        completionHandler: @escaping @Sendable (CachedResponse?) -> Void) {
+        completionHandler(proposed)
     }
     public func session(_ session: Session, downloadTask: SessionTask, didWriteData bytesWritten: Int64,
                         totalBytesWritten: Int64, totalBytesExpectedToWrite: Int64) {}

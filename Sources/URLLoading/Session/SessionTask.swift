@@ -1,4 +1,4 @@
-import Foundation
+public import Foundation
 #if canImport(FoundationNetworking)
 public import FoundationNetworking
 #endif
@@ -31,6 +31,9 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
 
     /// Unique among the session's tasks.
     public let taskIdentifier: Int
+    /// The task's progress: bytes received (bytes sent, for an upload task)
+    /// against the expected total (-1 while unknown); complete when the task is.
+    public let progress = Progress(totalUnitCount: -1)
     /// Data, upload or download.
     public let kind: Kind
     /// The request the task was created with.
@@ -216,12 +219,30 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
             case .cancelTransfer(let id): session?.multi.cancel(id)
             case .unpause(let id): session?.multi.unpause(id)
             case .decide(let head, let hop): decide(head, hop: hop)
-            case .complete(let result): complete(result)
+            case .complete(let result):
+                state.withLock { inner in
+                    // A finished task's progress is whole, its total now known.
+                    let done = kind == .upload ? inner.bytesSent : inner.bytesReceived
+                    if progress.totalUnitCount < done { progress.totalUnitCount = done }
+                    progress.completedUnitCount = max(done, progress.totalUnitCount)
+                }
+                complete(result)
             }
         }
     }
 
     var session: Session? { state.withLock { $0.session } }
+
+    /// Mirrors the byte counts into `progress` (called under the task's lock).
+    private func updateProgress(_ inner: Inner) {
+        if kind == .upload {
+            progress.totalUnitCount = inner.bytesExpectedToSend > 0 ? inner.bytesExpectedToSend : -1
+            progress.completedUnitCount = inner.bytesSent
+        } else {
+            progress.totalUnitCount = inner.bytesExpectedToReceive >= 0 ? inner.bytesExpectedToReceive : -1
+            progress.completedUnitCount = inner.bytesReceived
+        }
+    }
 
     /// Whether this task reads and fills the cache: data tasks that keep the
     /// whole body (completion handlers, async APIs).
@@ -271,6 +292,7 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
             inner.response = response
             inner.bytesReceived = Int64(data.count)
             inner.bytesExpectedToReceive = Int64(data.count)
+            updateProgress(inner)
         }
         guard let session else { return }
         switch delivery {
@@ -447,6 +469,7 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
             inner.head = (url, shown)
             inner.response = nil
             inner.bytesExpectedToReceive = length
+            updateProgress(inner)
             // One allocation for a body of known length, instead of doubling.
             switch delivery {
             case .data, .raw:
@@ -552,6 +575,7 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
                     return false
                 }
                 inner.bytesReceived += Int64(chunk.count)
+                updateProgress(inner)
                 return true
             }
         }
@@ -559,6 +583,7 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
             guard inner.machine.chunk(hop: hop) else { return .refuse }
             guard hop == inner.machine.hop, !inner.machine.isFinished else { return .drop }
             inner.bytesReceived += Int64(chunk.count)
+            updateProgress(inner)
             switch delivery {
             case .delegate where kind != .download:
                 if inner.keepsBodyForCache { inner.buffer.append(contentsOf: chunk) }
@@ -600,6 +625,7 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
             guard hop == inner.machine.hop, sent > inner.bytesSent else { return nil }
             let delta = sent - inner.bytesSent
             inner.bytesSent = sent
+            updateProgress(inner)
             guard let session = inner.session, let delegate = inner.delegate ?? session.delegate else { return nil }
             return (session, delegate, delta)
         }

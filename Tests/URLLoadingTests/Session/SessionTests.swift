@@ -534,3 +534,64 @@ extension SessionTests {
         try await origin.shutdown()
     }
 }
+
+extension SessionTests {
+    @Test("S3: a task's Progress follows the bytes received against Content-Length and is whole at the end")
+    func progress() async throws {
+        let origin = try await TestOrigin.start()
+        origin.route("/body", response: ScriptedResponse(parts: [.bytes(Array(repeating: 1, count: 1000)), .pause(.milliseconds(10)), .bytes(Array(repeating: 2, count: 500))], framing: .contentLength))
+        let delegate = RecordingDelegate()
+        let session = try Self.session(delegate)
+        let task = session.dataTask(with: URLRequest(url: origin.url("/body")))
+        #expect(task.progress.completedUnitCount == 0)
+        task.resume()
+        await delegate.waitForCompletion()
+        #expect(task.progress.totalUnitCount == 1500)
+        #expect(task.progress.completedUnitCount == 1500)
+        #expect(task.progress.fractionCompleted == 1)
+        session.finishTasksAndInvalidate()
+        try await origin.shutdown()
+    }
+
+    /// Implements only the completion-handler forms of the delegate methods.
+    final class CompletionHandlerDelegate: SessionDelegate, Sendable {
+        let (completions, completed) = AsyncStream<String>.makeStream()
+        func session(_ session: Session, task: SessionTask, didCompleteWithError error: (any Error)?) {
+            completed.yield(error.map { "\(($0 as? SessionError)?.code.description ?? "?")" } ?? "ok")
+        }
+        func session(_ session: Session, task: SessionTask, willPerformHTTPRedirection response: HTTPURLResponse,
+                     newRequest request: URLRequest, completionHandler: @escaping @Sendable (URLRequest?) -> Void) {
+            DispatchQueue.global().async { completionHandler(nil) }
+        }
+        func session(_ session: Session, dataTask: SessionTask, didReceive response: URLResponse,
+                     completionHandler: @escaping @Sendable (ResponseDisposition) -> Void) {
+            completionHandler((response as? HTTPURLResponse)?.statusCode == 302 ? .allow : .cancel)
+        }
+        func session(_ session: Session, task: SessionTask, didReceive challenge: AuthenticationChallenge,
+                     completionHandler: @escaping @Sendable (ChallengeAnswer?) -> Void) {
+            completionHandler(.use(Credential(user: "ann", password: "pw", persistence: .none)))
+        }
+    }
+
+    @Test("S6: delegates may answer through completion handlers, as Apple's do")
+    func completionHandlerDelegateForms() async throws {
+        let origin = try await TestOrigin.start()
+        origin.route("/redirect", Routes.redirect(to: "/elsewhere"))
+        origin.route("/private", Routes.basicAuth(realm: "r", user: "ann", password: "pw", then: ScriptedResponse(body: "ok")))
+        let session = try Self.session(CompletionHandlerDelegate())
+        // The redirect is refused (nil): the 302 is the response, and allowed.
+        let (_, response) = try await session.data(for: URLRequest(url: origin.url("/redirect")), delegate: CompletionHandlerDelegate())
+        #expect((response as? HTTPURLResponse)?.statusCode == 302)
+        #expect(origin.requests.map(\.path) == ["/redirect"])
+        // The challenge is answered; the 200 is then cancelled by the response handler.
+        let delegate = CompletionHandlerDelegate()
+        let second = try Self.session(delegate)
+        second.dataTask(with: URLRequest(url: origin.url("/private"))).resume()
+        var iterator = delegate.completions.makeAsyncIterator()
+        #expect(await iterator.next() == "cancelled")
+        #expect(origin.requests.last?.header("Authorization") != nil)
+        second.finishTasksAndInvalidate()
+        session.finishTasksAndInvalidate()
+        try await origin.shutdown()
+    }
+}

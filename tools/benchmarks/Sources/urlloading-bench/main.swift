@@ -5,6 +5,8 @@
 //                               FoundationNetworking's URLCache
 //   urlloading-bench cookies    cookies(for:) with 3,000 cookies against
 //                               FoundationNetworking's HTTPCookieStorage
+//   urlloading-bench cachetool <cachetool>
+//                               cachetool list and prune on 10k and 100k entries
 //   urlloading-bench session <base-url> <curl-bench>
 //                               the session against libcurl's multi interface
 //                               in C, FoundationNetworking and AsyncHTTPClient
@@ -27,6 +29,9 @@ case "cache":
     CacheBenchmark.run()
 case "cookies":
     CookieBenchmark.run()
+case "cachetool":
+    guard arguments.count == 2 else { fail("usage: urlloading-bench cachetool <cachetool>") }
+    CachetoolBenchmark.run(cachetool: arguments[1])
 case "child-disk-hit":
     guard arguments.count == 5, let entries = Int(arguments[3]), let lookups = Int(arguments[4]) else { fail("bad arguments") }
     print(CacheBenchmark.childDiskHit(kind: arguments[1], path: arguments[2], entries: entries, lookups: lookups))
@@ -43,5 +48,5 @@ case "child-populate":
     guard arguments.count == 3, let entries = Int(arguments[2]) else { fail("bad arguments") }
     CacheBenchmark.populateOurs(arguments[1], entries)
 default:
-    fail("usage: urlloading-bench cache|cookies|session <base-url> <curl-bench>")
+    fail("usage: urlloading-bench cache|cookies|cachetool <cachetool>|session <base-url> <curl-bench>")
 }
