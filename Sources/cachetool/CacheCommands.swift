@@ -29,9 +29,14 @@ func redacted(_ field: (name: String, value: String)) -> (name: String, value: S
     secretFields.contains(field.name.lowercased()) ? (field.name, "<redacted>") : field
 }
 
+/// UTC, `2026-11-22T06:03:38Z`, without a formatter per call (a listing
+/// prints two per line).
 func formatDate(_ seconds: Double) -> String {
-    let formatter = ISO8601DateFormatter()
-    return formatter.string(from: Date(timeIntervalSince1970: seconds))
+    var time = time_t(seconds.rounded(.down))
+    var parts = tm()
+    gmtime_r(&time, &parts)
+    func two(_ value: Int32) -> String { value < 10 ? "0\(value)" : "\(value)" }
+    return "\(parts.tm_year + 1900)-\(two(parts.tm_mon + 1))-\(two(parts.tm_mday))T\(two(parts.tm_hour)):\(two(parts.tm_min)):\(two(parts.tm_sec))Z"
 }
 
 func formatDuration(_ seconds: Double) -> String {
