@@ -9,6 +9,12 @@ public enum ResponseDisposition: Sendable, Equatable {
     case allow
     /// Cancel the task (it completes with `.cancelled`).
     case cancel
+    /// Go on as a download task: the body streams to a temporary file,
+    /// reported with `didWriteData` and handed over with
+    /// `didFinishDownloadingTo`, after `didBecomeDownloadTask`. The same task
+    /// object continues (its `kind` becomes `.download`); no `didReceive data`
+    /// calls follow.
+    case becomeDownload
 }
 
 /// The events of a session and its tasks (Apple's `URLSessionDelegate` and
@@ -51,6 +57,10 @@ public protocol SessionDelegate: AnyObject, Sendable {
 
     /// A chunk of the body.
     func session(_ session: Session, dataTask: SessionTask, didReceive data: Data)
+
+    /// The data task continues as a download task (the answer `.becomeDownload`);
+    /// `downloadTask` is the same object, now of kind `.download`.
+    func session(_ session: Session, dataTask: SessionTask, didBecomeDownloadTask downloadTask: SessionTask)
 
     /// A storable response (SPEC C4) is about to be cached, after all its
     /// data: return it, a changed one (data, userInfo, storage policy), or
@@ -138,6 +148,7 @@ extension SessionDelegate {
         completionHandler(.allow)
     }
     public func session(_ session: Session, dataTask: SessionTask, didReceive data: Data) {}
+    public func session(_ session: Session, dataTask: SessionTask, didBecomeDownloadTask downloadTask: SessionTask) {}
     public func session(_ session: Session, dataTask: SessionTask, willCacheResponse proposed: CachedResponse) async -> CachedResponse? {
         await withCheckedContinuation { continuation in
             self.session(session, dataTask: dataTask, willCacheResponse: proposed) { continuation.resume(returning: $0) }

@@ -35,7 +35,8 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
     /// against the expected total (-1 while unknown); complete when the task is.
     public let progress = Progress(totalUnitCount: -1)
     /// Data, upload or download.
-    public let kind: Kind
+    /// A data task can become a download task mid-transfer (`becomeDownload`).
+    public var kind: Kind { state.withLock { $0.kind } }
     /// The request the task was created with.
     public let originalRequest: URLRequest?
 
@@ -87,6 +88,8 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
         var sentCookie: String?
         /// Challenges answered and credentials sent (SPEC A2–A5).
         var authentication = AuthenticationState()
+        /// Data, upload or download; a data task may become a download.
+        var kind = Kind.data
         /// The trust probe failed: the real transfer reports why.
         var skipsTrustProbe = false
         /// The client identity the delegate or store gave, and whether one was asked for.
@@ -96,11 +99,11 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
 
     init(session: Session, identifier: Int, kind: Kind, request: URLRequest, body: TransferRequest.Body, delivery: Delivery) {
         self.taskIdentifier = identifier
-        self.kind = kind
         self.originalRequest = request
         self.body = body
         self.delivery = delivery
         var inner = Inner()
+        inner.kind = kind
         inner.session = session
         inner.currentRequest = request
         switch body {
@@ -172,7 +175,7 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
     public var fractionCompleted: Double {
         state.withLock { inner in
             if inner.machine.isFinished && inner.error == nil { return 1 }
-            if kind == .upload, inner.bytesExpectedToSend > 0 { return Double(inner.bytesSent) / Double(inner.bytesExpectedToSend) }
+            if inner.kind == .upload, inner.bytesExpectedToSend > 0 { return Double(inner.bytesSent) / Double(inner.bytesExpectedToSend) }
             guard inner.bytesExpectedToReceive > 0 else { return 0 }
             return min(1, Double(inner.bytesReceived) / Double(inner.bytesExpectedToReceive))
         }
@@ -222,7 +225,7 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
             case .complete(let result):
                 state.withLock { inner in
                     // A finished task's progress is whole, its total now known.
-                    let done = kind == .upload ? inner.bytesSent : inner.bytesReceived
+                    let done = inner.kind == .upload ? inner.bytesSent : inner.bytesReceived
                     if progress.totalUnitCount < done { progress.totalUnitCount = done }
                     progress.completedUnitCount = max(done, progress.totalUnitCount)
                 }
@@ -235,7 +238,7 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
 
     /// Mirrors the byte counts into `progress` (called under the task's lock).
     private func updateProgress(_ inner: Inner) {
-        if kind == .upload {
+        if inner.kind == .upload {
             progress.totalUnitCount = inner.bytesExpectedToSend > 0 ? inner.bytesExpectedToSend : -1
             progress.completedUnitCount = inner.bytesSent
         } else {
@@ -474,7 +477,7 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
             switch delivery {
             case .data, .raw:
                 if length > 0, length < 1 << 30 { inner.buffer.reserveCapacity(Int(length)) }
-            case .delegate where inner.cacheKey != nil && kind == .data:
+            case .delegate where inner.cacheKey != nil && inner.kind == .data:
                 // Keep a copy only of what the cache could store (the 5% rule's largest tier).
                 let request = inner.currentRequest
                 let limit = max(session.urlCache?.memoryCapacity ?? 0, session.urlCache?.diskCapacity ?? 0) / 20
@@ -484,16 +487,7 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
             default: break
             }
         }
-        if kind == .download {
-            do {
-                let url = try Self.newDownloadFile()
-                let handle = try FileHandle(forWritingTo: url)
-                state.withLock { $0.download = (handle, url) }
-            } catch {
-                perform(state.withLock { $0.machine.fail(SessionError(.cannotWriteFile, failingURL: url, message: "cannot create the download file: \(error.localizedDescription)")) })
-                return
-            }
-        }
+        if kind == .download, !openDownloadFile(url: url) { return }
         if case .stream(let buffer) = delivery, let response = httpResponse { buffer.publish(response) }
         guard case .delegate = delivery, kind != .download else {
             perform(state.withLock { $0.machine.allow() })
@@ -504,10 +498,37 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
             if let delegate, let response = self.httpResponse {
                 disposition = await delegate.session(session, dataTask: self, didReceive: response)
             }
-            self.perform(self.state.withLock { inner in
-                disposition == .allow ? inner.machine.allow()
-                    : inner.machine.fail(SessionError(.cancelled, failingURL: url, message: "the delegate cancelled the task"))
-            })
+            switch disposition {
+            case .allow:
+                self.perform(self.state.withLock { $0.machine.allow() })
+            case .cancel:
+                self.perform(self.state.withLock {
+                    $0.machine.fail(SessionError(.cancelled, failingURL: url, message: "the delegate cancelled the task"))
+                })
+            case .becomeDownload:
+                // No body byte was delivered yet (it waits for this answer): all of it goes to the file.
+                guard self.openDownloadFile(url: url) else { return }
+                self.state.withLock { inner in
+                    inner.kind = .download
+                    inner.keepsBodyForCache = false
+                }
+                delegate?.session(session, dataTask: self, didBecomeDownloadTask: self)
+                self.perform(self.state.withLock { $0.machine.allow() })
+            }
+        }
+    }
+
+    /// Creates the temporary file a download streams into; false (the task
+    /// failed) when it cannot.
+    private func openDownloadFile(url: URL) -> Bool {
+        do {
+            let file = try Self.newDownloadFile()
+            let handle = try FileHandle(forWritingTo: file)
+            state.withLock { $0.download = (handle, file) }
+            return true
+        } catch {
+            perform(state.withLock { $0.machine.fail(SessionError(.cannotWriteFile, failingURL: url, message: "cannot create the download file: \(error.localizedDescription)")) })
+            return false
         }
     }
 
@@ -585,7 +606,7 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
             inner.bytesReceived += Int64(chunk.count)
             updateProgress(inner)
             switch delivery {
-            case .delegate where kind != .download:
+            case .delegate where inner.kind != .download:
                 if inner.keepsBodyForCache { inner.buffer.append(contentsOf: chunk) }
                 return .deliver(inner.session, inner.delegate ?? inner.session?.delegate)
             case .data, .raw:

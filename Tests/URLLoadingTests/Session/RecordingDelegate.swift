@@ -64,6 +64,10 @@ final class RecordingDelegate: SessionDelegate {
         }
     }
 
+    func session(_ session: Session, dataTask: SessionTask, didBecomeDownloadTask downloadTask: SessionTask) {
+        record("became download")
+    }
+
     func session(_ session: Session, downloadTask: SessionTask, didWriteData bytesWritten: Int64, totalBytesWritten: Int64, totalBytesExpectedToWrite: Int64) {
         state.withLock { state in
             if state.events.last != "write" { state.events.append("write") }

@@ -595,3 +595,24 @@ extension SessionTests {
         try await origin.shutdown()
     }
 }
+
+extension SessionTests {
+    @Test("S6: becomeDownload turns a data task into a download task; no byte is lost and no data call follows")
+    func becomeDownload() async throws {
+        let origin = try await TestOrigin.start()
+        let body = (0..<200_000).map { UInt8($0 % 251) }
+        origin.route("/file", response: ScriptedResponse(parts: [.bytes(Array(body[..<70_000])), .pause(.milliseconds(20)), .bytes(Array(body[70_000...]))], framing: .chunked))
+        let delegate = RecordingDelegate(.init(disposition: .becomeDownload))
+        let session = try Self.session(delegate)
+        let task = session.dataTask(with: URLRequest(url: origin.url("/file")))
+        task.resume()
+        await delegate.waitForCompletion()
+        #expect(delegate.events == ["response 200", "became download", "write", "downloaded", "metrics 1", "complete"])
+        #expect(delegate.downloaded == Data(body))
+        #expect(delegate.data.isEmpty)
+        #expect(task.kind == .download)
+        #expect(task.progress.completedUnitCount == Int64(body.count))
+        session.finishTasksAndInvalidate()
+        try await origin.shutdown()
+    }
+}
