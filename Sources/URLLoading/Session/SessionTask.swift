@@ -32,8 +32,22 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
     /// Unique among the session's tasks.
     public let taskIdentifier: Int
     /// The task's progress: bytes received (bytes sent, for an upload task)
-    /// against the expected total (-1 while unknown); complete when the task is.
-    public let progress = Progress(totalUnitCount: -1)
+    /// against the expected total (-1 while unknown); complete when the task
+    /// is. Made on first use: Foundation's `Progress` costs microseconds per
+    /// update, which tasks nobody watches should not pay.
+    public var progress: Progress {
+        state.withLock { inner in
+            if let progress = inner.progress { return progress }
+            let progress = Progress(totalUnitCount: -1)
+            inner.progress = progress
+            updateProgress(inner)
+            if inner.machine.isFinished && inner.error == nil {
+                progress.totalUnitCount = max(progress.totalUnitCount, progress.completedUnitCount)
+                progress.completedUnitCount = progress.totalUnitCount
+            }
+            return progress
+        }
+    }
     /// Data, upload or download.
     /// A data task can become a download task mid-transfer (`becomeDownload`).
     public var kind: Kind { state.withLock { $0.kind } }
@@ -90,6 +104,8 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
         var authentication = AuthenticationState()
         /// Data, upload or download; a data task may become a download.
         var kind = Kind.data
+        /// The task's `Progress`, once somebody asked for it.
+        var progress: Progress?
         /// The trust probe failed: the real transfer reports why.
         var skipsTrustProbe = false
         /// The client identity the delegate or store gave, and whether one was asked for.
@@ -225,6 +241,7 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
             case .complete(let result):
                 state.withLock { inner in
                     // A finished task's progress is whole, its total now known.
+                    guard let progress = inner.progress else { return }
                     let done = inner.kind == .upload ? inner.bytesSent : inner.bytesReceived
                     if progress.totalUnitCount < done { progress.totalUnitCount = done }
                     progress.completedUnitCount = max(done, progress.totalUnitCount)
@@ -238,6 +255,7 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
 
     /// Mirrors the byte counts into `progress` (called under the task's lock).
     private func updateProgress(_ inner: Inner) {
+        guard let progress = inner.progress else { return }
         if inner.kind == .upload {
             progress.totalUnitCount = inner.bytesExpectedToSend > 0 ? inner.bytesExpectedToSend : -1
             progress.completedUnitCount = inner.bytesSent
