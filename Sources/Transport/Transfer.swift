@@ -372,8 +372,8 @@ final class Transfer {
         }
         let field = (name: text(0..<colon), value: text((colon + 1)..<line.count))
         headers.append(field)
-        let isContentCoding = field.name.caseInsensitiveCompare("Content-Encoding") == .orderedSame
-        let isTransferCoding = field.name.caseInsensitiveCompare("Transfer-Encoding") == .orderedSame
+        let isContentCoding = Self.asciiCaseInsensitiveEqual(field.name, "content-encoding")
+        let isTransferCoding = Self.asciiCaseInsensitiveEqual(field.name, "transfer-encoding")
         if isContentCoding || isTransferCoding, !Self.decodableCodings(field.value) {
             // libcurl fails a body in a coding it does not know; browsers
             // deliver it as it came, and so do we. libcurl reads this option
@@ -383,6 +383,14 @@ final class Transfer {
             try? set(CURLOPT_HTTP_CONTENT_DECODING, 0)
         }
         return true
+    }
+
+    /// Whether `name` equals `lowercase` ignoring ASCII case (Foundation's
+    /// caseInsensitiveCompare costs microseconds per header line).
+    static func asciiCaseInsensitiveEqual(_ name: String, _ lowercase: StaticString) -> Bool {
+        let target = UnsafeBufferPointer(start: lowercase.utf8Start, count: lowercase.utf8CodeUnitCount)
+        guard name.utf8.count == target.count else { return false }
+        return zip(name.utf8, target).allSatisfy { ($0 | 0x20) == $1 }
     }
 
     /// Codings libcurl decodes (Debian's build: gzip, deflate, br, zstd).

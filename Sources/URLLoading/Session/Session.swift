@@ -257,7 +257,8 @@ public final class Session: Sendable, CustomStringConvertible {
 
     /// Pre-emptive credentials for a request, while the store still holds them.
     func preemptiveAuthorization(for url: URL, method: String, proxy: Bool = false) -> SessionTask.SentAuthorization? {
-        guard var origin = ProtectionSpace(url: url) else { return nil }
+        // Most sessions never authenticate: no space to build then.
+        guard !state.withLock({ $0.authenticated.isEmpty }), var origin = ProtectionSpace(url: url) else { return nil }
         origin.isProxy = proxy
         let key = Self.originKey(origin)
         guard var sent = state.withLock({ $0.authenticated[key] }) else { return nil }

@@ -123,8 +123,13 @@ enum SessionBenchmark {
         let result: (Double, Double, Int)
         switch contender {
         case "ours":
+            // Caches off for every contender: these figures are the network
+            // path (nginx's Last-Modified would otherwise make heuristic
+            // cache hits of most GETs); `tools/bench cache` measures the cache.
+            var configuration = SessionConfiguration.ephemeral
+            configuration.urlCache = nil
             let session: Session
-            do { session = try Session(configuration: .ephemeral) } catch { fail("\(error)") }
+            do { session = try Session(configuration: configuration) } catch { fail("\(error)") }
             switch mode {
             case "download-task":
                 result = await timed(1, 1) {
@@ -137,7 +142,9 @@ enum SessionBenchmark {
                 result = await timed(count, inFlight) { try await session.data(from: target).0.count }
             }
         case "foundation":
-            let session = URLSession(configuration: .ephemeral)
+            let configuration = URLSessionConfiguration.ephemeral
+            configuration.urlCache = nil
+            let session = URLSession(configuration: configuration)
             result = await timed(count, inFlight) { try await session.data(from: target).0.count }
         default:
             let client = HTTPClient(eventLoopGroupProvider: .singleton)
