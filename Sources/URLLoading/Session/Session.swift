@@ -145,7 +145,7 @@ public final class Session: Sendable, CustomStringConvertible {
         state.withLock { Array($0.tasks.values) }.sorted { $0.taskIdentifier < $1.taskIdentifier }
     }
 
-    private func makeTask(_ kind: SessionTask.Kind, _ request: URLRequest, body: TransferRequest.Body, delivery: SessionTask.Delivery) -> SessionTask {
+    func makeTask(_ kind: SessionTask.Kind, _ request: URLRequest, body: TransferRequest.Body, delivery: SessionTask.Delivery) -> SessionTask {
         var request = request
         for (name, value) in configuration.httpAdditionalHeaders where request.value(forHTTPHeaderField: name) == nil {
             request.setValue(value, forHTTPHeaderField: name)
@@ -158,7 +158,7 @@ public final class Session: Sendable, CustomStringConvertible {
         }
     }
 
-    private static func body(of request: URLRequest) -> TransferRequest.Body {
+    static func body(of request: URLRequest) -> TransferRequest.Body {
         request.httpBody.map { .data($0) } ?? .none
     }
 

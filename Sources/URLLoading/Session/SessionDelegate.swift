@@ -71,6 +71,10 @@ public protocol SessionDelegate: AnyObject, Sendable {
     func session(_ session: Session, downloadTask: SessionTask, didWriteData bytesWritten: Int64,
                  totalBytesWritten: Int64, totalBytesExpectedToWrite: Int64)
 
+    /// A download made from resume data goes on at `fileOffset` (0 when the
+    /// resource changed and the file starts over).
+    func session(_ session: Session, downloadTask: SessionTask, didResumeAtOffset fileOffset: Int64, expectedTotalBytes: Int64)
+
     /// The download is complete; the file at `location` is deleted when this returns.
     func session(_ session: Session, downloadTask: SessionTask, didFinishDownloadingTo location: URL)
 
@@ -161,6 +165,7 @@ extension SessionDelegate {
     public func session(_ session: Session, downloadTask: SessionTask, didWriteData bytesWritten: Int64,
                         totalBytesWritten: Int64, totalBytesExpectedToWrite: Int64) {}
     public func session(_ session: Session, downloadTask: SessionTask, didFinishDownloadingTo location: URL) {}
+    public func session(_ session: Session, downloadTask: SessionTask, didResumeAtOffset fileOffset: Int64, expectedTotalBytes: Int64) {}
     public func session(_ session: Session, task: SessionTask, didFinishCollecting metrics: TaskMetrics) {}
     public func session(_ session: Session, task: SessionTask, didCompleteWithError error: (any Error)?) {}
 }

@@ -28,6 +28,8 @@ public struct SessionError: Error, CustomStringConvertible, Sendable, Equatable 
         public static let resourceUnavailable = Code("resource unavailable")
         public static let sessionInvalidated = Code("session invalidated")
         public static let unknown = Code("unknown")
+        /// Resume data that is damaged, forged, of another version, or whose file is gone.
+        public static let cannotDecodeResumeData = Code("cannot decode resume data")
 
         public var description: String { name }
     }
@@ -38,6 +40,10 @@ public struct SessionError: Error, CustomStringConvertible, Sendable, Equatable 
     public let failingURL: URL?
     /// Details, free of secrets.
     public let message: String
+    /// For a download that failed after bytes arrived from a server that
+    /// allows resuming: pass it to `Session.downloadTask(withResumeData:)`.
+    /// Never part of `description`.
+    public internal(set) var resumeData: Data?
 
     /// Creates an error.
     public init(_ code: Code, failingURL: URL?, message: String) {

@@ -55,7 +55,7 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
     public let originalRequest: URLRequest?
 
     private let body: TransferRequest.Body
-    private let delivery: Delivery
+    let delivery: Delivery
     let state: Mutex<Inner>
 
     struct Inner {
@@ -106,6 +106,17 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
         var kind = Kind.data
         /// The task's `Progress`, once somebody asked for it.
         var progress: Progress?
+        // Resume data (SPEC S7).
+        /// The download's validators, when its response allows resuming.
+        var resumable: (entityTag: String?, lastModified: String?)?
+        /// `cancel(byProducingResumeData:)` was called with this handler.
+        var resumeDataHandler: (@Sendable (Data?) -> Void)?
+        /// The task goes on from this resume data.
+        var resumeFrom: ResumeData?
+        /// Bytes of the file that were there before this task's response.
+        var downloadOffset: Int64 = 0
+        /// A failure known before the task starts (resume data refused).
+        var startupError: SessionError?
         /// The trust probe failed: the real transfer reports why.
         var skipsTrustProbe = false
         /// The client identity the delegate or store gave, and whether one was asked for.
@@ -277,6 +288,10 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
 
     private func runInterceptors() {
         guard let session, let request = currentRequest else { return }
+        if let failure = state.withLock({ $0.startupError }) {
+            perform(state.withLock { $0.machine.finishWithoutTransfer(.failure(failure)) })
+            return
+        }
         let interceptors = session.configuration.interceptors
         if session.isInvalidated {
             perform(state.withLock { $0.machine.finishWithoutTransfer(.failure(SessionError(
@@ -505,7 +520,9 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
             default: break
             }
         }
-        if kind == .download, !openDownloadFile(url: url) { return }
+        if kind == .download {
+            guard prepareDownloadFile(head, url: url, session: session, delegate: delegate) else { return }
+        }
         if case .stream(let buffer) = delivery, let response = httpResponse { buffer.publish(response) }
         guard case .delegate = delivery, kind != .download else {
             perform(state.withLock { $0.machine.allow() })
@@ -538,7 +555,7 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
 
     /// Creates the temporary file a download streams into; false (the task
     /// failed) when it cannot.
-    private func openDownloadFile(url: URL) -> Bool {
+    func openDownloadFile(url: URL) -> Bool {
         do {
             let file = try Self.newDownloadFile()
             let handle = try FileHandle(forWritingTo: file)
@@ -577,8 +594,13 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
         return next
     }
 
+    /// Where download tasks keep their files (and resume data points into).
+    static var downloadsDirectory: URL {
+        FileManager.default.temporaryDirectory.appendingPathComponent("urlloading-downloads", isDirectory: true)
+    }
+
     static func newDownloadFile() throws -> URL {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("urlloading-downloads", isDirectory: true)
+        let directory = downloadsDirectory
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         let url = directory.appendingPathComponent("download-\(UUID().uuidString).tmp")
         guard FileManager.default.createFile(atPath: url.path, contents: nil, attributes: [.posixPermissions: 0o600]) else {
@@ -632,7 +654,8 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
                 return .buffered
             default:
                 guard let download = inner.download else { return .drop }
-                return .write(download.handle, inner.bytesReceived, inner.bytesExpectedToReceive, inner.session, inner.delegate ?? inner.session?.delegate)
+                let expected = inner.bytesExpectedToReceive >= 0 ? inner.downloadOffset + inner.bytesExpectedToReceive : -1
+                return .write(download.handle, inner.downloadOffset + inner.bytesReceived, expected, inner.session, inner.delegate ?? inner.session?.delegate)
             }
         }
         switch next {
@@ -844,8 +867,19 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
             }
             return (inner.session, inner.delegate ?? inner.session?.delegate, (), inner.buffer, inner.download, metrics)
         }
-        let error = self.error
+        var failure = self.error
         try? download?.handle.close()
+        let (resume, resumeHandler) = state.withLock { inner in (resumeData(inner, download: download), inner.resumeDataHandler) }
+        if let resume, let sessionFailure = failure as? SessionError, resumeHandler == nil {
+            var carrying = sessionFailure
+            carrying.resumeData = resume.encoded()
+            failure = carrying
+            state.withLock { $0.error = carrying }
+        }
+        let error = failure
+        // A file that resume data points to stays; every other goes when the task is done.
+        let keptFile = resume != nil
+        if let resumeHandler { resumeHandler(resume?.encoded()) }
         guard let session else { return }
         let cacheCandidate = error == nil ? updateCache(session: session, body: buffer) : nil
         let finish: @Sendable () -> Void = { [self] in
@@ -854,7 +888,7 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
                 if let download, error == nil {
                     delegate?.session(session, downloadTask: self, didFinishDownloadingTo: download.url)
                 }
-                if let download { try? FileManager.default.removeItem(at: download.url) }
+                if let download, !keptFile { try? FileManager.default.removeItem(at: download.url) }
             case .data(let handler):
                 delegate?.session(session, task: self, didFinishCollecting: metrics)
                 handler(error == nil ? buffer : nil, self.response, error)
@@ -864,7 +898,7 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
             case .download(let handler):
                 delegate?.session(session, task: self, didFinishCollecting: metrics)
                 handler(error == nil ? download?.url : nil, self.response, error)
-                if let download { try? FileManager.default.removeItem(at: download.url) }
+                if let download, !keptFile { try? FileManager.default.removeItem(at: download.url) }
             case .stream(let stream):
                 delegate?.session(session, task: self, didFinishCollecting: metrics)
                 stream.finish(error as? SessionError)

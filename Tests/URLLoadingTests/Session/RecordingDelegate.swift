@@ -64,6 +64,10 @@ final class RecordingDelegate: SessionDelegate {
         }
     }
 
+    func session(_ session: Session, downloadTask: SessionTask, didResumeAtOffset fileOffset: Int64, expectedTotalBytes: Int64) {
+        record("resumed \(fileOffset) of \(expectedTotalBytes)")
+    }
+
     func session(_ session: Session, dataTask: SessionTask, didBecomeDownloadTask downloadTask: SessionTask) {
         record("became download")
     }

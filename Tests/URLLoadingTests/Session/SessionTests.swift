@@ -419,11 +419,11 @@ extension ScriptedResponse {
         origin.route("/big", response: ScriptedResponse(parts: [.pattern(offset: 0, count: size)]))
         var configuration = SessionConfiguration.ephemeral
         // Seconds, not less: the origin shares two cores with the whole suite.
-        configuration.timeoutIntervalForRequest = 3
+        configuration.timeoutIntervalForRequest = 4
         let session = try Session(configuration: configuration)
         let (stream, _) = try await session.bytes(from: origin.url("/big"))
         // The reader is the thing under test: it stalls longer than the timeout.
-        try await Task.sleep(for: .seconds(5))
+        try await Task.sleep(for: .seconds(6))
         var received = 0
         for try await chunk in stream.chunks { received += chunk.count }
         #expect(received == size)

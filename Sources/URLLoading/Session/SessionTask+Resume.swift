@@ -1,0 +1,124 @@
+public import Foundation
+#if canImport(FoundationNetworking)
+public import FoundationNetworking
+#endif
+import Transport
+
+/// Resume data (SPEC S7): a download cancelled with
+/// `cancel(byProducingResumeData:)`, or failed after bytes arrived (timeout,
+/// lost connection), keeps its partial file when the response allowed
+/// resuming (a strong ETag or Last-Modified, ranges not refused), and hands
+/// out a `ResumeData` blob pointing at it. A task made from the blob sends
+/// Range and If-Range: a 206 from the offset appends to the file
+/// (`didResumeAtOffset` with the offset); a 200 (the resource changed)
+/// starts the file over (`didResumeAtOffset` with 0).
+extension SessionTask {
+    /// Cancels a download, producing resume data when the server allows
+    /// resuming and bytes arrived; nil otherwise (and for other tasks).
+    public func cancel(byProducingResumeData completionHandler: @escaping @Sendable (Data?) -> Void) {
+        let accepted = state.withLock { inner -> Bool in
+            guard inner.kind == .download, !inner.machine.isFinished else { return false }
+            inner.resumeDataHandler = completionHandler
+            return true
+        }
+        guard accepted else {
+            completionHandler(nil)
+            return
+        }
+        cancel()
+    }
+
+    /// `cancel(byProducingResumeData:)` for async code.
+    public func cancelByProducingResumeData() async -> Data? {
+        await withCheckedContinuation { continuation in
+            cancel(byProducingResumeData: { continuation.resume(returning: $0) })
+        }
+    }
+
+    /// The resume data of a failed or cancelled download, when it may resume.
+    func resumeData(_ inner: Inner, download: (handle: FileHandle, url: URL)?) -> ResumeData? {
+        guard let download, let validators = inner.resumable, let failure = inner.error else { return nil }
+        let resumableFailure = [SessionError.Code.timedOut, .networkConnectionLost].contains(failure.code)
+        guard resumableFailure || (failure.code == .cancelled && inner.resumeDataHandler != nil) else { return nil }
+        let offset = inner.downloadOffset + inner.bytesReceived
+        guard offset > 0, let url = inner.currentRequest?.url else { return nil }
+        return ResumeData(
+            url: url.absoluteString, headers: ResumeData.keptHeaders(inner.resumeFrom?.request ?? originalRequest),
+            file: download.url.lastPathComponent, offset: offset, entityTag: validators.entityTag,
+            lastModified: validators.lastModified,
+            expectedLength: inner.bytesExpectedToReceive >= 0 ? inner.downloadOffset + inner.bytesExpectedToReceive : nil)
+    }
+
+    /// Opens the download's file: a new one, or for a resumed task the
+    /// partial one, appended to after a 206 from the offset and started
+    /// over after anything else. False when the task failed.
+    func prepareDownloadFile(_ head: ResponseHead, url: URL, session: Session, delegate: (any SessionDelegate)?) -> Bool {
+        let (resume, expected) = state.withLock { inner in
+            if (200...299).contains(head.status) { inner.resumable = ResumeData.validators(head.headers) }
+            return (inner.resumeFrom, inner.bytesExpectedToReceive)
+        }
+        guard let resume else { return openDownloadFile(url: url) }
+        let file = Self.downloadsDirectory.appendingPathComponent(resume.file)
+        let range = head.headers.last { HeaderFields.namesEqual($0.name, "Content-Range") }?.value
+        let continues = head.status == 206 && range.map { Self.rangeStart($0) == resume.offset } == true
+        let offset = continues ? resume.offset : 0
+        do {
+            let handle = try FileHandle(forWritingTo: file)
+            try handle.truncate(atOffset: UInt64(offset))
+            try handle.seekToEnd()
+            state.withLock { inner in
+                inner.download = (handle, file)
+                inner.downloadOffset = offset
+            }
+        } catch {
+            perform(state.withLock { $0.machine.fail(SessionError(
+                .cannotWriteFile, failingURL: url, message: "cannot reopen the partial download: \(error.localizedDescription)")) })
+            return false
+        }
+        if let delegate, case .delegate = delivery {
+            let total = expected >= 0 ? offset + expected : -1
+            session.events.enqueue { [self] in
+                delegate.session(session, downloadTask: self, didResumeAtOffset: offset, expectedTotalBytes: total)
+            }
+        }
+        return true
+    }
+
+    /// The first byte of `bytes FIRST-LAST/TOTAL`.
+    static func rangeStart(_ contentRange: String) -> Int64? {
+        let text = contentRange.trimmingCharacters(in: .whitespaces)
+        guard text.lowercased().hasPrefix("bytes ") else { return nil }
+        return Int64(text.dropFirst(6).prefix { $0 != "-" })
+    }
+}
+
+extension Session {
+    /// A download task that goes on from resume data (SPEC S7). Resume data
+    /// that is damaged, forged or whose file is gone makes a task that fails
+    /// with `.cannotDecodeResumeData` when resumed.
+    public func downloadTask(withResumeData resumeData: Data) -> SessionTask {
+        resumedTask(resumeData, delivery: .delegate)
+    }
+
+    /// The same, with a completion handler (the file is deleted when it returns).
+    public func downloadTask(withResumeData resumeData: Data, completionHandler: @escaping @Sendable (URL?, URLResponse?, (any Error)?) -> Void) -> SessionTask {
+        resumedTask(resumeData, delivery: .download(completionHandler))
+    }
+
+    private func resumedTask(_ data: Data, delivery: SessionTask.Delivery) -> SessionTask {
+        do {
+            let resume = try ResumeData.decode(data, directory: SessionTask.downloadsDirectory)
+            guard let request = resume.request else {
+                throw SessionError(.cannotDecodeResumeData, failingURL: nil, message: "resume data refused: no request")
+            }
+            let task = makeTask(.download, request, body: Self.body(of: request), delivery: delivery)
+            task.state.withLock { $0.resumeFrom = resume }
+            return task
+        } catch {
+            // Force-unwrap: a literal URL.
+            let task = makeTask(.download, URLRequest(url: URL(string: "http://resume-data.invalid/")!), body: .none, delivery: delivery)
+            task.state.withLock { $0.startupError = error as? SessionError }
+            return task
+        }
+    }
+}
