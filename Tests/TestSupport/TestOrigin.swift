@@ -47,11 +47,18 @@ public final class TestOrigin: Sendable {
     ///   - tls: Serve HTTPS with this server identity (see `TestCertificates`);
     ///     plain HTTP when nil.
     ///   - port: The port, or 0 (the default) for one the kernel chooses.
-    public static func start(tls: TestCertificates.ServerIdentity? = nil, port requestedPort: Int = 0) async throws -> TestOrigin {
+    ///   - routes: Routes in place before the first connection is accepted
+    ///     (for a client that is already trying to connect).
+    public static func start(
+        tls: TestCertificates.ServerIdentity? = nil, port requestedPort: Int = 0, routes: [String: ScriptedResponse] = [:]
+    ) async throws -> TestOrigin {
         let sslContext = try tls.map { try $0.makeServerContext() }
         // The origin object is created after binding, so the handlers reach
         // the shared state through this box.
         let shared = SharedState()
+        shared.state.withLock { state in
+            for (path, response) in routes { state.routes[path] = { _ in response } }
+        }
         let bootstrap = ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .serverChannelOption(.backlog, value: 256)

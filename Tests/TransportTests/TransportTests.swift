@@ -259,12 +259,13 @@ final class Recorder: TransferObserver {
         recorder.refuse(1)
         var request = TransferRequest(url: origin.url("/big").absoluteString)
         // Seconds, not less: the origin shares two cores with the whole suite.
-        request.idleTimeout = .seconds(4)
+        // The origins of the whole suite share two event-loop threads: margin for their load.
+        request.idleTimeout = .seconds(6)
         let id = multi.start(request, observer: recorder)
         await recorder.waitForRefusal()
         #expect(recorder.bodySize == 0)
         // The pause under test outlasts the idle timeout.
-        try await Task.sleep(for: .seconds(5))
+        try await Task.sleep(for: .seconds(7))
         multi.unpause(id)
         let outcome = await recorder.outcome()
         #expect(throws: Never.self) { try outcome.result?.get() }

@@ -419,11 +419,11 @@ extension ScriptedResponse {
         origin.route("/big", response: ScriptedResponse(parts: [.pattern(offset: 0, count: size)]))
         var configuration = SessionConfiguration.ephemeral
         // Seconds, not less: the origin shares two cores with the whole suite.
-        configuration.timeoutIntervalForRequest = 4
+        configuration.timeoutIntervalForRequest = 6
         let session = try Session(configuration: configuration)
         let (stream, _) = try await session.bytes(from: origin.url("/big"))
         // The reader is the thing under test: it stalls longer than the timeout.
-        try await Task.sleep(for: .seconds(6))
+        try await Task.sleep(for: .seconds(8))
         var received = 0
         for try await chunk in stream.chunks { received += chunk.count }
         #expect(received == size)
@@ -502,8 +502,8 @@ extension ScriptedResponse {
         let loading = Task { try await session.data(from: URL(string: "http://127.0.0.1:\(port)/late")!) }
         var iterator = delegate.waited.makeAsyncIterator()
         await iterator.next()
-        let origin = try await TestOrigin.start(port: port)
-        origin.route("/late", response: ScriptedResponse(body: "reached"))
+        // The route is in place before the waiting task can connect.
+        let origin = try await TestOrigin.start(port: port, routes: ["/late": ScriptedResponse(body: "reached")])
         let (data, _) = try await loading.value
         #expect(data == Data("reached".utf8))
         session.finishTasksAndInvalidate()
