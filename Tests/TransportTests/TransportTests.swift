@@ -253,7 +253,9 @@ final class Recorder: TransferObserver {
 @Suite(.timeLimit(.minutes(1))) struct TransportPauseTests {
     @Test func pausedByUsIsNotIdle() async throws {
         let origin = try await TestOrigin.start()
-        origin.route("/big", response: ScriptedResponse(parts: [.pattern(offset: 0, count: 2_000_000)]))
+        // A body the socket buffers hold whole: the test is about our idle
+        // clock during a long pause, not about TCP's zero-window recovery.
+        origin.route("/big", response: ScriptedResponse(parts: [.pattern(offset: 0, count: 300_000)]))
         let multi = try CurlMulti()
         let recorder = Recorder()
         recorder.refuse(1)
@@ -269,7 +271,7 @@ final class Recorder: TransferObserver {
         multi.unpause(id)
         let outcome = await recorder.outcome()
         #expect(throws: Never.self) { try outcome.result?.get() }
-        #expect(outcome.body.count == 2_000_000)
+        #expect(outcome.body.count == 300_000)
         multi.shutdown()
         try await origin.shutdown()
     }
