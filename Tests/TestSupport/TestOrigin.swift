@@ -26,6 +26,8 @@ public final class TestOrigin: Sendable {
     public let usesTLS: Bool
     private let channel: any Channel
     private let shared: SharedState
+    /// An event-loop group of its own, shut down with the origin (nil: the shared one).
+    private let ownGroup: MultiThreadedEventLoopGroup?
 
     struct State {
         var routes: [String: Handler] = [:]
@@ -34,11 +36,12 @@ public final class TestOrigin: Sendable {
         var shutDown = false
     }
 
-    private init(channel: any Channel, port: Int, usesTLS: Bool, shared: SharedState) {
+    private init(channel: any Channel, port: Int, usesTLS: Bool, shared: SharedState, ownGroup: MultiThreadedEventLoopGroup?) {
         self.channel = channel
         self.port = port
         self.usesTLS = usesTLS
         self.shared = shared
+        self.ownGroup = ownGroup
     }
 
     /// Starts an origin on 127.0.0.1.
@@ -49,9 +52,14 @@ public final class TestOrigin: Sendable {
     ///   - port: The port, or 0 (the default) for one the kernel chooses.
     ///   - routes: Routes in place before the first connection is accepted
     ///     (for a client that is already trying to connect).
+    ///   - ownThread: Serve from an event-loop thread of its own instead of
+    ///     the group every origin of the process shares (for tests whose
+    ///     timing another test's busy handler must not disturb).
     public static func start(
-        tls: TestCertificates.ServerIdentity? = nil, port requestedPort: Int = 0, routes: [String: ScriptedResponse] = [:]
+        tls: TestCertificates.ServerIdentity? = nil, port requestedPort: Int = 0, routes: [String: ScriptedResponse] = [:],
+        ownThread: Bool = false
     ) async throws -> TestOrigin {
+        let ownGroup = ownThread ? MultiThreadedEventLoopGroup(numberOfThreads: 1) : nil
         let sslContext = try tls.map { try $0.makeServerContext() }
         // The origin object is created after binding, so the handlers reach
         // the shared state through this box.
@@ -59,7 +67,7 @@ public final class TestOrigin: Sendable {
         shared.state.withLock { state in
             for (path, response) in routes { state.routes[path] = { _ in response } }
         }
-        let bootstrap = ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+        let bootstrap = ServerBootstrap(group: ownGroup ?? MultiThreadedEventLoopGroup.singleton)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .serverChannelOption(.backlog, value: 256)
             .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
@@ -81,9 +89,10 @@ public final class TestOrigin: Sendable {
         let channel = try await bootstrap.bind(host: "127.0.0.1", port: requestedPort).get()
         guard let port = channel.localAddress?.port else {
             try await channel.close()
+            try? await ownGroup?.shutdownGracefully()
             throw TestOriginError(message: "the listening socket has no port")
         }
-        return TestOrigin(channel: channel, port: port, usesTLS: sslContext != nil, shared: shared)
+        return TestOrigin(channel: channel, port: port, usesTLS: sslContext != nil, shared: shared, ownGroup: ownGroup)
     }
 
     /// `http://127.0.0.1:<port>` (or `https://localhost:<port>` with TLS,
@@ -128,6 +137,7 @@ public final class TestOrigin: Sendable {
     /// finish their current response.
     public func shutdown() async throws {
         try await channel.close()
+        try await ownGroup?.shutdownGracefully()
     }
 
     /// Byte `index` of the deterministic body pattern of `.pattern` parts:

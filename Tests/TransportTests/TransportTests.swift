@@ -252,7 +252,7 @@ final class Recorder: TransferObserver {
 
 @Suite(.timeLimit(.minutes(1))) struct TransportPauseTests {
     @Test func pausedByUsIsNotIdle() async throws {
-        let origin = try await TestOrigin.start()
+        let origin = try await TestOrigin.start(ownThread: true)
         // A body the socket buffers hold whole: the test is about our idle
         // clock during a long pause, not about TCP's zero-window recovery.
         origin.route("/big", response: ScriptedResponse(parts: [.pattern(offset: 0, count: 300_000)]))

@@ -414,7 +414,7 @@ extension ScriptedResponse {
 
     @Test("S3: the request timeout counts the server's silence, not a slow reader's back-pressure")
     func slowReaderIsNotATimeout() async throws {
-        let origin = try await TestOrigin.start()
+        let origin = try await TestOrigin.start(ownThread: true)
         let size = 4_000_000
         origin.route("/big", response: ScriptedResponse(parts: [.pattern(offset: 0, count: size)]))
         var configuration = SessionConfiguration.ephemeral
