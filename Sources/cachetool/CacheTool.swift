@@ -95,9 +95,23 @@ func reportingStoreErrors(_ body: () throws -> Void) throws {
     do {
         try body()
     } catch let error as StoreError {
-        FileHandle.standardError.write(Data("cachetool: \(error)\n".utf8))
-        throw ExitCode(ExitStatus.code(for: error))
+        throw storeErrorExit(error)
     }
+}
+
+/// `reportingStoreErrors` for async commands.
+func reportingStoreErrorsAsync(_ body: () async throws -> Void) async throws {
+    do {
+        try await body()
+    } catch let error as StoreError {
+        throw storeErrorExit(error)
+    }
+}
+
+/// Says what went wrong on standard error; the exit code the README documents.
+private func storeErrorExit(_ error: StoreError) -> ExitCode {
+    FileHandle.standardError.write(Data("cachetool: \(error)\n".utf8))
+    return ExitCode(ExitStatus.code(for: error))
 }
 
 /// Prints `value` as pretty, key-sorted JSON on standard output.

@@ -285,13 +285,3 @@ extension CacheTool {
         }
     }
 }
-
-/// `reportingStoreErrors` for async commands.
-func reportingStoreErrorsAsync(_ body: () async throws -> Void) async throws {
-    do {
-        try await body()
-    } catch let error as StoreError {
-        FileHandle.standardError.write(Data("cachetool: \(error)\n".utf8))
-        throw ExitCode(ExitStatus.code(for: error))
-    }
-}

@@ -46,9 +46,16 @@ public protocol CookieStore: AnyObject, Sendable {
 
     /// Every cookie that has not expired, in no particular order.
     var allCookies: [Cookie] { get }
+
+    /// Writes what the store still holds only in memory; a store in memory
+    /// has nothing to write.
+    func flush() throws
 }
 
 extension CookieStore {
+    /// Nothing to write (stores without a file).
+    public func flush() throws {}
+
     /// The cookies to send with a request for `url` made for no particular document.
     public func cookies(for url: URL) -> [Cookie] {
         cookies(for: url, mainDocumentURL: nil)
@@ -188,12 +195,9 @@ final class CookieStoreEngine: Sendable {
         guard policy != .never, !fields.isEmpty else { return [] }
         let now = clock()
         return mutate { state, changes in
-            if policy == .onlyFromMainDocumentDomain, let mainDocumentURL {
-                guard let host = CookieJar.host(of: url), let documentHost = CookieJar.host(of: mainDocumentURL),
-                      state.jar.isSameSite(host, documentHost)
-                else { return [] }
-            }
             let site = site(of: url, mainDocumentURL: mainDocumentURL, jar: state.jar)
+            // "Only from the main document's domain" is the same-site test SameSite already makes.
+            if policy == .onlyFromMainDocumentDomain, site == .crossSite { return [] }
             var stored: [Cookie] = []
             for field in fields {
                 if case .success(let cookie) = state.jar.receive(field, from: url, site: site, now: now, changes: &changes) {

@@ -33,7 +33,7 @@ struct DigestChallenge: Sendable, Equatable {
             case .sha256, .sha256Session: digest = SHA256.hash(bytes)
             case .sha512_256, .sha512_256Session: digest = SHA512_256.hash(bytes)
             }
-            return digest.map { String(format: "%02x", $0) }.joined()
+            return Hex.string(digest)
         }
 
         /// Preference among several offered challenges: stronger first.
@@ -135,7 +135,6 @@ struct DigestChallenge: Sendable, Equatable {
 
     /// A new random client nonce.
     static func makeClientNonce() -> String {
-        var generator = SystemRandomNumberGenerator()
-        return (0..<16).map { _ in String(format: "%02x", UInt8.random(in: 0...255, using: &generator)) }.joined()
+        Hex.random(bytes: 16)
     }
 }

@@ -33,8 +33,7 @@ public struct MultipartFormData: Sendable {
 
     /// An empty form with a random boundary, or the one given.
     public init(boundary: String? = nil) {
-        var generator = SystemRandomNumberGenerator()
-        self.boundary = boundary ?? ("URLLoading-" + (0..<16).map { _ in String(format: "%02x", UInt8.random(in: 0...255, using: &generator)) }.joined())
+        self.boundary = boundary ?? ("URLLoading-" + Hex.random(bytes: 16))
     }
 
     /// The Content-Type field value for the request.

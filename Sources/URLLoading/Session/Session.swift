@@ -2,6 +2,7 @@ public import Foundation
 #if canImport(FoundationNetworking)
 public import FoundationNetworking
 #endif
+import Logging
 import Synchronization
 import Transport
 
@@ -220,7 +221,12 @@ public final class Session: Sendable, CustomStringConvertible {
     /// Writes pending bookkeeping of the stores to disk.
     public func flush() async {
         urlCache?.flush()
-        try? (cookieStore as? PersistentCookieStore)?.flush()
+        do {
+            try cookieStore?.flush()
+        } catch {
+            // The store keeps the changes in memory and retries with the next one.
+            Logger(label: "urlloading.cookies").error("cookie store flush failed", metadata: ["error": "\(error)"])
+        }
     }
 
     /// Empties the stores of this session's configuration: its cache, its

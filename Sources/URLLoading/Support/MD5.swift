@@ -14,11 +14,7 @@ package enum MD5 {
 
     /// The 16-byte digest of `bytes`.
     package static func hash(_ bytes: [UInt8]) -> [UInt8] {
-        var message = bytes
-        let bitLength = UInt64(bytes.count) &* 8
-        message.append(0x80)
-        while message.count % 64 != 56 { message.append(0) }
-        for shift in stride(from: 0, through: 56, by: 8) { message.append(UInt8(truncatingIfNeeded: bitLength >> UInt64(shift))) }
+        let message = MessagePadding.padded(bytes, blockSize: 64, lengthBytes: 8, bigEndian: false)
         var (a0, b0, c0, d0): (UInt32, UInt32, UInt32, UInt32) = (0x67452301, 0xefcdab89, 0x98badcfe, 0x10325476)
         var words = [UInt32](repeating: 0, count: 16)
         for chunk in stride(from: 0, to: message.count, by: 64) {
@@ -77,12 +73,7 @@ package enum SHA512_256 {
             0x22312194fc2bf72c, 0x9f555fa3c84c64c2, 0x2393b86b6f53b151, 0x963877195940eabd,
             0x96283ee2a88effe3, 0xbe5e1e2553863992, 0x2b0199fc2c85b8aa, 0x0eb72ddc81c52ca2,
         ]
-        var message = bytes
-        let bitLength = UInt64(bytes.count) &* 8
-        message.append(0x80)
-        while message.count % 128 != 112 { message.append(0) }
-        message += [UInt8](repeating: 0, count: 8)
-        for shift in stride(from: 56, through: 0, by: -8) { message.append(UInt8(truncatingIfNeeded: bitLength >> UInt64(shift))) }
+        let message = MessagePadding.padded(bytes, blockSize: 128, lengthBytes: 16, bigEndian: true)
         func rotr(_ x: UInt64, _ n: UInt64) -> UInt64 { x >> n | x << (64 - n) }
         var w = [UInt64](repeating: 0, count: 80)
         for chunk in stride(from: 0, to: message.count, by: 128) {

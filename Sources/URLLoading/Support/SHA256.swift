@@ -52,7 +52,7 @@ package struct SHA256: Sendable {
 
     /// The digest of `text`'s UTF-8, as lowercase hex.
     package static func hex(_ text: String) -> String {
-        hash(Array(text.utf8)).map { ($0 < 16 ? "0" : "") + String($0, radix: 16) }.joined()
+        Hex.string(hash(Array(text.utf8)))
     }
 
     private mutating func compress(_ block: [UInt8]) {

@@ -173,7 +173,7 @@ import TestSupport
                     "WWW-Authenticate", "Digest realm=\"digest@test\", qop=\"auth\", algorithm=SHA-256, nonce=\"\(nonce)\", opaque=\"xyz\"")], body: "")
             }
             // The server's own computation, from RFC 7616 §3.4.1.
-            func h(_ text: String) -> String { SHA256.hash(Array(text.utf8)).map { String(format: "%02x", $0) }.joined() }
+            func h(_ text: String) -> String { Hex.string(SHA256.hash(Array(text.utf8))) }
             let expected = h("\(h("zoe:digest@test:pa55")):\(nonce):\(nc):\(cnonce):auth:\(h("GET:\(uri)"))")
             guard challenge[parameter: "response"] == expected else { return ScriptedResponse(status: 403, body: "bad digest") }
             return ScriptedResponse(headers: [HeaderField("X-NC", nc)], body: "ok \(nc)")

@@ -35,7 +35,7 @@ import TestSupport
         var parts: [Part]
     }
 
-    static func hex(_ data: Data) -> String { SHA256.hash(Array(data)).map { String(format: "%02x", $0) }.joined() }
+    static func hex(_ data: Data) -> String { Hex.string(SHA256.hash(Array(data))) }
 
     @Test("S6: fields, in-memory and on-disk files, escaped names; Python's email parser reads back every part; an upload task sends it")
     func builderParsedBack() async throws {
