@@ -101,12 +101,7 @@ package final class CurlMulti: Sendable {
     }
 
     private func send(_ command: Command) {
-        let accepted = loop.shared.withLock { state -> Bool in
-            guard !state.shutDown else { return false }
-            state.commands.append(command)
-            return true
-        }
-        if accepted { loop.wake() }
+        loop.send(command)
     }
 
     /// What the loop thread owns. Only `wake` is called from other threads
@@ -199,6 +194,20 @@ package final class CurlMulti: Sendable {
             }
             transfers[id] = transfer
             byHandle[transfer.handle] = id
+            if case .stream(let pipe, _) = request.body {
+                // A paused read goes on when the producer wrote more.
+                pipe.setReadableHandler { [weak self] in self?.send(.unpause(id)) }
+            }
+        }
+
+        /// Queues a command from any thread (the loop's own included).
+        func send(_ command: Command) {
+            let accepted = shared.withLock { state -> Bool in
+                guard !state.shutDown else { return false }
+                state.commands.append(command)
+                return true
+            }
+            if accepted { wake() }
         }
 
         /// Removes a transfer and tells its observer, exactly once.

@@ -11,7 +11,11 @@ final class Transfer {
     private var errorBuffer = [CChar](repeating: 0, count: Int(CURL_ERROR_SIZE) + 1)
     private var retained: Unmanaged<Transfer>?
     private var body: BodySource
+    /// The request body's length; -1 when a stream's length is unknown.
     private let bodyLength: Int64
+    /// Body bytes handed to libcurl so far.
+    private var bodyBytesRead: Int64 = 0
+    private var hasBody: Bool { if case .none = body { false } else { true } }
 
     // The response head as it arrives, line by line.
     private var status = 0
@@ -39,6 +43,7 @@ final class Transfer {
         case none
         case data(Data, offset: Int)
         case file(FileHandle)
+        case pipe(BodyPipe)
     }
 
     /// - Parameter reusing: An idle handle from the loop's pool (reset), or
@@ -63,6 +68,9 @@ final class Transfer {
                 throw .bodyUnreadable("cannot open the body file \(path)")
             }
             body = .file(file)
+            bodyLength = length
+        case .stream(let pipe, let length):
+            body = .pipe(pipe)
             bodyLength = length
         }
         let me = Unmanaged.passRetained(self)
@@ -161,6 +169,10 @@ final class Transfer {
         _ = urlloading_easy_setopt_pointer(handle, CURLOPT_WRITEDATA, userData)
         _ = urlloading_easy_setopt_read_callback(handle, CURLOPT_READFUNCTION, Transfer.readCallback)
         _ = urlloading_easy_setopt_pointer(handle, CURLOPT_READDATA, userData)
+        // libcurl rewinds the body to send it again on a fresh connection
+        // when a reused one turned out dead.
+        _ = urlloading_easy_setopt_seek_callback(handle, CURLOPT_SEEKFUNCTION, Transfer.seekCallback)
+        _ = urlloading_easy_setopt_pointer(handle, CURLOPT_SEEKDATA, userData)
         _ = urlloading_easy_setopt_xferinfo_callback(handle, CURLOPT_XFERINFOFUNCTION, Transfer.progressCallback)
         _ = urlloading_easy_setopt_pointer(handle, CURLOPT_XFERINFODATA, userData)
         try set(CURLOPT_NOPROGRESS, 0)
@@ -204,7 +216,11 @@ final class Transfer {
         if keepHandle { curl_easy_reset(handle) } else { curl_easy_cleanup(handle) }
         curl_slist_free_all(headerList)
         headerList = nil
-        if case .file(let file) = body { try? file.close() }
+        switch body {
+        case .file(let file): try? file.close()
+        case .pipe(let pipe): pipe.close()
+        case .none, .data: break
+        }
         body = .none
         retained?.release()
         retained = nil
@@ -300,7 +316,14 @@ final class Transfer {
 
     private static let readCallback: curl_read_callback = { buffer, size, count, user in
         guard let transfer = transfer(user), let buffer else { return Int(CURL_READFUNC_ABORT) }
-        return transfer.readBody(into: UnsafeMutableRawBufferPointer(start: buffer, count: size * count))
+        let read = transfer.readBody(into: UnsafeMutableRawBufferPointer(start: buffer, count: size * count))
+        if read > 0 && read <= size * count { transfer.bodyBytesRead += Int64(read) }
+        return read
+    }
+
+    private static let seekCallback: curl_seek_callback = { user, offset, origin in
+        guard let transfer = transfer(user), origin == SEEK_SET else { return Int32(CURL_SEEKFUNC_CANTSEEK) }
+        return transfer.seekBody(to: Int64(offset)) ? Int32(CURL_SEEKFUNC_OK) : Int32(CURL_SEEKFUNC_CANTSEEK)
     }
 
     private static let progressCallback: curl_xferinfo_callback = { user, _, downloaded, _, uploaded in
@@ -309,8 +332,11 @@ final class Transfer {
         if moved != transfer.movedBytes {
             transfer.movedBytes = moved
             transfer.lastActivity = DispatchTime.now().uptimeNanoseconds
-            if uploaded > 0 && transfer.bodyLength > 0 {
-                transfer.observer.transferDidSendBody(sent: Int64(uploaded), total: transfer.bodyLength)
+            if uploaded > 0 && transfer.hasBody {
+                // libcurl counts a chunked body's framing too; the body's own
+                // bytes are at most what the read callback handed over.
+                let sent = min(Int64(uploaded), transfer.bodyBytesRead)
+                transfer.observer.transferDidSendBody(sent: sent, total: transfer.bodyLength)
             }
         }
         return 0
@@ -417,6 +443,23 @@ final class Transfer {
         return true
     }
 
+    /// Moves the body's read position (a stream cannot go back).
+    private func seekBody(to offset: Int64) -> Bool {
+        switch body {
+        case .none:
+            return offset == 0
+        case .data(let data, _):
+            guard offset >= 0, offset <= Int64(data.count) else { return false }
+            body = .data(data, offset: Int(offset))
+        case .file(let file):
+            guard (try? file.seek(toOffset: UInt64(max(0, offset)))) != nil else { return false }
+        case .pipe:
+            return false
+        }
+        bodyBytesRead = offset
+        return true
+    }
+
     private func readBody(into buffer: UnsafeMutableRawBufferPointer) -> Int {
         switch body {
         case .none:
@@ -436,6 +479,16 @@ final class Transfer {
                 return chunk.count
             } catch {
                 failure = .bodyUnreadable("reading the body file failed: \(error.localizedDescription)")
+                return Int(CURL_READFUNC_ABORT)
+            }
+        case .pipe(let pipe):
+            switch pipe.read(into: buffer) {
+            case .bytes(let count): return count
+            case .end: return 0
+            // The producer is behind: the pipe's handler unpauses the transfer.
+            case .wouldBlock: return Int(CURL_READFUNC_PAUSE)
+            case .failed(let reason):
+                failure = .bodyUnreadable("reading the body stream failed: \(reason)")
                 return Int(CURL_READFUNC_ABORT)
             }
         }

@@ -9,6 +9,9 @@ package struct TransferRequest: Sendable {
         case data(Data)
         /// A file streamed from disk; `length` bytes are sent.
         case file(path: String, length: Int64)
+        /// Bytes a producer writes while the request is sent; `length` is
+        /// -1 when unknown (HTTP/1.1 then sends the body chunked).
+        case stream(BodyPipe, length: Int64)
     }
 
     /// TLS settings.

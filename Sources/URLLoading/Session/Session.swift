@@ -115,6 +115,18 @@ public final class Session: Sendable, CustomStringConvertible {
         makeTask(.upload, Self.uploading(request), body: Self.fileBody(fileURL), delivery: .data(completionHandler))
     }
 
+    /// An upload task whose body comes from streams: the delegate's
+    /// `needNewBodyStream` gives the first, and another each time the body
+    /// must be sent again (after a challenge, or a redirect that keeps the
+    /// method). The request's own body and body stream are ignored. Its
+    /// length is the request's `Content-Length` if set; else unknown, and
+    /// HTTP/1.1 sends it chunked.
+    public func uploadTask(withStreamedRequest request: URLRequest) -> SessionTask {
+        var prepared = Self.uploading(request)
+        prepared.httpBodyStream = nil
+        return makeTask(.upload, prepared, body: .none, delivery: .delegate, streamsBody: true)
+    }
+
     /// A download task: the body goes to a temporary file handed to
     /// `didFinishDownloadingTo`, deleted when that method returns.
     public func downloadTask(with request: URLRequest) -> SessionTask {
@@ -146,13 +158,19 @@ public final class Session: Sendable, CustomStringConvertible {
         state.withLock { Array($0.tasks.values) }.sorted { $0.taskIdentifier < $1.taskIdentifier }
     }
 
-    func makeTask(_ kind: SessionTask.Kind, _ request: URLRequest, body: TransferRequest.Body, delivery: SessionTask.Delivery) -> SessionTask {
+    /// - Parameter streamsBody: The body comes from the delegate's streams
+    ///   (a streamed upload task); a request with an `httpBodyStream` streams too.
+    func makeTask(_ kind: SessionTask.Kind, _ request: URLRequest, body: TransferRequest.Body, delivery: SessionTask.Delivery,
+                  streamsBody: Bool = false) -> SessionTask {
         var request = request
         for (name, value) in configuration.httpAdditionalHeaders where request.value(forHTTPHeaderField: name) == nil {
             request.setValue(value, forHTTPHeaderField: name)
         }
+        let streamed = streamsBody || (request.httpBodyStream != nil && request.httpBody == nil)
+        let length = streamed ? request.value(forHTTPHeaderField: "Content-Length").flatMap { Int64($0) } ?? -1 : nil
         return state.withLock { state in
-            let task = SessionTask(session: self, identifier: state.nextIdentifier, kind: kind, request: request, body: body, delivery: delivery)
+            let task = SessionTask(session: self, identifier: state.nextIdentifier, kind: kind, request: request, body: body, delivery: delivery,
+                                   streamedBodyLength: length)
             state.nextIdentifier += 1
             if !state.invalidated && !state.invalidating { state.tasks[task.taskIdentifier] = task }
             return task

@@ -48,6 +48,14 @@ public protocol SessionDelegate: AnyObject, Sendable {
     /// `waitsForConnectivity`); called once, before the task retries.
     func session(_ session: Session, taskIsWaitingForConnectivity task: SessionTask)
 
+    /// A task whose body comes from streams needs one: for the first
+    /// transfer of a streamed upload task, and whenever the body must be sent
+    /// again (after a challenge, or a redirect that keeps the method). Return
+    /// a new, unopened stream with the whole body; nil (the default) fails
+    /// the task with `requestBodyStreamExhausted`. The session reads and
+    /// closes it on a thread of its own.
+    func session(_ session: Session, needNewBodyStreamFor task: SessionTask) async -> InputStream?
+
     /// Request body bytes sent.
     func session(_ session: Session, task: SessionTask, didSendBodyData bytesSent: Int64,
                  totalBytesSent: Int64, totalBytesExpectedToSend: Int64)
@@ -106,6 +114,8 @@ public protocol SessionDelegate: AnyObject, Sendable {
     /// The task-level challenge method's completion-handler form.
     func session(_ session: Session, task: SessionTask, didReceive challenge: AuthenticationChallenge,
                  completionHandler: @escaping @Sendable (ChallengeAnswer?) -> Void)
+    /// The body stream method's completion-handler form.
+    func session(_ session: Session, task: SessionTask, needNewBodyStream completionHandler: @escaping @Sendable (InputStream?) -> Void)
 }
 
 extension SessionDelegate {
@@ -140,6 +150,15 @@ extension SessionDelegate {
         completionHandler(nil)
     }
     public func session(_ session: Session, taskIsWaitingForConnectivity task: SessionTask) {}
+    public func session(_ session: Session, needNewBodyStreamFor task: SessionTask) async -> InputStream? {
+        let box = await withCheckedContinuation { (continuation: CheckedContinuation<OwnedInputStream?, Never>) in
+            self.session(session, task: task) { stream in continuation.resume(returning: stream.map(OwnedInputStream.init)) }
+        }
+        return box?.stream
+    }
+    public func session(_ session: Session, task: SessionTask, needNewBodyStream completionHandler: @escaping @Sendable (InputStream?) -> Void) {
+        completionHandler(nil)
+    }
     public func session(_ session: Session, task: SessionTask, didSendBodyData bytesSent: Int64,
                         totalBytesSent: Int64, totalBytesExpectedToSend: Int64) {}
     public func session(_ session: Session, dataTask: SessionTask, didReceive response: URLResponse) async -> ResponseDisposition {

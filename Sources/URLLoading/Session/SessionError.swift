@@ -25,6 +25,9 @@ public struct SessionError: Error, CustomStringConvertible, Sendable, Equatable 
         public static let clientCertificateRejected = Code("client certificate rejected")
         public static let cannotReadBody = Code("cannot read request body")
         public static let cannotWriteFile = Code("cannot write file")
+        /// The body had to be sent again and no new body stream was given
+        /// (the delegate's `needNewBodyStream` returned nil).
+        public static let requestBodyStreamExhausted = Code("request body stream exhausted")
         public static let resourceUnavailable = Code("resource unavailable")
         public static let sessionInvalidated = Code("session invalidated")
         public static let unknown = Code("unknown")

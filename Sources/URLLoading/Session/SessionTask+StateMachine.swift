@@ -36,8 +36,12 @@ extension SessionTask {
         private(set) var suspended = true
         private var transfer: CurlMulti.TransferID?
         private var refusedChunk = false
-        /// A transfer that ended while its head was being decided.
+        /// A transfer that ended while its head (or a multipart part's) was being decided.
         private var pendingCompletion: Result<TransferMetrics, TransferError>?
+        /// Parts of a multipart/x-mixed-replace body whose didReceiveResponse
+        /// is not answered yet: the task does not complete before they are,
+        /// so that a `.cancel` still ends it.
+        private var openPartDecisions = 0
 
         var isFinished: Bool { phase == .finished }
 
@@ -157,7 +161,24 @@ extension SessionTask {
                 pendingCompletion = result
                 return []
             }
+            if phase == .receiving, openPartDecisions > 0 {
+                pendingCompletion = result
+                return []
+            }
             return completion(result)
+        }
+
+        /// A part's response goes to the delegate.
+        mutating func partDecisionOpened() {
+            openPartDecisions += 1
+        }
+
+        /// The delegate allowed a part (a cancel goes through `fail`).
+        mutating func partDecisionClosed() -> [Action] {
+            openPartDecisions = max(0, openPartDecisions - 1)
+            guard openPartDecisions == 0, phase == .receiving, let pending = pendingCompletion else { return [] }
+            pendingCompletion = nil
+            return completion(pending)
         }
 
         private mutating func completion(_ result: Result<TransferMetrics, TransferError>) -> [Action] {

@@ -71,6 +71,8 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
         var canceling = false
         var bytesReceived: Int64 = 0
         var bytesSent: Int64 = 0
+        /// The hop whose body `bytesSent` counts.
+        var sendingHop = 0
         var bytesExpectedToReceive: Int64 = -1
         var bytesExpectedToSend: Int64 = 0
         var taskDescription: String?
@@ -117,6 +119,10 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
         var downloadOffset: Int64 = 0
         /// A failure known before the task starts (resume data refused).
         var startupError: SessionError?
+        /// A multipart/x-mixed-replace body being split into parts (delegate data tasks).
+        var mixedReplace: MixedReplaceParser?
+        /// The request body comes from streams (`httpBodyStream`, `needNewBodyStream`).
+        var streamedBody: StreamedBody?
         /// The trust probe failed: the real transfer reports why.
         var skipsTrustProbe = false
         /// The client identity the delegate or store gave, and whether one was asked for.
@@ -124,7 +130,10 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
         var askedForClientCertificate = false
     }
 
-    init(session: Session, identifier: Int, kind: Kind, request: URLRequest, body: TransferRequest.Body, delivery: Delivery) {
+    /// - Parameter streamedBodyLength: Non-nil when the body comes from
+    ///   streams: the length the request declares, or -1.
+    init(session: Session, identifier: Int, kind: Kind, request: URLRequest, body: TransferRequest.Body, delivery: Delivery,
+         streamedBodyLength: Int64? = nil) {
         self.taskIdentifier = identifier
         self.originalRequest = request
         self.body = body
@@ -137,6 +146,11 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
         case .none: inner.bytesExpectedToSend = 0
         case .data(let data): inner.bytesExpectedToSend = Int64(data.count)
         case .file(_, let length): inner.bytesExpectedToSend = length
+        case .stream(_, let length): inner.bytesExpectedToSend = length
+        }
+        if let length = streamedBodyLength {
+            inner.streamedBody = StreamedBody(length: length, next: request.httpBodyStream.map { OwnedInputStream(stream: $0) })
+            inner.bytesExpectedToSend = length
         }
         state = Mutex(inner)
     }
@@ -358,7 +372,8 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
             perform(state.withLock { $0.machine.fail(SessionError(.unsupportedURL, failingURL: request.url, message: "only http and https URLs are supported")) })
             return
         }
-        var transfer = session.transferRequest(for: request, body: hop == 0 || request.httpMethod != "GET" ? body : .none)
+        if awaitsBodyStream(hop: hop, request: request, session: session) { return }
+        var transfer = session.transferRequest(for: request, body: sendsBody(hop: hop, request: request) ? body : .none)
         let cookie = Self.cookieHeader(for: request, headers: transfer.headers, session: session)
         if let cookie { transfer.headers.append(("Cookie", cookie)) }
         state.withLock { $0.sentCookie = cookie }
@@ -425,6 +440,7 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
         }
         applyClientIdentity(&transfer)
         if prepareServerTrust(&transfer, url: url, hop: hop, session: session) { return }
+        if sendsBody(hop: hop, request: request), let stream = takeBodyStream() { transfer.body = stream }
         let id = session.multi.start(transfer, observer: HopObserver(task: self, hop: hop))
         perform(state.withLock { $0.machine.started(id, hop: hop) })
     }
@@ -528,6 +544,16 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
             perform(state.withLock { $0.machine.allow() })
             return
         }
+        if let contentType = head.headers.first(where: { HeaderFields.namesEqual($0.name, "Content-Type") })?.value,
+           let boundary = MixedReplaceParser.boundary(ofContentType: contentType) {
+            // Each part gets its own didReceiveResponse, when it begins.
+            perform(state.withLock { inner in
+                inner.mixedReplace = MixedReplaceParser(boundary: boundary)
+                inner.keepsBodyForCache = false
+                return inner.machine.allow()
+            })
+            return
+        }
         session.events.enqueue { [self] in
             var disposition = ResponseDisposition.allow
             if let delegate, let response = self.httpResponse {
@@ -624,7 +650,13 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
     }
 
     fileprivate func received(_ chunk: UnsafeRawBufferPointer, hop: Int) -> Bool {
-        enum Next { case refuse, drop, deliver(Session?, (any SessionDelegate)?), buffered, write(FileHandle, Int64, Int64, Session?, (any SessionDelegate)?) }
+        enum Next {
+            case refuse, drop, buffered
+            case deliver(Session?, (any SessionDelegate)?)
+            case parts([MixedReplaceParser.Event], Session?, (any SessionDelegate)?)
+            case malformed(String)
+            case write(FileHandle, Int64, Int64, Session?, (any SessionDelegate)?)
+        }
         if case .stream(let buffer) = delivery {
             // Under the task's lock, so a consumer's `continueDelivery` cannot
             // slip between a full buffer and the refusal.
@@ -647,6 +679,16 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
             updateProgress(inner)
             switch delivery {
             case .delegate where inner.kind != .download:
+                if var parser = inner.mixedReplace {
+                    inner.mixedReplace = nil // one owner of its buffer while it parses
+                    defer { inner.mixedReplace = parser }
+                    do throws(MixedReplaceParser.Failure) {
+                        let events = try parser.feed(chunk)
+                        return .parts(events, inner.session, inner.delegate ?? inner.session?.delegate)
+                    } catch {
+                        return .malformed(error.message)
+                    }
+                }
                 if inner.keepsBodyForCache { inner.buffer.append(contentsOf: chunk) }
                 return .deliver(inner.session, inner.delegate ?? inner.session?.delegate)
             case .data, .raw:
@@ -665,6 +707,11 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
             guard let session, let delegate else { return true }
             let data = Data(chunk) // the one copy
             session.events.enqueue { [self] in delegate.session(session, dataTask: self, didReceive: data) }
+        case .parts(let events, let session, let delegate):
+            guard let session, let delegate else { return true }
+            deliverParts(events, session: session, delegate: delegate)
+        case .malformed(let message):
+            perform(state.withLock { $0.machine.fail(SessionError(.badServerResponse, failingURL: currentRequest?.url, message: message)) })
         case .write(let handle, let total, let expected, let session, let delegate):
             do {
                 try handle.write(contentsOf: chunk)
@@ -684,7 +731,13 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
 
     fileprivate func sent(_ sent: Int64, total: Int64, hop: Int) {
         let report = state.withLock { inner -> (Session, (any SessionDelegate), Int64)? in
-            guard hop == inner.machine.hop, sent > inner.bytesSent else { return nil }
+            guard hop == inner.machine.hop else { return nil }
+            if hop != inner.sendingHop {
+                // The body is sent anew (after a challenge or redirect): count from 0.
+                inner.sendingHop = hop
+                inner.bytesSent = 0
+            }
+            guard sent > inner.bytesSent else { return nil }
             let delta = sent - inner.bytesSent
             inner.bytesSent = sent
             updateProgress(inner)
@@ -853,6 +906,12 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
 
     private func complete(_ result: Result<TransferMetrics?, SessionError>) {
         let url = currentRequest?.url
+        let (tail, tailSession, tailDelegate) = state.withLock { inner in
+            (inner.mixedReplace?.finish() ?? [], inner.session, inner.delegate ?? inner.session?.delegate)
+        }
+        if case .success = result, !tail.isEmpty, let tailSession, let tailDelegate {
+            deliverParts(tail, session: tailSession, delegate: tailDelegate)
+        }
         let (session, delegate, _, buffer, download, metrics) = state.withLock { inner in
             if case .failure(let error) = result {
                 inner.error = SessionError(error.code, failingURL: error.failingURL ?? url, message: error.message)

@@ -1,0 +1,134 @@
+package import Foundation
+
+/// A request body produced while it is being sent (an upload from a
+/// stream): a producer on a thread of its own writes chunks, the transport
+/// reads them from libcurl's read callback. The pipe holds at most
+/// `capacity` bytes, so a body of any length passes in constant memory: a
+/// producer ahead of the network waits, and a reader ahead of the producer
+/// pauses the transfer (`CURL_READFUNC_PAUSE`) until `write` wakes it.
+///
+/// States: open → ended (the producer's last byte) or failed (the producer
+/// could not read) → closed (the transfer is over; a waiting producer is
+/// released and later writes are refused). `NSCondition` is the one lock
+/// over all of them.
+package final class BodyPipe: @unchecked Sendable {
+    /// Bytes buffered before the producer waits.
+    package static let capacity = 256 * 1024
+
+    /// What a read found.
+    package enum ReadResult: Equatable {
+        /// This many bytes were copied.
+        case bytes(Int)
+        /// Nothing yet: the reader is woken through its handler when bytes come.
+        case wouldBlock
+        /// The body is complete.
+        case end
+        /// The producer failed; the transfer must stop.
+        case failed(String)
+    }
+
+    private let condition = NSCondition()
+    private var chunks: [Data] = []
+    /// Bytes of `chunks[0]` already read.
+    private var consumed = 0
+    private var buffered = 0
+    private var ended = false
+    private var failure: String?
+    private var closed = false
+    private var readerWaiting = false
+    private var onReadable: (@Sendable () -> Void)?
+
+    package init() {}
+
+    /// Adds bytes, waiting while the pipe is full. Returns false when the
+    /// transfer is over and the producer should stop.
+    @discardableResult
+    package func write(_ data: Data) -> Bool {
+        guard !data.isEmpty else { return true }
+        condition.lock()
+        while buffered >= Self.capacity && !closed { condition.wait() }
+        guard !closed else {
+            condition.unlock()
+            return false
+        }
+        chunks.append(data)
+        buffered += data.count
+        let wake = takeWaitingReader()
+        condition.unlock()
+        wake?()
+        return true
+    }
+
+    /// The producer is done: with the body complete, or with `error`.
+    package func finish(error: String? = nil) {
+        condition.lock()
+        if !ended && failure == nil {
+            if let error { failure = error } else { ended = true }
+        }
+        let wake = takeWaitingReader()
+        condition.unlock()
+        wake?()
+    }
+
+    /// Copies buffered bytes into `buffer` (the transport's read callback).
+    package func read(into buffer: UnsafeMutableRawBufferPointer) -> ReadResult {
+        condition.lock()
+        defer { condition.unlock() }
+        if let failure { return .failed(failure) }
+        var copied = 0
+        while copied < buffer.count, let first = chunks.first {
+            let count = min(buffer.count - copied, first.count - consumed)
+            first.withUnsafeBytes { source in
+                let start = source.baseAddress! + consumed
+                (buffer.baseAddress! + copied).copyMemory(from: start, byteCount: count)
+            }
+            copied += count
+            consumed += count
+            if consumed == first.count {
+                chunks.removeFirst()
+                consumed = 0
+            }
+        }
+        buffered -= copied
+        if copied > 0 {
+            condition.broadcast()
+            return .bytes(copied)
+        }
+        if ended { return .end }
+        readerWaiting = true
+        return .wouldBlock
+    }
+
+    /// Sets what wakes the reader after a `wouldBlock` (the transport
+    /// unpauses the transfer).
+    package func setReadableHandler(_ handler: @escaping @Sendable () -> Void) {
+        condition.lock()
+        onReadable = handler
+        condition.unlock()
+    }
+
+    /// The transfer is over: a waiting producer returns, later writes are
+    /// refused, the reader's handler is dropped.
+    package func close() {
+        condition.lock()
+        closed = true
+        chunks.removeAll()
+        buffered = 0
+        onReadable = nil
+        condition.broadcast()
+        condition.unlock()
+    }
+
+    /// Whether the transfer closed the pipe.
+    package var isClosed: Bool {
+        condition.lock()
+        defer { condition.unlock() }
+        return closed
+    }
+
+    private func takeWaitingReader() -> (@Sendable () -> Void)? {
+        guard readerWaiting else { return nil }
+        readerWaiting = false
+        return onReadable
+    }
+}

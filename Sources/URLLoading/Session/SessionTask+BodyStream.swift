@@ -1,0 +1,162 @@
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import Transport
+
+/// An `InputStream` handed from its owner to the one thread that reads it.
+/// Foundation's streams are not `Sendable`; this box moves one across once
+/// and nobody else touches it afterwards.
+struct OwnedInputStream: @unchecked Sendable {
+    let stream: InputStream
+}
+
+extension SessionTask {
+    /// Where a task's streamed request body comes from (SPEC S6 body
+    /// streams): the request's `httpBodyStream` first, then the delegate's
+    /// `needNewBodyStream` each time the body must be sent (again): after a
+    /// challenge, or a redirect that keeps the method. A stream is read once.
+    ///
+    /// ```
+    /// ready(stream) ─transfer starts→ used ─body needed again→ asking delegate ─stream→ ready
+    ///                                                                          └─nil→ task fails (bodyStreamExhausted)
+    /// ```
+    struct StreamedBody: Sendable {
+        /// The body's length from the request's Content-Length, or -1.
+        var length: Int64
+        /// The stream for the next transfer, when one is at hand.
+        var next: OwnedInputStream?
+    }
+
+    /// Whether the transfer about to start needs a body stream that is not
+    /// at hand yet: then the delegate is asked, and the transfer starts
+    /// (again, through `startTransfer`) once it answered. Returns true when
+    /// the caller must stop here.
+    func awaitsBodyStream(hop: Int, request: URLRequest, session: Session) -> Bool {
+        guard sendsBody(hop: hop, request: request) else { return false }
+        let missing = state.withLock { inner -> Bool in
+            guard let streamed = inner.streamedBody else { return false }
+            return streamed.next == nil
+        }
+        guard missing else { return false }
+        let delegate = self.delegate ?? session.delegate
+        session.events.enqueue { [self] in
+            let stream = await delegate?.session(session, needNewBodyStreamFor: self)
+            guard let stream else {
+                self.perform(self.state.withLock { inner in
+                    guard hop == inner.machine.hop else { return [] }
+                    return inner.machine.fail(SessionError(
+                        .requestBodyStreamExhausted, failingURL: request.url,
+                        message: "the body must be sent again and the delegate gave no new body stream"))
+                })
+                return
+            }
+            let current = self.state.withLock { inner -> Bool in
+                guard hop == inner.machine.hop, !inner.machine.isFinished else { return false }
+                inner.streamedBody?.next = OwnedInputStream(stream: stream)
+                return true
+            }
+            if current { self.startTransfer(hop: hop) }
+        }
+        return true
+    }
+
+    /// Whether this hop sends the task's body: the first, and any that
+    /// keeps a method with a body.
+    func sendsBody(hop: Int, request: URLRequest) -> Bool {
+        hop == 0 || request.httpMethod != "GET"
+    }
+
+    /// Takes the stream at hand and starts reading it into a pipe the
+    /// transfer sends from; nil when the task has no streamed body.
+    func takeBodyStream() -> TransferRequest.Body? {
+        guard let (stream, length) = state.withLock({ inner -> (OwnedInputStream, Int64)? in
+            guard let streamed = inner.streamedBody, let stream = streamed.next else { return nil }
+            inner.streamedBody?.next = nil
+            return (stream, streamed.length)
+        }) else { return nil }
+        let pipe = BodyPipe()
+        BodyStreamReader.start(stream, into: pipe)
+        return .stream(pipe, length: length)
+    }
+}
+
+/// Reads an `InputStream` on a thread of its own into a `BodyPipe`: a
+/// stream's `read` may block (a pipe, a socket), and it must block neither
+/// the transport's thread nor Swift's cooperative pool. The pipe's capacity
+/// bounds the memory; the thread ends with the stream, or when the
+/// transfer closes the pipe.
+enum BodyStreamReader {
+    static let chunkSize = 64 * 1024
+
+    static func start(_ owned: OwnedInputStream, into pipe: BodyPipe) {
+        let thread = Thread {
+            let stream = owned.stream
+            if stream.streamStatus == .notOpen { stream.open() }
+            defer { stream.close() }
+            var buffer = [UInt8](repeating: 0, count: chunkSize)
+            while true {
+                let count = buffer.withUnsafeMutableBufferPointer { bytes in
+                    stream.read(bytes.baseAddress!, maxLength: bytes.count)
+                }
+                if count < 0 {
+                    pipe.finish(error: stream.streamError.map { "\($0.localizedDescription)" } ?? "the stream reported an error")
+                    return
+                }
+                if count == 0 {
+                    pipe.finish()
+                    return
+                }
+                guard pipe.write(Data(buffer[0..<count])) else { return }
+            }
+        }
+        thread.name = "urlloading.body-stream"
+        thread.start()
+    }
+}
+
+extension SessionTask {
+    /// Hands a multipart/x-mixed-replace body's parts to the delegate: a
+    /// `didReceiveResponse` when each part begins (its response carries the
+    /// part's header fields over the whole response's), then the part's
+    /// bytes. A `.cancel` answer ends the task; the bytes after it are dropped.
+    func deliverParts(_ events: [MixedReplaceParser.Event], session: Session, delegate: any SessionDelegate) {
+        for event in events {
+            switch event {
+            case .part(let fields):
+                // The transfer may end before the delegate answers (its queue
+                // runs behind the transport): the task waits for the answer.
+                state.withLock { $0.machine.partDecisionOpened() }
+                session.events.enqueue { [self] in
+                    guard !self.state.withLock({ $0.machine.isFinished }), let response = self.partResponse(fields) else {
+                        self.perform(self.state.withLock { $0.machine.partDecisionClosed() })
+                        return
+                    }
+                    let disposition = await delegate.session(session, dataTask: self, didReceive: response)
+                    self.perform(self.state.withLock { inner in
+                        disposition == .cancel
+                            ? inner.machine.fail(SessionError(.cancelled, failingURL: response.url, message: "the delegate cancelled the task"))
+                            : inner.machine.partDecisionClosed()
+                    })
+                }
+            case .data(let data):
+                session.events.enqueue { [self] in
+                    guard !self.state.withLock({ $0.machine.isFinished && $0.error != nil }) else { return }
+                    delegate.session(session, dataTask: self, didReceive: data)
+                }
+            }
+        }
+    }
+
+    /// The response of one part: the whole response's status and fields,
+    /// with the part's fields (Content-Type, ...) in place of the whole's.
+    private func partResponse(_ fields: [HeaderFields.Field]) -> HTTPURLResponse? {
+        guard let (url, head) = state.withLock({ $0.head }) else { return nil }
+        var merged = head
+        merged.headers.removeAll { field in
+            HeaderFields.namesEqual(field.name, "Content-Length") || fields.contains { HeaderFields.namesEqual($0.name, field.name) }
+        }
+        merged.headers += fields.map { (name: $0.name, value: $0.value) }
+        return Self.makeResponse(url: url, head: merged)
+    }
+}
