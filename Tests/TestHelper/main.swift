@@ -27,11 +27,21 @@
 //       GETs <url> through a default-configuration session of application
 //       <app-id> (stores under $XDG_DATA_HOME) and prints "status <code>"
 //       and "cookies <name,...>" (the store's cookie names, sorted).
+//
+//   urlloading-test-helper big-transfer download <url> <destination>
+//   urlloading-test-helper big-transfer upload <url> <file>
+//       Downloads <url> with a download task (moving the file to
+//       <destination>), or uploads <file> with an upload task, and prints
+//       one line of JSON: the process's peak RSS in KiB, the progress
+//       reports' count, last totals and whether they only grew, the status
+//       and the error. A process of its own, so that the peak RSS is this
+//       transfer's alone and not that of tests running beside it.
 import Foundation
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
 import Storage
+import Synchronization
 import TestSupport
 @testable import URLLoading
 
@@ -142,8 +152,45 @@ case "cookie-fetch":
     } catch {
         fail("\(error)")
     }
+case "big-transfer":
+    let rest = Array(arguments.dropFirst())
+    guard rest.count == 3, ["download", "upload"].contains(rest[0]), let url = URL(string: rest[1]) else {
+        fail("usage: big-transfer download|upload <url> <path>")
+    }
+    let path = URL(fileURLWithPath: rest[2])
+    let delegate = ProgressCheckingDelegate(destination: rest[0] == "download" ? path : nil)
+    do {
+        var configuration = SessionConfiguration.ephemeral
+        configuration.urlCache = nil
+        let session = try Session(configuration: configuration, delegate: delegate)
+        var request = URLRequest(url: url)
+        if rest[0] == "download" {
+            session.downloadTask(with: request).resume()
+        } else {
+            request.httpMethod = "PUT"
+            session.uploadTask(with: request, fromFile: path).resume()
+        }
+        let report = await delegate.finished()
+        session.finishTasksAndInvalidate()
+        var line: [String: Any] = report
+        line["peakRSSKiB"] = peakRSSKiB()
+        let json = try JSONSerialization.data(withJSONObject: line, options: [.sortedKeys])
+        print(String(decoding: json, as: UTF8.self))
+    } catch {
+        fail("\(error)")
+    }
 default:
     fail("unknown mode \(arguments.first ?? "(none)")")
+}
+
+/// This process's peak RSS in KiB (VmHWM). Not getrusage's ru_maxrss:
+/// Linux carries that across execve, so a child spawned by a large test
+/// process (posix_spawn shares its memory until the exec) would report the
+/// parent's peak.
+func peakRSSKiB() -> Int {
+    guard let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8),
+          let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmHWM:") }) else { return -1 }
+    return Int(line.split(separator: " ").dropFirst().first ?? "") ?? -1
 }
 
 func storeFixture(_ cache: ResponseCache, url: String, index: Int) {
@@ -155,4 +202,83 @@ func storeFixture(_ cache: ResponseCache, url: String, index: Int) {
         responseHeaders: [("Cache-Control", "max-age=3600"), ("Content-Type", "application/octet-stream")],
         requestHeaders: [], body: CacheFixtures.body(for: url, index: index),
         requestTime: now, responseTime: now, storedAt: now))
+}
+
+
+/// Checks a big transfer's progress reports as they come: every report
+/// adds exactly its bytes to the previous total, totals only grow, and the
+/// expected total stays the same.
+final class ProgressCheckingDelegate: SessionDelegate {
+    struct Progress: Sendable {
+        var reports = 0
+        var total: Int64 = 0
+        var expected: Int64?
+        var consistent = true
+        var status = 0
+        var error: String?
+        var moved = false
+        var waiter: CheckedContinuation<[String: any Sendable], Never>?
+        var done = false
+    }
+
+    let destination: URL?
+    private let state = Mutex(Progress())
+
+    init(destination: URL?) {
+        self.destination = destination
+    }
+
+    private func record(_ bytes: Int64, total: Int64, expected: Int64) {
+        state.withLock { progress in
+            progress.reports += 1
+            if total != progress.total + bytes || bytes <= 0 || (progress.expected.map { $0 != expected } ?? false) {
+                progress.consistent = false
+            }
+            progress.total = total
+            progress.expected = expected
+        }
+    }
+
+    func session(_ session: Session, downloadTask: SessionTask, didWriteData bytesWritten: Int64, totalBytesWritten: Int64, totalBytesExpectedToWrite: Int64) {
+        record(bytesWritten, total: totalBytesWritten, expected: totalBytesExpectedToWrite)
+    }
+
+    func session(_ session: Session, task: SessionTask, didSendBodyData bytesSent: Int64, totalBytesSent: Int64, totalBytesExpectedToSend: Int64) {
+        record(bytesSent, total: totalBytesSent, expected: totalBytesExpectedToSend)
+    }
+
+    func session(_ session: Session, downloadTask: SessionTask, didFinishDownloadingTo location: URL) {
+        guard let destination else { return }
+        let moved = (try? FileManager.default.moveItem(at: location, to: destination)) != nil
+        state.withLock { $0.moved = moved }
+    }
+
+    func session(_ session: Session, task: SessionTask, didCompleteWithError error: (any Error)?) {
+        let status = (task.response as? HTTPURLResponse)?.statusCode ?? 0
+        let (waiter, report) = state.withLock { progress -> (CheckedContinuation<[String: any Sendable], Never>?, [String: any Sendable]) in
+            progress.status = status
+            progress.error = error.map { "\($0)" }
+            progress.done = true
+            defer { progress.waiter = nil }
+            return (progress.waiter, Self.report(progress))
+        }
+        waiter?.resume(returning: report)
+    }
+
+    private static func report(_ progress: Progress) -> [String: any Sendable] {
+        ["reports": progress.reports, "total": progress.total, "expected": progress.expected ?? -1,
+         "consistent": progress.consistent, "status": progress.status, "error": progress.error ?? "", "moved": progress.moved]
+    }
+
+    /// Waits for the task's end and gives its report.
+    func finished() async -> [String: any Sendable] {
+        await withCheckedContinuation { continuation in
+            let report = state.withLock { progress -> [String: any Sendable]? in
+                if progress.done { return Self.report(progress) }
+                progress.waiter = continuation
+                return nil
+            }
+            if let report { continuation.resume(returning: report) }
+        }
+    }
 }

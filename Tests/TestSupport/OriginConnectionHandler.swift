@@ -1,3 +1,4 @@
+import Foundation
 import NIOCore
 import NIOHTTP1
 
@@ -16,7 +17,7 @@ final class OriginConnectionHandler: ChannelInboundHandler {
     private let shared: SharedState
     private let connectionNumber: Int
     private let overTLS: Bool
-    private var current: (head: HTTPRequestHead, body: [UInt8])?
+    private var current: (head: HTTPRequestHead, body: [UInt8], length: Int, file: (handle: FileHandle, url: URL)?)?
     private var queue: [(request: RecordedRequest, keepAlive: Bool)] = []
     private var busy = false
     private var closed = false
@@ -30,21 +31,26 @@ final class OriginConnectionHandler: ChannelInboundHandler {
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         switch unwrapInboundIn(data) {
         case .head(let head):
-            current = (head, [])
+            let path = String(head.uri.prefix { $0 != "?" })
+            current = (head, [], 0, shared.bodyFile(for: path))
             if head.headers["expect"].contains(where: { $0.lowercased() == "100-continue" }) {
                 write(context, Array("HTTP/1.1 100 Continue\r\n\r\n".utf8))
             }
         case .body(var buffer):
-            if let bytes = buffer.readBytes(length: buffer.readableBytes) {
+            current?.length += buffer.readableBytes
+            if let file = current?.file {
+                buffer.withUnsafeReadableBytes { file.handle.write(Data($0)) }
+            } else if let bytes = buffer.readBytes(length: buffer.readableBytes) {
                 current?.body.append(contentsOf: bytes)
             }
         case .end:
-            guard let (head, body) = current else { return }
+            guard let (head, body, length, file) = current else { return }
             current = nil
+            try? file?.handle.close()
             let request = RecordedRequest(
                 method: head.method.rawValue, target: head.uri,
                 headers: head.headers.map { HeaderField($0.name, $0.value) },
-                body: body, connectionNumber: connectionNumber, overTLS: overTLS)
+                body: body, bodyFile: file?.url, bodyLength: length, connectionNumber: connectionNumber, overTLS: overTLS)
             queue.append((request, head.isKeepAlive))
             processNext(context)
         }
@@ -53,6 +59,10 @@ final class OriginConnectionHandler: ChannelInboundHandler {
     func channelInactive(context: ChannelHandlerContext) {
         closed = true
         context.fireChannelInactive()
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        try? current?.file?.handle.close()
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
@@ -139,6 +149,29 @@ final class OriginConnectionHandler: ChannelInboundHandler {
         case .pause(let duration):
             context.eventLoop.assumeIsolated().scheduleTask(in: .init(duration)) {
                 self.sendParts(rest, framing: framing, keepAlive: keepAlive, context: context)
+            }
+        case .cycle(let block, let offset, let count):
+            guard count > 0, !block.isEmpty else {
+                sendParts(rest, framing: framing, keepAlive: keepAlive, context: context)
+                return
+            }
+            // One write of up to 256 KiB, copied from the block in at most a few slices.
+            let size = min(count, 4 * Self.patternWriteSize)
+            var chunk: [UInt8] = []
+            chunk.reserveCapacity(size)
+            var position = offset % block.count
+            while chunk.count < size {
+                let take = min(size - chunk.count, block.count - position)
+                chunk.append(contentsOf: block[position..<(position + take)])
+                position = (position + take) % block.count
+            }
+            var remaining = rest
+            if count > size {
+                remaining.insert(.cycle(of: block, offset: offset + size, count: count - size), at: remaining.startIndex)
+            }
+            let next = remaining
+            writeThen(context, chunk, framing: framing) {
+                self.sendParts(next, framing: framing, keepAlive: keepAlive, context: context)
             }
         case .closeConnection:
             closed = true

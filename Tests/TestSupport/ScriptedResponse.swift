@@ -1,4 +1,4 @@
-import Foundation
+public import Foundation
 
 /// One header field as sent on the wire (name case kept, duplicates allowed).
 public struct HeaderField: Sendable, Equatable {
@@ -35,6 +35,11 @@ public struct ScriptedResponse: Sendable {
         /// starting at `offset`, sent in 64 KiB writes that wait for the
         /// socket (so a 1 GiB body costs no memory).
         case pattern(offset: Int, count: Int)
+        /// `count` bytes of `block` repeated end to end, starting at byte
+        /// `offset` of that endless repetition: as cheap to send as a copy,
+        /// for bodies of gigabytes (a block whose length is no power of two
+        /// still shows a misplaced range).
+        case cycle(of: [UInt8], offset: Int, count: Int)
         /// Wait this long before the next part.
         case pause(Duration)
         /// Close the connection now (a server that dies mid-body).
@@ -96,7 +101,7 @@ public struct ScriptedResponse: Sendable {
         parts.reduce(0) { total, part in
             switch part {
             case .bytes(let bytes): return total + bytes.count
-            case .pattern(_, let count): return total + count
+            case .pattern(_, let count), .cycle(_, _, let count): return total + count
             case .pause, .closeConnection: return total
             }
         }
@@ -142,8 +147,13 @@ public struct RecordedRequest: Sendable {
     public var target: String
     /// Header fields in the order received.
     public var headers: [HeaderField]
-    /// The body received.
+    /// The body received (empty when the origin stored it in `bodyFile`).
     public var body: [UInt8]
+    /// Where the body went, for a path whose bodies the origin stores in
+    /// files (`TestOrigin.storeBodies(of:in:)`).
+    public var bodyFile: URL?
+    /// The body's length, wherever it went.
+    public var bodyLength: Int
     /// Which connection carried it: 1 for the origin's first, and so on.
     public var connectionNumber: Int
     /// Whether it arrived over TLS.

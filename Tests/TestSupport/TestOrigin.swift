@@ -31,6 +31,9 @@ public final class TestOrigin: Sendable {
 
     struct State {
         var routes: [String: Handler] = [:]
+        /// Paths whose request bodies go to files in these directories.
+        var bodySinks: [String: URL] = [:]
+        var storedBodies = 0
         var log: [RecordedRequest] = []
         var connections = 0
         var shutDown = false
@@ -118,6 +121,13 @@ public final class TestOrigin: Sendable {
         route(path) { _ in response }
     }
 
+    /// Stores the bodies of requests to `path` in new files in `directory`
+    /// instead of memory (`RecordedRequest.bodyFile`): uploads of gigabytes
+    /// cost the origin no memory.
+    public func storeBodies(of path: String, in directory: URL) {
+        shared.state.withLock { $0.bodySinks[path] = directory }
+    }
+
     /// Every request received, in arrival order.
     public var requests: [RecordedRequest] {
         shared.state.withLock { $0.log }
@@ -155,6 +165,18 @@ public final class TestOrigin: Sendable {
 /// What the listening socket and its connections share.
 final class SharedState: Sendable {
     let state = Mutex(TestOrigin.State())
+
+    /// A new file for the body of a request to `path`, if its bodies are stored.
+    func bodyFile(for path: String) -> (handle: FileHandle, url: URL)? {
+        let url = state.withLock { state -> URL? in
+            guard let directory = state.bodySinks[path] else { return nil }
+            state.storedBodies += 1
+            return directory.appendingPathComponent("body-\(state.storedBodies)")
+        }
+        guard let url, FileManager.default.createFile(atPath: url.path, contents: nil),
+              let handle = FileHandle(forWritingAtPath: url.path) else { return nil }
+        return (handle, url)
+    }
 
     func record(_ request: RecordedRequest) -> TestOrigin.Handler? {
         state.withLock { state in

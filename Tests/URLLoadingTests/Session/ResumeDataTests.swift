@@ -127,6 +127,60 @@ import TestSupport
         try await origin.shutdown()
     }
 
+    /// A 4 MB resource of the big-transfer block, honouring Range with
+    /// If-Range; the full answer stops after `offset` bytes (the server drops
+    /// the connection, or pauses for the client to cancel).
+    static func cutRoute(_ origin: TestOrigin, offset: Int, drop: Bool) -> [UInt8] {
+        let total = 4_000_037
+        let block = TestOrigin.pattern(offset: 0, count: 1_000_003)
+        origin.route("/cut") { request in
+            let headers = [HeaderField("ETag", "\"c1\""), HeaderField("Accept-Ranges", "bytes")]
+            if let range = request.header("Range"), range.hasPrefix("bytes="), range.hasSuffix("-"),
+               request.header("If-Range") == "\"c1\"", let start = Int(range.dropFirst(6).dropLast()), start < total {
+                return ScriptedResponse(status: 206, headers: headers + [HeaderField("Content-Range", "bytes \(start)-\(total - 1)/\(total)")],
+                                        parts: [.cycle(of: block, offset: start, count: total - start)], framing: .contentLength)
+            }
+            return ScriptedResponse(status: 200, headers: headers,
+                                    parts: [.cycle(of: block, offset: 0, count: offset), drop ? .closeConnection : .pause(.seconds(30))],
+                                    framing: .declaredLength(total))
+        }
+        var whole: [UInt8] = []
+        while whole.count < total { whole += block }
+        return Array(whole[..<total])
+    }
+
+    @Test("S7: resumed after the server dropped the connection, or after a cancel, at several offsets: the file's SHA-256 is the original's",
+          arguments: [(1, true), (65_536, true), (1_000_003, true), (3_999_999, true), (1, false), (2_500_000, false)])
+    func resumeAtOffsets(offset: Int, drop: Bool) async throws {
+        let origin = try await TestOrigin.start()
+        let original = Self.cutRoute(origin, offset: offset, drop: drop)
+        let session = try Session(configuration: .ephemeral)
+        let resumeData: Data
+        if drop {
+            let error = await #expect(throws: SessionError.self) {
+                _ = try await session.download(for: URLRequest(url: origin.url("/cut")))
+            }
+            #expect(error?.code == .networkConnectionLost)
+            resumeData = try #require(error?.resumeData)
+        } else {
+            let task = session.downloadTask(with: URLRequest(url: origin.url("/cut")))
+            task.resume()
+            await Self.waitForBytes(task, Int64(offset))
+            resumeData = try #require(await task.cancelByProducingResumeData())
+        }
+        let contents = try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Data, any Error>) in
+            session.downloadTask(withResumeData: resumeData) { location, _, error in
+                if let error { continuation.resume(throwing: error); return }
+                continuation.resume(returning: location.flatMap { try? Data(contentsOf: $0) } ?? Data())
+            }.resume()
+        }
+        #expect(contents.count == original.count)
+        #expect(Hex.string(SHA256.hash(contents)) == Hex.string(SHA256.hash(original)))
+        #expect(origin.requests(to: "/cut").last?.header("Range") == "bytes=\(offset)-")
+        session.finishTasksAndInvalidate()
+        try await origin.shutdown()
+    }
+
     @Test("S7: truncated, forged and foreign resume data are refused with a clear error")
     func badResumeData() async throws {
         let directory = SessionTask.downloadsDirectory
