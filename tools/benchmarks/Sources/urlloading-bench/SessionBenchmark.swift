@@ -27,7 +27,8 @@ enum SessionBenchmark {
         return Figures(elapsed: parts[0], cpu: parts[1], peakRSSKiB: parts[2], bytes: parts[3])
     }
 
-    static func run(base: String, curlBench: String) {
+    /// - Parameter work: A scratch directory on the disk nginx serves from.
+    static func run(base: String, curlBench: String, work: String) {
         let small = base + "/1k", large = base + "/100m"
         func c(_ arguments: [String]) -> Figures {
             let process = Process()
@@ -79,11 +80,44 @@ enum SessionBenchmark {
         }.joined(separator: "; "))
         lines.append("download task (to a file): \(formatted(oursTask.bytes / oursTask.elapsed / 1_048_576)) MiB/s, peak RSS \(Int(oursTask.peakRSSKiB / 1024)) MiB")
 
+        bigTransfers(base: base, work: work, c: c, into: &table, lines: &lines)
+
         print("urlloading-bench session: against nginx on loopback\n")
         lines.forEach { print($0) }
         print("")
         for row in table {
             print("bench session \(row.figure): \(String(format: "%.2f", row.ratio))x \(row.reference)")
+        }
+    }
+
+    /// 1 GiB to a file and from a file: our download and upload tasks
+    /// against the C program and curl's CLI, each written to (or read from)
+    /// a file on the same disk; nginx stores uploads with WebDAV PUT.
+    static func bigTransfers(base: String, work: String, c: (([String]) -> Figures),
+                             into table: inout [(figure: String, reference: String, ratio: Double)], lines: inout [String]) {
+        let download = base + "/1g", received = work + "/received", source = work + "/www/1g"
+        func cli(_ arguments: [String]) -> Double {
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: "/usr/bin/curl")
+            process.arguments = ["-sS", "--fail"] + arguments
+            let start = now()
+            do { try process.run() } catch { fail("cannot run curl: \(error)") }
+            process.waitUntilExit()
+            guard process.terminationStatus == 0 else { fail("curl \(arguments) failed") }
+            return Double(now() - start) / 1e9
+        }
+        for (figure, mode) in [("download-1g", "download-task"), ("upload-1g", "upload-task")] {
+            let upload = mode == "upload-task"
+            let target = { (name: String) in upload ? base + "/upload/\(name)" : download }
+            let reference = c([upload ? "upload" : "download-file", target("c"), upload ? source : received])
+            let curlCLI = cli(upload ? ["-T", source, "-o", "/dev/null", target("cli")] : ["-o", received, target("cli")])
+            let ours = parse(runChildText(["session-child", "ours", mode, target("ours"), "1", "1", source]))
+            try? FileManager.default.removeItem(atPath: received)
+            table.append((figure, "libcurl-c", ours.elapsed / reference.elapsed))
+            table.append((figure, "curl-cli", ours.elapsed / curlCLI))
+            lines.append("\(figure): ours \(formatted(1024 / ours.elapsed)) MiB/s, peak RSS \(Int(ours.peakRSSKiB / 1024)) MiB; "
+                + "libcurl-c \(formatted(1024 / reference.elapsed)) MiB/s, peak RSS \(Int(reference.peakRSSKiB / 1024)) MiB; "
+                + "curl-cli \(formatted(1024 / curlCLI)) MiB/s")
         }
     }
 
@@ -94,7 +128,15 @@ enum SessionBenchmark {
         getrusage(__rusage_who_t(RUSAGE_SELF.rawValue), &usage)
         let cpu = Double(usage.ru_utime.tv_sec) + Double(usage.ru_utime.tv_usec) / 1e6
             + Double(usage.ru_stime.tv_sec) + Double(usage.ru_stime.tv_usec) / 1e6
-        return (cpu, Double(usage.ru_maxrss))
+        return (cpu, peakRSSKiB())
+    }
+
+    /// Peak RSS in KiB from VmHWM: getrusage's ru_maxrss survives execve,
+    /// so a child would report its parent's peak if that was larger.
+    static func peakRSSKiB() -> Double {
+        guard let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8),
+              let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmHWM:") }) else { return -1 }
+        return Double(line.split(separator: " ").dropFirst().first ?? "") ?? -1
     }
 
     /// Runs `count` requests with `inFlight` workers; returns elapsed seconds.
@@ -118,7 +160,8 @@ enum SessionBenchmark {
         return (Double(now() - start) / 1e9, rusage().cpu - before, bytes)
     }
 
-    static func child(contender: String, mode: String, url: String, count: Int, inFlight: Int) async -> String {
+    /// - Parameter path: The file an upload sends.
+    static func child(contender: String, mode: String, url: String, count: Int, inFlight: Int, path: String? = nil) async -> String {
         guard let target = URL(string: url) else { fail("bad URL \(url)") }
         let result: (Double, Double, Int)
         switch contender {
@@ -131,6 +174,17 @@ enum SessionBenchmark {
             let session: Session
             do { session = try Session(configuration: configuration) } catch { fail("\(error)") }
             switch mode {
+            case "upload-task":
+                guard let path else { fail("upload-task needs a file") }
+                result = await timed(1, 1) {
+                    var request = URLRequest(url: target)
+                    request.httpMethod = "PUT"
+                    let (_, response) = try await session.upload(for: request, fromFile: URL(fileURLWithPath: path))
+                    guard let status = (response as? HTTPURLResponse)?.statusCode, (200..<300).contains(status) else {
+                        fail("upload answered \(response)")
+                    }
+                    return (try? FileManager.default.attributesOfItem(atPath: path)[.size] as? Int) ?? 0
+                }
             case "download-task":
                 result = await timed(1, 1) {
                     let (file, _) = try await session.download(for: URLRequest(url: target))
