@@ -105,7 +105,10 @@ final class Transfer {
         try set(CURLOPT_FOLLOWLOCATION, 0)
         try set(CURLOPT_SUPPRESS_CONNECT_HEADERS, 1)
         try set(CURLOPT_HTTP_VERSION, CURL_HTTP_VERSION_2TLS)
-        try set(CURLOPT_PIPEWAIT, 1)
+        // Waiting for a connection that may multiplex only makes sense where
+        // HTTP/2 can happen (TLS): over plain http a new request would wait
+        // for the first response on the host's first connection.
+        if request.url.lowercased().hasPrefix("https:") { try set(CURLOPT_PIPEWAIT, 1) }
         try set(CURLOPT_TCP_KEEPALIVE, 1)
         try set(CURLOPT_PROTOCOLS_STR, "http,https")
         if request.decodeContent { try set(CURLOPT_ACCEPT_ENCODING, "") }
@@ -452,7 +455,7 @@ final class Transfer {
             guard offset >= 0, offset <= Int64(data.count) else { return false }
             body = .data(data, offset: Int(offset))
         case .file(let file):
-            guard (try? file.seek(toOffset: UInt64(max(0, offset)))) != nil else { return false }
+            guard offset >= 0, lseek(file.fileDescriptor, off_t(offset), SEEK_SET) == off_t(offset) else { return false }
         case .pipe:
             return false
         }
@@ -473,12 +476,13 @@ final class Transfer {
             body = .data(data, offset: offset + count)
             return count
         case .file(let file):
-            do {
-                guard let chunk = try file.read(upToCount: buffer.count) else { return 0 }
-                chunk.copyBytes(to: buffer)
-                return chunk.count
-            } catch {
-                failure = .bodyUnreadable("reading the body file failed: \(error.localizedDescription)")
+            // Straight into libcurl's buffer: FileHandle.read(upToCount:)
+            // reads 4 KiB per system call and copies through a Data.
+            while true {
+                let count = read(file.fileDescriptor, buffer.baseAddress, buffer.count)
+                if count >= 0 { return count }
+                if errno == EINTR { continue }
+                failure = .bodyUnreadable("reading the body file failed: \(String(cString: strerror(errno)))")
                 return Int(CURL_READFUNC_ABORT)
             }
         case .pipe(let pipe):
