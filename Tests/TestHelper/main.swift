@@ -36,6 +36,16 @@
 //       reports' count, last totals and whether they only grew, the status
 //       and the error. A process of its own, so that the peak RSS is this
 //       transfer's alone and not that of tests running beside it.
+//
+//   urlloading-test-helper isolation-run ephemeral|default <base-url> <work-dir>
+//       Runs one session of that configuration through every feature against
+//       the isolation origin (Tests/URLLoadingTests/Isolation): cached GETs
+//       small and large, cookies set and sent, Basic and Digest credentials of
+//       every persistence, a download task (its file moved to
+//       <work-dir>/downloads/delegate) and an async download (moved to
+//       <work-dir>/downloads/async), an upload of <work-dir>/upload-source, a
+//       redirect, then invalidation; a second session is invalidated with a
+//       task running. Prints "ok" or fails. Run under strace by the test.
 import Foundation
 #if canImport(FoundationNetworking)
 import FoundationNetworking
@@ -179,6 +189,17 @@ case "big-transfer":
     } catch {
         fail("\(error)")
     }
+case "isolation-run":
+    let rest = Array(arguments.dropFirst())
+    guard rest.count == 3, ["ephemeral", "default"].contains(rest[0]), let base = URL(string: rest[1]) else {
+        fail("usage: isolation-run ephemeral|default <base-url> <work-dir>")
+    }
+    do {
+        try await IsolationRun(ephemeral: rest[0] == "ephemeral", base: base, work: URL(fileURLWithPath: rest[2])).run()
+        print("ok")
+    } catch {
+        fail("\(error)")
+    }
 default:
     fail("unknown mode \(arguments.first ?? "(none)")")
 }
@@ -280,5 +301,127 @@ final class ProgressCheckingDelegate: SessionDelegate {
             }
             if let report { continuation.resume(returning: report) }
         }
+    }
+}
+
+
+/// The isolation suite's tour of the session's features (see the mode's
+/// comment at the top).
+struct IsolationRun {
+    let ephemeral: Bool
+    let base: URL
+    let work: URL
+
+    struct Failure: Error, CustomStringConvertible {
+        let description: String
+    }
+
+    /// Answers challenges by realm (its name is the persistence), moves
+    /// delegate downloads, and signals invalidation.
+    final class Delegate: SessionDelegate {
+        let downloads: URL
+        private let invalidated = Mutex<(done: Bool, waiter: CheckedContinuation<Void, Never>?)>((false, nil))
+        init(downloads: URL) { self.downloads = downloads }
+
+        func session(_ session: Session, task: SessionTask, didReceive challenge: AuthenticationChallenge) async -> ChallengeAnswer? {
+            guard challenge.previousFailureCount == 0 else { return ChallengeAnswer(.cancelAuthenticationChallenge) }
+            let persistence: Credential.Persistence
+            switch challenge.protectionSpace.realm {
+            case "none": persistence = .none
+            case "session": persistence = .forSession
+            default: persistence = .permanent
+            }
+            return .use(Credential(user: "tenant", password: "s3cret-\(challenge.protectionSpace.realm ?? "")", persistence: persistence))
+        }
+
+        func session(_ session: Session, downloadTask: SessionTask, didFinishDownloadingTo location: URL) {
+            try? FileManager.default.moveItem(at: location, to: downloads.appendingPathComponent("delegate"))
+        }
+
+        func session(_ session: Session, task: SessionTask, didCompleteWithError error: (any Error)?) {
+            guard task.kind == .download else { return }
+            downloadDone.continuation.yield()
+        }
+
+        private let downloadDone = AsyncStream.makeStream(of: Void.self)
+
+        /// Waits for the delegate download task's end.
+        func waitForDownload() async {
+            var iterator = downloadDone.stream.makeAsyncIterator()
+            _ = await iterator.next()
+        }
+
+        func sessionDidBecomeInvalid(_ session: Session, error: (any Error)?) {
+            let waiter = invalidated.withLock { state -> CheckedContinuation<Void, Never>? in
+                state.done = true
+                defer { state.waiter = nil }
+                return state.waiter
+            }
+            waiter?.resume()
+        }
+
+        func waitForInvalidation() async {
+            await withCheckedContinuation { continuation in
+                let done = invalidated.withLock { state -> Bool in
+                    if !state.done { state.waiter = continuation }
+                    return state.done
+                }
+                if done { continuation.resume() }
+            }
+        }
+    }
+
+    func url(_ path: String) -> URL { URL(string: base.absoluteString + path) ?? base }
+
+    func expect(_ condition: Bool, _ what: String) throws {
+        if !condition { throw Failure(description: what) }
+    }
+
+    func body(_ session: Session, _ path: String) async throws -> (Int, String) {
+        let (data, response) = try await session.data(for: URLRequest(url: url(path)))
+        return ((response as? HTTPURLResponse)?.statusCode ?? 0, String(decoding: data, as: UTF8.self))
+    }
+
+    func run() async throws {
+        var configuration = ephemeral ? SessionConfiguration.ephemeral : .default
+        configuration.applicationIdentifier = "isolation"
+        let downloads = work.appendingPathComponent("downloads")
+        let delegate = Delegate(downloads: downloads)
+        let session = try Session(configuration: configuration, delegate: delegate)
+        // Cached GETs, small and large: the second of each is a hit.
+        for path in ["/small", "/large", "/small", "/large"] {
+            let (status, text) = try await body(session, path)
+            try expect(status == 200 && !text.isEmpty, "GET \(path): \(status)")
+        }
+        // Cookies set, then sent.
+        _ = try await body(session, "/set-cookie")
+        let (_, cookies) = try await body(session, "/echo-cookie")
+        try expect(cookies.contains("persistent=p1") && cookies.contains("transient=t1"), "cookies sent: \(cookies)")
+        // Basic with every persistence, Digest permanent; each twice (pre-emptive the second time).
+        for path in ["/basic/none", "/basic/session", "/basic/permanent", "/digest", "/basic/session", "/digest"] {
+            let (status, text) = try await body(session, path)
+            try expect(status == 200, "GET \(path): \(status) \(text)")
+        }
+        // Downloads: a delegate download task, and an async download whose file is ours.
+        session.downloadTask(with: URLRequest(url: url("/download"))).resume()
+        await delegate.waitForDownload()
+        try expect(FileManager.default.fileExists(atPath: downloads.appendingPathComponent("delegate").path), "delegate download moved")
+        let (file, _) = try await session.download(for: URLRequest(url: url("/download")))
+        try FileManager.default.moveItem(at: file, to: downloads.appendingPathComponent("async"))
+        // An upload from a file, and a redirect.
+        var upload = URLRequest(url: url("/upload"))
+        upload.httpMethod = "PUT"
+        let (_, uploaded) = try await session.upload(for: upload, fromFile: work.appendingPathComponent("upload-source"))
+        try expect((uploaded as? HTTPURLResponse)?.statusCode == 201, "upload")
+        let (status, _) = try await body(session, "/redirect")
+        try expect(status == 200, "redirect: \(status)")
+        session.finishTasksAndInvalidate()
+        await delegate.waitForInvalidation()
+        // A second session, invalidated while a task runs.
+        let second = try Session(configuration: configuration, delegate: Delegate(downloads: downloads))
+        let slow = second.dataTask(with: url("/slow"))
+        slow.resume()
+        _ = try await body(second, "/set-cookie")
+        second.invalidateAndCancel()
     }
 }

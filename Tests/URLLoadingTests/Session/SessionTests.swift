@@ -261,6 +261,23 @@ import TestSupport
         try await origin.shutdown()
     }
 
+    @Test("S4: over plain http a second request to a host does not wait for the first's response (no HTTP/2 to wait for)")
+    func noWaitBehindFirstConnection() async throws {
+        let origin = try await TestOrigin.start()
+        origin.route("/slow", response: ScriptedResponse(parts: [.pause(.seconds(40)), .bytes(Array("late".utf8))], framing: .closeDelimited))
+        origin.route("/fast", response: ScriptedResponse(body: "fast"))
+        let session = try Self.session()
+        let slow = session.dataTask(with: origin.url("/slow"))
+        slow.resume()
+        // The slow request holds the host's first connection before the next starts.
+        while origin.requests(to: "/slow").isEmpty { await Task.yield() }
+        let (data, _) = try await session.data(from: origin.url("/fast"))
+        #expect(data == Data("fast".utf8))
+        #expect(slow.taskState == .running)
+        session.invalidateAndCancel()
+        try await origin.shutdown()
+    }
+
     @Test("S4: uploads from data and from a file; a download to a file deleted after the delegate returns")
     func uploadsAndDownloads() async throws {
         let origin = try await TestOrigin.start()
