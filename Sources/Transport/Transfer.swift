@@ -112,6 +112,7 @@ final class Transfer {
         try set(CURLOPT_TCP_KEEPALIVE, 1)
         try set(CURLOPT_PROTOCOLS_STR, "http,https")
         if request.decodeContent { try set(CURLOPT_ACCEPT_ENCODING, "") }
+        if let size = request.receiveBufferSize { try set(CURLOPT_BUFFERSIZE, size) }
         switch request.httpAuthentication {
         case .ntlm(let user, let password):
             try set(CURLOPT_HTTPAUTH, Int(urlloading_auth_ntlm))

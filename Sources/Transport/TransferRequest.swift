@@ -71,6 +71,9 @@ package struct TransferRequest: Sendable {
 
     /// NTLM or Negotiate for this transfer, or nil.
     package var httpAuthentication: HTTPAuthentication?
+    /// libcurl's receive buffer (CURLOPT_BUFFERSIZE), or nil for its 16 KiB:
+    /// a download to a file moves in fewer, larger writes with a larger one.
+    package var receiveBufferSize: Int?
     /// Only connect (TCP and TLS), send nothing: the transfer completes
     /// once the connection stands (to see a server's certificates first).
     package var connectOnly = false
