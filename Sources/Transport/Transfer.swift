@@ -13,6 +13,8 @@ final class Transfer {
     private var body: BodySource
     /// The request body's length; -1 when a stream's length is unknown.
     private let bodyLength: Int64
+    /// libcurl's send buffer for bodies larger than it.
+    static let uploadBufferSize = 1024 * 1024
     /// Body bytes handed to libcurl so far.
     private var bodyBytesRead: Int64 = 0
     private var hasBody: Bool { if case .none = body { false } else { true } }
@@ -72,6 +74,11 @@ final class Transfer {
         case .stream(let pipe, let length):
             body = .pipe(pipe)
             bodyLength = length
+        }
+        if case .none = body {} else if bodyLength < 0 || bodyLength > Int64(Self.uploadBufferSize) {
+            // A large body moves in fewer read callbacks and send calls
+            // (libcurl's default is 64 KiB; 1 MiB measured fastest, 256 KiB no better than 64).
+            _ = urlloading_easy_setopt_long(handle, CURLOPT_UPLOAD_BUFFERSIZE, Self.uploadBufferSize)
         }
         let me = Unmanaged.passRetained(self)
         retained = me

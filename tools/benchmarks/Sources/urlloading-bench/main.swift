@@ -7,7 +7,7 @@
 //                               FoundationNetworking's HTTPCookieStorage
 //   urlloading-bench cachetool <cachetool>
 //                               cachetool list and prune on 10k and 100k entries
-//   urlloading-bench session <base-url> <curl-bench> <work-dir>
+//   urlloading-bench session <base-url> <curl-bench> <work-dir> <sink-dir>
 //                               the session against libcurl's multi interface
 //                               in C, FoundationNetworking and AsyncHTTPClient
 //
@@ -39,8 +39,8 @@ case "child-open":
     guard arguments.count == 4, let entries = Int(arguments[3]) else { fail("bad arguments") }
     print(CacheBenchmark.childOpen(kind: arguments[1], path: arguments[2], entries: entries))
 case "session":
-    guard arguments.count == 4 else { fail("usage: urlloading-bench session <base-url> <curl-bench> <work-dir>") }
-    SessionBenchmark.run(base: arguments[1], curlBench: arguments[2], work: arguments[3])
+    guard arguments.count == 5 else { fail("usage: urlloading-bench session <base-url> <curl-bench> <work-dir> <sink-dir> <sink-dir>") }
+    SessionBenchmark.run(base: arguments[1], curlBench: arguments[2], work: arguments[3], sink: arguments[4])
 case "session-child":
     guard arguments.count == 6 || arguments.count == 7, let count = Int(arguments[4]), let inFlight = Int(arguments[5]) else { fail("bad arguments") }
     print(await SessionBenchmark.child(contender: arguments[1], mode: arguments[2], url: arguments[3], count: count, inFlight: inFlight,
@@ -49,5 +49,5 @@ case "child-populate":
     guard arguments.count == 3, let entries = Int(arguments[2]) else { fail("bad arguments") }
     CacheBenchmark.populateOurs(arguments[1], entries)
 default:
-    fail("usage: urlloading-bench cache|cookies|cachetool <cachetool>|session <base-url> <curl-bench> <work-dir>")
+    fail("usage: urlloading-bench cache|cookies|cachetool <cachetool>|session <base-url> <curl-bench> <work-dir> <sink-dir>")
 }
