@@ -24,8 +24,9 @@ import TestSupport
     }
 
     /// A resource with an ETag that honours Range with a matching If-Range;
-    /// the first full answer pauses after 100,000 bytes (or cuts the
-    /// connection there).
+    /// the first full answer pauses after 100,000 bytes (long enough that a
+    /// cancel on a loaded machine still lands in the pause), or cuts the
+    /// connection there.
     static func route(_ origin: TestOrigin, etag: Tag, cut: Bool = false) {
         origin.route("/big") { request in
             let tag = etag.current
@@ -37,7 +38,7 @@ import TestSupport
             }
             var response = ScriptedResponse(
                 status: 200, headers: [HeaderField("ETag", tag), HeaderField("Accept-Ranges", "bytes")],
-                parts: [.bytes(Array(body[..<100_000])), cut ? .closeConnection : .pause(.seconds(5)), .bytes(Array(body[100_000...]))],
+                parts: [.bytes(Array(body[..<100_000])), cut ? .closeConnection : .pause(.seconds(45)), .bytes(Array(body[100_000...]))],
                 framing: .contentLength)
             response.headers.append(HeaderField("Content-Length", String(body.count)))
             response.framing = .declaredLength(body.count)
