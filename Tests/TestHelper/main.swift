@@ -320,7 +320,7 @@ struct IsolationRun {
     /// delegate downloads, and signals invalidation.
     final class Delegate: SessionDelegate {
         let downloads: URL
-        private let invalidated = Mutex<(done: Bool, waiter: CheckedContinuation<Void, Never>?)>((false, nil))
+        private let invalidated = CompletionLatch()
         init(downloads: URL) { self.downloads = downloads }
 
         func session(_ session: Session, task: SessionTask, didReceive challenge: AuthenticationChallenge) async -> ChallengeAnswer? {
@@ -351,24 +351,9 @@ struct IsolationRun {
             _ = await iterator.next()
         }
 
-        func sessionDidBecomeInvalid(_ session: Session, error: (any Error)?) {
-            let waiter = invalidated.withLock { state -> CheckedContinuation<Void, Never>? in
-                state.done = true
-                defer { state.waiter = nil }
-                return state.waiter
-            }
-            waiter?.resume()
-        }
+        func sessionDidBecomeInvalid(_ session: Session, error: (any Error)?) { invalidated.open() }
 
-        func waitForInvalidation() async {
-            await withCheckedContinuation { continuation in
-                let done = invalidated.withLock { state -> Bool in
-                    if !state.done { state.waiter = continuation }
-                    return state.done
-                }
-                if done { continuation.resume() }
-            }
-        }
+        func waitForInvalidation() async { await invalidated.wait() }
     }
 
     func url(_ path: String) -> URL { URL(string: base.absoluteString + path) ?? base }

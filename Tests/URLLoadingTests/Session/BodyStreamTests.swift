@@ -295,31 +295,9 @@ import TestSupport
     }
 }
 
-/// Opens once a task completed; `wait` returns once it is open.
-final class CompletionLatch: Sendable {
-    private let state = Mutex<(open: Bool, waiter: CheckedContinuation<Void, Never>?)>((false, nil))
-
+extension CompletionLatch {
     /// How the delegates above record a completion.
     static func event(_ error: (any Error)?) -> String {
         error.map { "complete \(($0 as? SessionError)?.code.description ?? "\($0)")" } ?? "complete"
-    }
-
-    func open() {
-        let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
-            state.open = true
-            defer { state.waiter = nil }
-            return state.waiter
-        }
-        waiter?.resume()
-    }
-
-    func wait() async {
-        await withCheckedContinuation { continuation in
-            let open = state.withLock { state -> Bool in
-                if !state.open { state.waiter = continuation }
-                return state.open
-            }
-            if open { continuation.resume() }
-        }
     }
 }
