@@ -24,16 +24,35 @@ package final class CurlMulti: Sendable {
     }
 
     private enum Command {
-        case start(TransferID, TransferRequest, any TransferObserver)
+        /// A transfer configured by the thread that started it.
+        case start(TransferID, HandOff, TransferRequest.Body)
         case cancel(TransferID)
         case unpause(TransferID)
         case shutdown
+    }
+
+    /// A configured transfer on its way from the thread that made it to the
+    /// loop thread: owned by exactly one of them at a time.
+    private struct HandOff: @unchecked Sendable {
+        let transfer: Transfer
+    }
+
+    /// An idle easy handle; only the thread that popped it from the pool uses it.
+    private struct IdleHandle: @unchecked Sendable {
+        let pointer: UnsafeMutableRawPointer
     }
 
     private struct Shared {
         var commands: [Command] = []
         var nextID: UInt64 = 1
         var shutDown = false
+        /// Easy handles of finished transfers, reset, ready for the next:
+        /// reusing spares an allocation and libcurl's per-handle set-up.
+        var idleHandles: [IdleHandle] = []
+        /// The loop thread is in (or about to enter) `curl_multi_poll` and
+        /// needs a wake-up for new commands; otherwise it finds them on its
+        /// next turn, and the wake-up's system call is saved.
+        var polling = false
     }
 
     private let loop: Loop
@@ -65,17 +84,34 @@ package final class CurlMulti: Sendable {
     }
 
     /// Starts a transfer; its events go to `observer` on the loop thread.
+    /// The easy handle is configured here, on the caller's thread: the loop
+    /// thread carries every transfer of the process, and only adds it.
     /// After `shutdown`, the observer hears at once that it failed.
     @discardableResult
     package func start(_ request: TransferRequest, observer: any TransferObserver) -> TransferID {
-        let (id, accepted) = loop.shared.withLock { state -> (TransferID, Bool) in
+        let (id, idle) = loop.shared.withLock { state -> (TransferID, UnsafeMutableRawPointer?) in
             let id = TransferID(raw: state.nextID)
             state.nextID += 1
-            guard !state.shutDown else { return (id, false) }
-            state.commands.append(.start(id, request, observer))
-            return (id, true)
+            return (id, state.shutDown ? nil : state.idleHandles.popLast()?.pointer)
         }
-        if accepted { loop.wake() } else { observer.transferDidComplete(.failure(.shutDown)) }
+        let transfer: Transfer
+        do {
+            transfer = try Transfer(request: request, observer: observer, reusing: idle)
+        } catch {
+            observer.transferDidComplete(.failure(error))
+            return id
+        }
+        let (accepted, wake) = loop.shared.withLock { state -> (Bool, Bool) in
+            guard !state.shutDown else { return (false, false) }
+            state.commands.append(.start(id, HandOff(transfer: transfer), request.body))
+            return (true, state.polling)
+        }
+        if accepted {
+            if wake { loop.wake() }
+        } else {
+            transfer.close()
+            observer.transferDidComplete(.failure(.shutDown))
+        }
         return id
     }
 
@@ -113,8 +149,6 @@ package final class CurlMulti: Sendable {
         private let multi: UnsafeMutableRawPointer
         private var transfers: [TransferID: Transfer] = [:]
         private var byHandle: [UnsafeMutableRawPointer: TransferID] = [:]
-        /// Easy handles of finished transfers, reset, ready for the next.
-        private var idleHandles: [UnsafeMutableRawPointer] = []
         /// Idle handles kept: enough for a burst of concurrent transfers.
         private static let idleHandleLimit = 64
 
@@ -131,8 +165,8 @@ package final class CurlMulti: Sendable {
             loop: while true {
                 for command in takeCommands() {
                     switch command {
-                    case .start(let id, let request, let observer):
-                        start(id, request, observer)
+                    case .start(let id, let handOff, let body):
+                        start(id, handOff.transfer, body)
                     case .cancel(let id):
                         finish(id, .failure(.cancelled))
                     case .unpause(let id):
@@ -163,11 +197,21 @@ package final class CurlMulti: Sendable {
                     }
                 }
                 expireIdleTransfers()
-                // Wake at least every 250 ms to check idle timeouts.
-                curl_multi_poll(multi, nil, 0, 250, nil)
+                // Sleep only with no command waiting; from here on, new
+                // commands wake the poll. At least every 250 ms, for idle timeouts.
+                let sleeps = shared.withLock { state -> Bool in
+                    state.polling = state.commands.isEmpty
+                    return state.polling
+                }
+                if sleeps {
+                    curl_multi_poll(multi, nil, 0, 250, nil)
+                    shared.withLock { $0.polling = false }
+                }
             }
-            idleHandles.forEach { curl_easy_cleanup($0) }
-            idleHandles.removeAll()
+            shared.withLock { state in
+                state.idleHandles.forEach { curl_easy_cleanup($0.pointer) }
+                state.idleHandles.removeAll()
+            }
             curl_multi_cleanup(multi)
         }
 
@@ -178,23 +222,16 @@ package final class CurlMulti: Sendable {
             }
         }
 
-        private func start(_ id: TransferID, _ request: TransferRequest, _ observer: any TransferObserver) {
-            let transfer: Transfer
-            do {
-                transfer = try Transfer(request: request, observer: observer, reusing: idleHandles.popLast())
-            } catch {
-                observer.transferDidComplete(.failure(error))
-                return
-            }
+        private func start(_ id: TransferID, _ transfer: Transfer, _ body: TransferRequest.Body) {
             let code = curl_multi_add_handle(multi, transfer.handle)
             guard code == CURLM_OK else {
                 transfer.close()
-                observer.transferDidComplete(.failure(.curl(CurlError(multi: code))))
+                transfer.observer.transferDidComplete(.failure(.curl(CurlError(multi: code))))
                 return
             }
             transfers[id] = transfer
             byHandle[transfer.handle] = id
-            if case .stream(let pipe, _) = request.body {
+            if case .stream(let pipe, _) = body {
                 // A paused read goes on when the producer wrote more.
                 pipe.setReadableHandler { [weak self] in self?.send(.unpause(id)) }
             }
@@ -202,12 +239,12 @@ package final class CurlMulti: Sendable {
 
         /// Queues a command from any thread (the loop's own included).
         func send(_ command: Command) {
-            let accepted = shared.withLock { state -> Bool in
+            let wake = shared.withLock { state -> Bool in
                 guard !state.shutDown else { return false }
                 state.commands.append(command)
-                return true
+                return state.polling
             }
-            if accepted { wake() }
+            if wake { self.wake() }
         }
 
         /// Removes a transfer and tells its observer, exactly once.
@@ -216,9 +253,16 @@ package final class CurlMulti: Sendable {
             byHandle[transfer.handle] = nil
             curl_multi_remove_handle(multi, transfer.handle)
             // A connect-only handle still owns its connection: never reused.
-            let keep = idleHandles.count < Self.idleHandleLimit && !transfer.connectOnly
+            let keep = !transfer.connectOnly
             transfer.close(keepHandle: keep)
-            if keep { idleHandles.append(transfer.handle) }
+            if keep {
+                let pooled = shared.withLock { state -> Bool in
+                    guard state.idleHandles.count < Self.idleHandleLimit, !state.shutDown else { return false }
+                    state.idleHandles.append(IdleHandle(pointer: transfer.handle))
+                    return true
+                }
+                if !pooled { curl_easy_cleanup(transfer.handle) }
+            }
             transfer.observer.transferDidComplete(result)
         }
     }

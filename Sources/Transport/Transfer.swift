@@ -1,7 +1,8 @@
 import CCurl
 import Foundation
 
-/// One easy handle and what its callbacks need. Lives on the loop thread;
+/// One easy handle and what its callbacks need. Configured by the thread
+/// that starts it, then handed to the loop thread and used there alone;
 /// libcurl's callbacks get a retained reference as user data, released in
 /// `close` after the handle is cleaned up (never an unretained `self`).
 final class Transfer {

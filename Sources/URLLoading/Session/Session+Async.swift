@@ -30,21 +30,33 @@ extension Session {
 
     private func load(_ kind: SessionTask.Kind, _ request: URLRequest, body: TransferRequest.Body?,
                       delegate: (any SessionDelegate)?) async throws -> (Data, URLResponse) {
-        let (data, task) = try await run { completion in
-            let task = rawTask(kind, with: request, body: body) { data, error in
-                completion(Result { () throws -> Data in
-                    if let error { throw error }
-                    return data ?? Data()
-                })
+        let steps = TaskSteps<Data>()
+        let box = TaskBox()
+        return try await withTaskCancellationHandler {
+            // The transfer's end is handled here, on the awaiting task, and
+            // the response built here too: the transport's one thread
+            // carries every transfer of the process and only hands over.
+            let task = rawTask(kind, with: request, body: body, completionRunner: { steps.deliver(.work($0)) }) { data, error in
+                steps.deliver(.result(error.map { .failure($0) } ?? .success(data ?? Data())))
             }
             task.delegate = delegate
-            return task
+            box.set(task)
+            task.resume()
+            while true {
+                switch await steps.next() {
+                case .work(let work):
+                    work()
+                case .result(let result):
+                    let data = try result.get()
+                    guard let response = task.response else {
+                        throw SessionError(.badServerResponse, failingURL: request.url, message: "no response")
+                    }
+                    return (data, response)
+                }
+            }
+        } onCancel: {
+            box.cancel()
         }
-        // Built here, on the awaiting task's thread, not the transport's.
-        guard let response = task.response else {
-            throw SessionError(.badServerResponse, failingURL: request.url, message: "no response")
-        }
-        return (data, response)
     }
 
     /// Downloads `request` to a file that the caller owns (and must delete).
@@ -87,6 +99,41 @@ extension Session {
             }
         } onCancel: {
             box.cancel()
+        }
+    }
+}
+
+/// One task's steps on their way to the Swift task awaiting it: work the
+/// transport's thread hands over (a transfer's end to handle) and, last,
+/// the result. Steps come from any thread and are taken in order.
+private final class TaskSteps<T: Sendable>: Sendable {
+    enum Step: Sendable {
+        case work(@Sendable () -> Void)
+        case result(Result<T, any Error>)
+    }
+
+    private let state = Mutex<(pending: [Step], waiter: CheckedContinuation<Step, Never>?)>(([], nil))
+
+    func deliver(_ step: Step) {
+        let waiter = state.withLock { state -> CheckedContinuation<Step, Never>? in
+            guard let waiter = state.waiter else {
+                state.pending.append(step)
+                return nil
+            }
+            state.waiter = nil
+            return waiter
+        }
+        waiter?.resume(returning: step)
+    }
+
+    func next() async -> Step {
+        await withCheckedContinuation { continuation in
+            let step = state.withLock { state -> Step? in
+                if !state.pending.isEmpty { return state.pending.removeFirst() }
+                state.waiter = continuation
+                return nil
+            }
+            if let step { continuation.resume(returning: step) }
         }
     }
 }

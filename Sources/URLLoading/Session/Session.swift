@@ -141,10 +141,14 @@ public final class Session: Sendable, CustomStringConvertible {
 
     /// A data (or upload) task for the async APIs: the response is built by
     /// the awaiting Swift task, off the transport's thread.
+    ///
+    /// - Parameter completionRunner: Runs a transfer's end (given as a
+    ///   closure) where the caller wants it, off the transport's thread.
     func rawTask(_ kind: SessionTask.Kind, with request: URLRequest, body: TransferRequest.Body?,
+                 completionRunner: (@Sendable (@escaping @Sendable () -> Void) -> Void)? = nil,
                  handler: @escaping @Sendable (Data?, SessionError?) -> Void) -> SessionTask {
         let prepared = kind == .upload ? Self.uploading(request) : request
-        return makeTask(kind, prepared, body: body ?? Self.body(of: request), delivery: .raw(handler))
+        return makeTask(kind, prepared, body: body ?? Self.body(of: request), delivery: .raw(handler), completionRunner: completionRunner)
     }
 
     static func fileBodyOf(_ url: URL) -> TransferRequest.Body { fileBody(url) }
@@ -161,7 +165,7 @@ public final class Session: Sendable, CustomStringConvertible {
     /// - Parameter streamsBody: The body comes from the delegate's streams
     ///   (a streamed upload task); a request with an `httpBodyStream` streams too.
     func makeTask(_ kind: SessionTask.Kind, _ request: URLRequest, body: TransferRequest.Body, delivery: SessionTask.Delivery,
-                  streamsBody: Bool = false) -> SessionTask {
+                  streamsBody: Bool = false, completionRunner: (@Sendable (@escaping @Sendable () -> Void) -> Void)? = nil) -> SessionTask {
         var request = request
         for (name, value) in configuration.httpAdditionalHeaders where request.value(forHTTPHeaderField: name) == nil {
             request.setValue(value, forHTTPHeaderField: name)
@@ -170,7 +174,7 @@ public final class Session: Sendable, CustomStringConvertible {
         let length = streamed ? request.value(forHTTPHeaderField: "Content-Length").flatMap { Int64($0) } ?? -1 : nil
         return state.withLock { state in
             let task = SessionTask(session: self, identifier: state.nextIdentifier, kind: kind, request: request, body: body, delivery: delivery,
-                                   streamedBodyLength: length)
+                                   streamedBodyLength: length, completionRunner: completionRunner)
             state.nextIdentifier += 1
             if !state.invalidated && !state.invalidating { state.tasks[task.taskIdentifier] = task }
             return task

@@ -56,6 +56,9 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
 
     private let body: TransferRequest.Body
     let delivery: Delivery
+    /// Where a transfer's end is handled, when not on the transport's
+    /// thread (set by the async APIs before the task starts).
+    let completionRunner: (@Sendable (@escaping @Sendable () -> Void) -> Void)?
     let state: Mutex<Inner>
 
     struct Inner {
@@ -133,11 +136,12 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
     /// - Parameter streamedBodyLength: Non-nil when the body comes from
     ///   streams: the length the request declares, or -1.
     init(session: Session, identifier: Int, kind: Kind, request: URLRequest, body: TransferRequest.Body, delivery: Delivery,
-         streamedBodyLength: Int64? = nil) {
+         streamedBodyLength: Int64? = nil, completionRunner: (@Sendable (@escaping @Sendable () -> Void) -> Void)? = nil) {
         self.taskIdentifier = identifier
         self.originalRequest = request
         self.body = body
         self.delivery = delivery
+        self.completionRunner = completionRunner
         var inner = Inner()
         inner.kind = kind
         inner.session = session
@@ -694,10 +698,10 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
                         return .malformed(error.message)
                     }
                 }
-                if inner.keepsBodyForCache { inner.buffer.append(contentsOf: chunk) }
+                if inner.keepsBodyForCache { Self.append(chunk, to: &inner.buffer) }
                 return .deliver(inner.session, inner.delegate ?? inner.session?.delegate)
             case .data, .raw:
-                inner.buffer.append(contentsOf: chunk)
+                Self.append(chunk, to: &inner.buffer)
                 return .buffered
             default:
                 guard let download = inner.download else { return .drop }
@@ -731,6 +735,13 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
             }
         }
         return true
+    }
+
+    /// Appends a transport chunk with one copy (Data's generic
+    /// `append(contentsOf:)` walks a raw buffer byte by byte).
+    static func append(_ chunk: UnsafeRawBufferPointer, to buffer: inout Data) {
+        guard let start = chunk.baseAddress else { return }
+        buffer.append(start.assumingMemoryBound(to: UInt8.self), count: chunk.count)
     }
 
     /// Writes all of `bytes` to `descriptor` straight from the transport's
@@ -1024,5 +1035,14 @@ private final class HopObserver: TransferObserver {
     func transferDidReceiveHead(_ head: ResponseHead) { task.received(head, hop: hop) }
     func transferDidReceive(_ chunk: UnsafeRawBufferPointer) -> Bool { task.received(chunk, hop: hop) }
     func transferDidSendBody(sent: Int64, total: Int64) { task.sent(sent, total: total, hop: hop) }
-    func transferDidComplete(_ result: Result<TransferMetrics, TransferError>) { task.completed(result, hop: hop) }
+    func transferDidComplete(_ result: Result<TransferMetrics, TransferError>) {
+        // The async APIs run the completion's bookkeeping on the awaiting
+        // task: the transport's one thread carries every transfer.
+        if let runner = task.completionRunner {
+            let (task, hop) = (self.task, self.hop)
+            runner { task.completed(result, hop: hop) }
+        } else {
+            task.completed(result, hop: hop)
+        }
+    }
 }
