@@ -158,6 +158,10 @@ final class Transfer {
         default:
             if case .none = request.body {
                 try set(CURLOPT_CUSTOMREQUEST, request.method)
+            } else if request.method == "PUT" {
+                // libcurl's upload path: no form Content-Type of its own.
+                try set(CURLOPT_UPLOAD, 1)
+                _ = urlloading_easy_setopt_off_t(handle, CURLOPT_INFILESIZE_LARGE, curl_off_t(bodyLength))
             } else {
                 try set(CURLOPT_POST, 1)
                 _ = urlloading_easy_setopt_off_t(handle, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(bodyLength))

@@ -159,9 +159,13 @@ enum SessionBenchmark {
     }
 
     /// Runs `count` requests with `inFlight` workers; returns elapsed seconds.
-    static func timed(_ count: Int, _ inFlight: Int, _ one: @escaping @Sendable () async throws -> Int) async -> (Double, Double, Int) {
-        // Warm up: connections open before the clock starts.
-        for _ in 0..<inFlight { _ = try? await one() }
+    ///
+    /// - Parameter warmUp: Open connections before the clock starts (the
+    ///   GET figures); a gigabyte's transfer is timed from a cold start, as
+    ///   the C program's and curl's are.
+    static func timed(_ count: Int, _ inFlight: Int, warmUp: Bool = true,
+                      _ one: @escaping @Sendable () async throws -> Int) async -> (Double, Double, Int) {
+        if warmUp { for _ in 0..<inFlight { _ = try? await one() } }
         let before = rusage().cpu
         let start = now()
         let bytes = await withTaskGroup(of: Int.self) { group in
@@ -195,7 +199,7 @@ enum SessionBenchmark {
             switch mode {
             case "upload-task":
                 guard let path else { fail("upload-task needs a file") }
-                result = await timed(1, 1) {
+                result = await timed(1, 1, warmUp: false) {
                     var request = URLRequest(url: target)
                     request.httpMethod = "PUT"
                     let (_, response) = try await session.upload(for: request, fromFile: URL(fileURLWithPath: path))
@@ -205,7 +209,7 @@ enum SessionBenchmark {
                     return (try? FileManager.default.attributesOfItem(atPath: path)[.size] as? Int) ?? 0
                 }
             case "download-task":
-                result = await timed(1, 1) {
+                result = await timed(1, 1, warmUp: false) {
                     let (file, _) = try await session.download(for: URLRequest(url: target))
                     let size = (try? FileManager.default.attributesOfItem(atPath: file.path)[.size] as? Int) ?? 0
                     try? FileManager.default.removeItem(at: file)
