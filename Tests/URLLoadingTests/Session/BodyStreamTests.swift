@@ -81,6 +81,8 @@ import TestSupport
         #expect(requests.map(\.method) == ["PUT", "PUT"])
         // The length is unknown: HTTP/1.1 sends the body chunked, both times whole.
         #expect(requests.allSatisfy { $0.header("Transfer-Encoding") == "chunked" && $0.body == Array(Self.body) })
+        // A PUT carries no form Content-Type the caller did not set (libcurl's POST path would add one).
+        #expect(requests.allSatisfy { $0.header("Content-Type") == nil })
         #expect((task.response as? HTTPURLResponse)?.statusCode == 200)
         session.finishTasksAndInvalidate()
         try await origin.shutdown()
