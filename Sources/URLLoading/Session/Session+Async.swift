@@ -41,6 +41,7 @@ extension Session {
             }
             task.delegate = delegate
             box.set(task)
+            defer { steps.close() }
             task.resume()
             while true {
                 switch await steps.next() {
@@ -106,24 +107,48 @@ extension Session {
 /// One task's steps on their way to the Swift task awaiting it: work the
 /// transport's thread hands over (a transfer's end to handle) and, last,
 /// the result. Steps come from any thread and are taken in order.
-private final class TaskSteps<T: Sendable>: Sendable {
+final class TaskSteps<T: Sendable>: Sendable {
     enum Step: Sendable {
         case work(@Sendable () -> Void)
         case result(Result<T, any Error>)
     }
 
-    private let state = Mutex<(pending: [Step], waiter: CheckedContinuation<Step, Never>?)>(([], nil))
+    private let state = Mutex<(pending: [Step], waiter: CheckedContinuation<Step, Never>?, closed: Bool)>(([], nil, false))
+
+    private enum Next { case resume(CheckedContinuation<Step, Never>), run(@Sendable () -> Void), none }
 
     func deliver(_ step: Step) {
-        let waiter = state.withLock { state -> CheckedContinuation<Step, Never>? in
+        let next = state.withLock { state -> Next in
+            if state.closed {
+                // Nobody awaits any more (the result was taken): work still runs here.
+                if case .work(let work) = step { return .run(work) }
+                return .none
+            }
             guard let waiter = state.waiter else {
                 state.pending.append(step)
-                return nil
+                return .none
             }
             state.waiter = nil
-            return waiter
+            return .resume(waiter)
         }
-        waiter?.resume(returning: step)
+        switch next {
+        case .resume(let waiter): waiter.resume(returning: step)
+        case .run(let work): work()
+        case .none: break
+        }
+    }
+
+    /// The awaiting task is done: work left behind (a transfer's end that
+    /// came after the result, as after a cancel) runs now, and later work
+    /// runs where it is delivered. Nothing is kept, so no cycle through the
+    /// task's runner remains.
+    func close() {
+        let left = state.withLock { state -> [Step] in
+            state.closed = true
+            defer { state.pending = [] }
+            return state.pending
+        }
+        for case .work(let work) in left { work() }
     }
 
     func next() async -> Step {
