@@ -76,7 +76,7 @@ final class Transfer {
             body = .pipe(pipe)
             bodyLength = length
         }
-        if case .none = body {} else if bodyLength < 0 || bodyLength > Int64(Self.uploadBufferSize) {
+        if hasBody && (bodyLength < 0 || bodyLength > Int64(Self.uploadBufferSize)) {
             // A large body moves in fewer read callbacks and send calls
             // (libcurl's default is 64 KiB; 1 MiB measured fastest, 256 KiB no better than 64).
             _ = urlloading_easy_setopt_long(handle, CURLOPT_UPLOAD_BUFFERSIZE, Self.uploadBufferSize)
@@ -116,7 +116,7 @@ final class Transfer {
         // Waiting for a connection that may multiplex only makes sense where
         // HTTP/2 can happen (TLS): over plain http a new request would wait
         // for the first response on the host's first connection.
-        if request.url.lowercased().hasPrefix("https:") { try set(CURLOPT_PIPEWAIT, 1) }
+        if Self.asciiCaseInsensitiveEqual(String(request.url.prefix(6)), "https:") { try set(CURLOPT_PIPEWAIT, 1) }
         try set(CURLOPT_TCP_KEEPALIVE, 1)
         try set(CURLOPT_PROTOCOLS_STR, "http,https")
         if request.decodeContent { try set(CURLOPT_ACCEPT_ENCODING, "") }

@@ -261,7 +261,6 @@ final class Recorder: TransferObserver {
         recorder.refuse(1)
         var request = TransferRequest(url: origin.url("/big").absoluteString)
         // Seconds, not less: the origin shares two cores with the whole suite.
-        // The origins of the whole suite share two event-loop threads: margin for their load.
         request.idleTimeout = .seconds(6)
         let id = multi.start(request, observer: recorder)
         await recorder.waitForRefusal()

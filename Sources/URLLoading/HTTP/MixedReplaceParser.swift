@@ -97,7 +97,7 @@ struct MixedReplaceParser {
                     break loop
                 }
             case .headers:
-                guard let end = find([0x0D, 0x0A, 0x0D, 0x0A], from: start, orEmptyBlockAt: start) else {
+                guard let end = headerBlockEnd(from: start) else {
                     guard pending.count - start <= Self.maximumHeaderBytes else {
                         throw Failure(message: "a multipart part's header block exceeds \(Self.maximumHeaderBytes) bytes")
                     }
@@ -148,11 +148,11 @@ struct MixedReplaceParser {
         return nil
     }
 
-    /// The end of a header block starting at `start`: a block with no
-    /// fields is a lone CRLF.
-    private func find(_ blank: [UInt8], from start: Int, orEmptyBlockAt _: Int) -> (fields: Int, body: Int)? {
+    /// Where the header block starting at `start` ends (its fields) and the
+    /// part's body begins; a block with no fields is a lone CRLF.
+    private func headerBlockEnd(from start: Int) -> (fields: Int, body: Int)? {
         if pending.count - start >= 2, pending[start] == 0x0D, pending[start + 1] == 0x0A { return (start, start + 2) }
-        return find(blank, from: start).map { ($0, $0 + blank.count) }
+        return find([0x0D, 0x0A, 0x0D, 0x0A], from: start).map { ($0, $0 + 4) }
     }
 
     private static func fields(_ block: ArraySlice<UInt8>) throws(Failure) -> [HeaderFields.Field] {

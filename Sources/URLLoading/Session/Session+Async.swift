@@ -30,41 +30,23 @@ extension Session {
 
     private func load(_ kind: SessionTask.Kind, _ request: URLRequest, body: TransferRequest.Body?,
                       delegate: (any SessionDelegate)?) async throws -> (Data, URLResponse) {
-        let steps = TaskSteps<Data>()
-        let box = TaskBox()
-        return try await withTaskCancellationHandler {
-            // The transfer's end is handled here, on the awaiting task, and
-            // the response built here too: the transport's one thread
-            // carries every transfer of the process and only hands over.
-            let task = rawTask(kind, with: request, body: body, completionRunner: { steps.deliver(.work($0)) }) { data, error in
-                steps.deliver(.result(error.map { .failure($0) } ?? .success(data ?? Data())))
+        let (data, task) = try await run(delegate: delegate) { deliver, runner in
+            rawTask(kind, with: request, body: body, completionRunner: runner) { data, error in
+                deliver(error.map { .failure($0) } ?? .success(data ?? Data()))
             }
-            task.delegate = delegate
-            box.set(task)
-            defer { steps.close() }
-            task.resume()
-            while true {
-                switch await steps.next() {
-                case .work(let work):
-                    work()
-                case .result(let result):
-                    let data = try result.get()
-                    guard let response = task.response else {
-                        throw SessionError(.badServerResponse, failingURL: request.url, message: "no response")
-                    }
-                    return (data, response)
-                }
-            }
-        } onCancel: {
-            box.cancel()
         }
+        // Built here, on the awaiting task, not on the transport's thread.
+        guard let response = task.response else {
+            throw SessionError(.badServerResponse, failingURL: request.url, message: "no response")
+        }
+        return (data, response)
     }
 
     /// Downloads `request` to a file that the caller owns (and must delete).
     public func download(for request: URLRequest, delegate: (any SessionDelegate)? = nil) async throws -> (URL, URLResponse) {
-        try await run { completion in
-            let task = downloadTask(with: request) { location, response, error in
-                completion(Result { () throws -> (URL, URLResponse) in
+        try await run(delegate: delegate) { deliver, runner in
+            makeTask(.download, request, body: Self.body(of: request), delivery: .download { location, response, error in
+                deliver(Result { () throws -> (URL, URLResponse) in
                     if let error { throw error }
                     guard let location, let response else {
                         throw SessionError(.badServerResponse, failingURL: request.url, message: "no response")
@@ -75,28 +57,36 @@ extension Session {
                     try FileManager.default.moveItem(at: location, to: kept)
                     return (kept, response)
                 })
-            }
-            task.delegate = delegate
-            return task
+            }, completionRunner: runner)
         }.0
     }
 
-    /// Bridges one task to async/await: one checked continuation, and
-    /// cancellation of the Swift task cancels the session task.
-    private func run<T: Sendable>(_ make: (@escaping @Sendable (Result<T, any Error>) -> Void) -> SessionTask) async throws -> (T, SessionTask) {
+    /// Bridges one task to async/await. The transfer's end is handled on the
+    /// awaiting Swift task (the task's completion runner hands it over), so
+    /// the transport's one thread, which carries every transfer of the
+    /// process, only hands over; cancelling the Swift task cancels the
+    /// session task.
+    ///
+    /// - Parameter make: Makes the task, given the function that delivers
+    ///   its result and the completion runner to give it.
+    private func run<T: Sendable>(
+        delegate: (any SessionDelegate)?,
+        _ make: (_ deliver: @escaping @Sendable (Result<T, any Error>) -> Void,
+                 _ runner: @escaping @Sendable (@escaping @Sendable () -> Void) -> Void) -> SessionTask
+    ) async throws -> (T, SessionTask) {
+        let steps = TaskSteps<T>()
         let box = TaskBox()
         return try await withTaskCancellationHandler {
-            try await withCheckedThrowingContinuation { continuation in
-                let task = make { result in
-                    // The task exists: `make` returned it before it was resumed.
-                    guard let task = box.task else {
-                        continuation.resume(throwing: SessionError(.unknown, failingURL: nil, message: "a task completed before it started"))
-                        return
-                    }
-                    continuation.resume(with: result.map { ($0, task) })
+            let task = make({ steps.deliver(.result($0)) }, { steps.deliver(.work($0)) })
+            task.delegate = delegate
+            box.set(task)
+            defer { steps.close() }
+            task.resume()
+            while true {
+                switch await steps.next() {
+                case .work(let work): work()
+                case .result(let result): return (try result.get(), task)
                 }
-                box.set(task)
-                task.resume()
             }
         } onCancel: {
             box.cancel()
@@ -167,8 +157,6 @@ final class TaskSteps<T: Sendable>: Sendable {
 /// task exists.
 private final class TaskBox: Sendable {
     private let state = Mutex<(task: SessionTask?, cancelled: Bool)>((nil, false))
-
-    var task: SessionTask? { state.withLock { $0.task } }
 
     func set(_ task: SessionTask) {
         let cancelled = state.withLock { state -> Bool in

@@ -36,7 +36,9 @@ import TestSupport
             origin.route("/basic/\(realm)", Routes.basicAuth(realm: realm, user: "tenant", password: "s3cret-\(realm)", then: ScriptedResponse(
                 headers: [HeaderField("Cache-Control", "no-store")], body: "hello \(realm)")))
         }
-        origin.route("/digest", digestRoute(realm: "digest", user: "tenant", password: "s3cret-digest"))
+        origin.route("/digest", Routes.digest(realm: "digest", user: "tenant", password: "s3cret-digest", nonce: "5f1d2a0b9c") { _ in
+            ScriptedResponse(headers: [HeaderField("Cache-Control", "no-store")], body: "digest ok")
+        })
         origin.route("/download", response: ScriptedResponse(body: TestOrigin.pattern(offset: 0, count: 200_000)))
         origin.route("/upload") { request in ScriptedResponse(status: 201, body: "stored \(request.body.count)") }
         origin.route("/redirect", Routes.redirect(to: "/small"))
@@ -53,23 +55,6 @@ import TestSupport
             ScriptedResponse(headers: [HeaderField("Cache-Control", "no-store")], body: request.header("Cookie") ?? "")
         }
         return origin
-    }
-
-    /// RFC 7616 Digest (SHA-256, qop=auth), the server's side computed here.
-    static func digestRoute(realm: String, user: String, password: String) -> TestOrigin.Handler {
-        let nonce = "5f1d2a0b9c"
-        return { request in
-            func h(_ text: String) -> String { Hex.string(SHA256.hash(Array(text.utf8))) }
-            guard let field = request.header("Authorization"), let challenge = AuthChallenge.parse([field]).first,
-                  challenge.isScheme("Digest"), challenge[parameter: "nonce"] == nonce,
-                  let nc = challenge[parameter: "nc"], let cnonce = challenge[parameter: "cnonce"], let uri = challenge[parameter: "uri"],
-                  challenge[parameter: "response"] == h("\(h("\(user):\(realm):\(password)")):\(nonce):\(nc):\(cnonce):auth:\(h("\(request.method):\(uri)"))")
-            else {
-                return ScriptedResponse(status: 401, headers: [HeaderField(
-                    "WWW-Authenticate", "Digest realm=\"\(realm)\", qop=\"auth\", algorithm=SHA-256, nonce=\"\(nonce)\"")], body: "")
-            }
-            return ScriptedResponse(headers: [HeaderField("Cache-Control", "no-store")], body: "digest ok")
-        }
     }
 
     // MARK: 1. Nothing on disk

@@ -30,8 +30,7 @@ import TestSupport
     static func route(_ origin: TestOrigin, etag: Tag, cut: Bool = false) {
         origin.route("/big") { request in
             let tag = etag.current
-            if let range = request.header("Range"), range.hasPrefix("bytes="), range.hasSuffix("-"),
-               request.header("If-Range") == tag, let start = Int(range.dropFirst(6).dropLast()), start < body.count {
+            if let start = resumeStart(request, entityTag: tag, length: body.count) {
                 return ScriptedResponse(status: 206, headers: [
                     HeaderField("ETag", tag), HeaderField("Content-Range", "bytes \(start)-\(body.count - 1)/\(body.count)"),
                 ], body: Array(body[start...]))
@@ -44,6 +43,14 @@ import TestSupport
             response.framing = .declaredLength(body.count)
             return response
         }
+    }
+
+    /// The offset a resuming request asks for (`Range: bytes=N-` with an
+    /// If-Range naming `entityTag`), or nil for a full answer.
+    static func resumeStart(_ request: RecordedRequest, entityTag: String, length: Int) -> Int? {
+        guard let range = request.header("Range"), range.hasPrefix("bytes="), range.hasSuffix("-"),
+              request.header("If-Range") == entityTag, let start = Int(range.dropFirst(6).dropLast()), start < length else { return nil }
+        return start
     }
 
     static func waitForBytes(_ task: SessionTask, _ count: Int64) async {
@@ -136,8 +143,7 @@ import TestSupport
         let block = TestOrigin.pattern(offset: 0, count: 1_000_003)
         origin.route("/cut") { request in
             let headers = [HeaderField("ETag", "\"c1\""), HeaderField("Accept-Ranges", "bytes")]
-            if let range = request.header("Range"), range.hasPrefix("bytes="), range.hasSuffix("-"),
-               request.header("If-Range") == "\"c1\"", let start = Int(range.dropFirst(6).dropLast()), start < total {
+            if let start = resumeStart(request, entityTag: "\"c1\"", length: total) {
                 return ScriptedResponse(status: 206, headers: headers + [HeaderField("Content-Range", "bytes \(start)-\(total - 1)/\(total)")],
                                         parts: [.cycle(of: block, offset: start, count: total - start)], framing: .contentLength)
             }
