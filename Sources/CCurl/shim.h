@@ -61,6 +61,16 @@ static inline curl_version_info_data *urlloading_version_info(void) {
     return curl_version_info(CURLVERSION_NOW);
 }
 
+// A spin-wait's hint to the CPU (x86 PAUSE, Arm YIELD): the loop's short
+// spin before sleeping leaves the core's other hardware thread its share.
+static inline void urlloading_cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
 static inline CURLMcode urlloading_multi_setopt_long(CURLM *m, CURLMoption o, long v) {
     return curl_multi_setopt(m, o, v);
 }

@@ -11,6 +11,24 @@ import Synchronization
 /// State machine of a transfer (on the loop thread): added → (head received)
 /// → (body, possibly paused and unpaused) → done; a cancel command at any
 /// point removes it. Each ends with exactly one `transferDidComplete`.
+///
+/// One turn of the loop: take the commands → `curl_multi_perform` → hand
+/// over finished transfers → expire idle ones → then, when the turn did
+/// work (took a command or finished a transfer): **spin** — look again
+/// without sleeping, for at most `Loop.spinNanoseconds`, until a command
+/// arrives or a socket is ready → **sleep** in `curl_multi_poll` unless a
+/// command is waiting (`Shared.polling` tells senders to wake it).
+///
+/// Why spin: a request/response exchange hands work across threads twice
+/// (caller → loop, loop → caller), and on a virtual machine each sleep and
+/// wake-up costs tens of microseconds — a Swift task and a thread in `poll`
+/// passing a token back and forth measured 50 µs per round trip here, more
+/// than nginx takes to answer a small GET. The next request of a caller
+/// that just got its answer, and the answer to a request just sent, mostly
+/// arrive within that time: caught while spinning, neither side sleeps,
+/// and CPU time goes down too (`tools/bench session`, get-seq). A loop
+/// with nothing to do does not spin, and a spin ends after its budget, so
+/// an idle session costs nothing and each change to idle at most the budget.
 package final class CurlMulti: Sendable {
     /// A response head larger than this is refused: a server sending an
     /// endless head must not take memory without bound. 256 KiB is Chrome's
@@ -72,6 +90,7 @@ package final class CurlMulti: Sendable {
         let thread = Thread {
             loop.run { loop.shared.withLock { state in
                 defer { state.commands.removeAll() }
+                loop.hasCommands.store(false, ordering: .relaxed)
                 return state.commands
             } }
         }
@@ -104,6 +123,7 @@ package final class CurlMulti: Sendable {
         let (accepted, wake) = loop.shared.withLock { state -> (Bool, Bool) in
             guard !state.shutDown else { return (false, false) }
             state.commands.append(.start(id, HandOff(transfer: transfer), request.body))
+            loop.hasCommands.store(true, ordering: .releasing)
             return (true, state.polling)
         }
         if accepted {
@@ -146,6 +166,15 @@ package final class CurlMulti: Sendable {
     private final class Loop: @unchecked Sendable {
         /// Commands from other threads; the one piece of shared state.
         let shared = Mutex(Shared())
+        /// Set (under the lock) with each command queued and cleared when the
+        /// loop takes them: what a spinning loop watches without the lock.
+        let hasCommands = Atomic<Bool>(false)
+        /// How long a loop that just did work looks for more before it
+        /// sleeps. 60 µs covers a caller's turn-around and a loopback
+        /// server's answer (30 µs was too short half the time, 100 µs no
+        /// faster). None on one CPU: there spinning only delays the thread
+        /// that would bring the work.
+        static let spinNanoseconds: UInt64 = ProcessInfo.processInfo.activeProcessorCount > 1 ? 60_000 : 0
         private let multi: UnsafeMutableRawPointer
         private var transfers: [TransferID: Transfer] = [:]
         private var byHandle: [UnsafeMutableRawPointer: TransferID] = [:]
@@ -163,7 +192,9 @@ package final class CurlMulti: Sendable {
         func run(takeCommands: () -> [Command]) {
             var running: Int32 = 0
             loop: while true {
-                for command in takeCommands() {
+                let commands = takeCommands()
+                var worked = !commands.isEmpty
+                for command in commands {
                     switch command {
                     case .start(let id, let handOff, let body):
                         start(id, handOff.transfer, body)
@@ -185,6 +216,7 @@ package final class CurlMulti: Sendable {
                     guard message.pointee.msg == CURLMSG_DONE, let handle = message.pointee.easy_handle,
                           let id = byHandle[handle], let transfer = transfers[id] else { continue }
                     let code = message.pointee.data.result
+                    worked = true
                     if code == CURLE_OK {
                         // An empty body never reached the write callback: the head goes now.
                         if transfer.connectOnly || transfer.deliverHead() {
@@ -197,6 +229,7 @@ package final class CurlMulti: Sendable {
                     }
                 }
                 expireIdleTransfers()
+                if worked { spin() }
                 // Sleep only with no command waiting; from here on, new
                 // commands wake the poll. At least every 250 ms, for idle timeouts.
                 let sleeps = shared.withLock { state -> Bool in
@@ -213,6 +246,22 @@ package final class CurlMulti: Sendable {
                 state.idleHandles.removeAll()
             }
             curl_multi_cleanup(multi)
+        }
+
+        /// Waits without sleeping, at most `spinNanoseconds`, for a command
+        /// or (with transfers running) a ready socket.
+        private func spin() {
+            guard Self.spinNanoseconds > 0 else { return }
+            let deadline = DispatchTime.now().uptimeNanoseconds + Self.spinNanoseconds
+            var ready: Int32 = 0
+            while !hasCommands.load(ordering: .acquiring), DispatchTime.now().uptimeNanoseconds < deadline {
+                if transfers.isEmpty {
+                    urlloading_cpu_relax()
+                } else {
+                    curl_multi_poll(multi, nil, 0, 0, &ready)
+                    if ready > 0 { return }
+                }
+            }
         }
 
         private func expireIdleTransfers() {
@@ -242,6 +291,7 @@ package final class CurlMulti: Sendable {
             let wake = shared.withLock { state -> Bool in
                 guard !state.shutDown else { return false }
                 state.commands.append(command)
+                hasCommands.store(true, ordering: .releasing)
                 return state.polling
             }
             if wake { self.wake() }
