@@ -32,12 +32,18 @@ final class Transfer {
     private(set) var connectOnly = false
     private var collectsCertificates = false
     var paused = false {
-        didSet { lastActivity = DispatchTime.now().uptimeNanoseconds }
+        didSet { activity &+= 1 }
     }
     /// Fail when nothing moves for this long while not paused by us.
     private(set) var idleSeconds: Double?
-    /// When a byte last moved (monotonic nanoseconds).
-    private(set) var lastActivity = DispatchTime.now().uptimeNanoseconds
+    /// Counts what moved (head lines, body chunks, bytes sent, pauses):
+    /// the callbacks only count, and `isIdle` reads the clock once per
+    /// turn of the loop (a clock read per callback cost more than the
+    /// callbacks' own work).
+    private var activity: UInt64 = 0
+    /// `activity` when `isIdle` last looked, and when it saw it change.
+    private var seenActivity: UInt64 = 0
+    private var lastActivity = DispatchTime.now().uptimeNanoseconds
     private var movedBytes: Int64 = 0
     /// Set when a callback stops the transfer for a reason of ours.
     var failure: TransferError?
@@ -189,9 +195,13 @@ final class Transfer {
         // when a reused one turned out dead.
         _ = urlloading_easy_setopt_seek_callback(handle, CURLOPT_SEEKFUNCTION, Transfer.seekCallback)
         _ = urlloading_easy_setopt_pointer(handle, CURLOPT_SEEKDATA, userData)
-        _ = urlloading_easy_setopt_xferinfo_callback(handle, CURLOPT_XFERINFOFUNCTION, Transfer.progressCallback)
-        _ = urlloading_easy_setopt_pointer(handle, CURLOPT_XFERINFODATA, userData)
-        try set(CURLOPT_NOPROGRESS, 0)
+        if hasBody {
+            // Reports the body's bytes as they go; without a body there is
+            // nothing to report, and the write callback counts activity.
+            _ = urlloading_easy_setopt_xferinfo_callback(handle, CURLOPT_XFERINFOFUNCTION, Transfer.progressCallback)
+            _ = urlloading_easy_setopt_pointer(handle, CURLOPT_XFERINFODATA, userData)
+            try set(CURLOPT_NOPROGRESS, 0)
+        }
     }
 
     private func configureTLS(_ tls: TransferRequest.TLS) throws(TransferError) {
@@ -322,6 +332,7 @@ final class Transfer {
     private static let writeCallback: curl_write_callback = { data, size, count, user in
         guard let transfer = transfer(user), let data else { return 0 }
         let length = size * count
+        transfer.activity &+= 1
         guard transfer.headDelivered || transfer.deliverHead() else { return 0 }
         if transfer.observer.transferDidReceive(UnsafeRawBufferPointer(start: data, count: length)) {
             return length
@@ -347,7 +358,7 @@ final class Transfer {
         let moved = Int64(downloaded) + Int64(uploaded)
         if moved != transfer.movedBytes {
             transfer.movedBytes = moved
-            transfer.lastActivity = DispatchTime.now().uptimeNanoseconds
+            transfer.activity &+= 1
             if uploaded > 0 && transfer.hasBody {
                 // libcurl counts a chunked body's framing too; the body's own
                 // bytes are at most what the read callback handed over.
@@ -358,15 +369,23 @@ final class Transfer {
         return 0
     }
 
-    /// Whether the idle timeout passed at `now` (nanoseconds).
+    /// Whether the idle timeout passed at `now` (nanoseconds). Called
+    /// once per turn of the loop, so activity is timed to within a turn
+    /// (the loop turns at least every 250 ms).
     func isIdle(at now: UInt64) -> Bool {
-        guard let idleSeconds, !paused else { return false }
+        guard let idleSeconds else { return false }
+        if activity != seenActivity {
+            seenActivity = activity
+            lastActivity = now
+            return false
+        }
+        guard !paused else { return false }
         return Double(now &- lastActivity) / 1e9 > idleSeconds
     }
 
     /// One line of the head; false stops the transfer.
     private func headerLine(_ bytes: UnsafeRawBufferPointer) -> Bool {
-        lastActivity = DispatchTime.now().uptimeNanoseconds
+        activity &+= 1
         headBytes += bytes.count
         guard headBytes <= CurlMulti.maximumHeadBytes else {
             failure = .headTooLarge(CurlMulti.maximumHeadBytes)

@@ -200,6 +200,22 @@ final class Recorder: TransferObserver {
         try await origin.shutdown()
     }
 
+    @Test func tricklingBodyIsNotIdle() async throws {
+        let origin = try await TestOrigin.start()
+        // Eight bytes half a second apart: four seconds in all, never two
+        // without a byte. Each byte must count as activity.
+        let parts = (0..<8).flatMap { index -> [ScriptedResponse.Part] in [.pause(.milliseconds(500)), .bytes([UInt8(index)])] }
+        origin.route("/trickle", response: ScriptedResponse(parts: parts, framing: .contentLength))
+        let multi = try CurlMulti()
+        var request = TransferRequest(url: origin.url("/trickle").absoluteString)
+        request.idleTimeout = .seconds(2)
+        let outcome = await Self.transfer(multi, request)
+        #expect(throws: Never.self) { try outcome.result?.get() }
+        #expect(outcome.body == Data((0..<8).map { UInt8($0) }))
+        multi.shutdown()
+        try await origin.shutdown()
+    }
+
     @Test func refusedChunksArriveAgainAfterUnpause() async throws {
         let origin = try await TestOrigin.start()
         let size = 3_000_000
