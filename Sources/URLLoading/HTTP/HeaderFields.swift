@@ -88,6 +88,18 @@ package struct HeaderFields: Sendable, Equatable, Hashable, Sequence, Expressibl
         fields.removeAll(where: predicate)
     }
 
+    /// A field name that equals and hashes ignoring ASCII case.
+    package struct CaseInsensitiveName: Hashable {
+        package let name: String
+        package init(_ name: String) { self.name = name }
+        package static func == (a: Self, b: Self) -> Bool { namesEqual(a.name, b.name) }
+        package func hash(into hasher: inout Hasher) {
+            for byte in name.utf8 {
+                hasher.combine(byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z") ? byte | 0x20 : byte)
+            }
+        }
+    }
+
     /// ASCII case-insensitive equality of field names, without allocating.
     package static func namesEqual(_ a: String, _ b: String) -> Bool {
         var a = a, b = b

@@ -176,9 +176,18 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
     }
 
     static func makeResponse(url: URL, head: ResponseHead) -> HTTPURLResponse? {
-        var fields: [String: String] = [:]
+        // Lines of one name (in any case) become one value (RFC 9110 §5.3):
+        // HTTPURLResponse capitalizes names, so "foo" would overwrite "Foo".
+        var fields = [String: String](minimumCapacity: head.headers.count)
+        var firstName = [HeaderFields.CaseInsensitiveName: String](minimumCapacity: head.headers.count)
         for field in head.headers {
-            fields[field.name] = fields[field.name].map { $0 + ", " + field.value } ?? field.value
+            let key = HeaderFields.CaseInsensitiveName(field.name)
+            if let name = firstName[key] {
+                fields[name, default: ""] += ", " + field.value
+            } else {
+                firstName[key] = field.name
+                fields[field.name] = field.value
+            }
         }
         return HTTPURLResponse(url: url, statusCode: head.status, httpVersion: head.httpVersion, headerFields: fields)
     }

@@ -32,6 +32,20 @@ import TestSupport
         try await origin.shutdown()
     }
 
+    @Test("RFC 9110 §5.3: lines of one field name in any case become one value of the response")
+    func repeatedFieldsCombined() async throws {
+        let origin = try await TestOrigin.start()
+        origin.route("/repeated", response: ScriptedResponse(
+            headers: [HeaderField("Foo", "1"), HeaderField("foo", "2"), HeaderField("Bar", "x"), HeaderField("FOO", "3")], body: "ok"))
+        let session = try Self.session()
+        let (_, response) = try await session.data(from: origin.url("/repeated"))
+        let http = try #require(response as? HTTPURLResponse)
+        #expect(http.value(forHTTPHeaderField: "foo") == "1, 2, 3")
+        #expect(http.value(forHTTPHeaderField: "bar") == "x")
+        session.finishTasksAndInvalidate()
+        try await origin.shutdown()
+    }
+
     @Test("S6: every delegate call of one exchange, in order: redirect, response, data, metrics, complete")
     func delegateOrder() async throws {
         let origin = try await TestOrigin.start()
