@@ -94,9 +94,17 @@ package struct HeaderFields: Sendable, Equatable, Hashable, Sequence, Expressibl
         package init(_ name: String) { self.name = name }
         package static func == (a: Self, b: Self) -> Bool { namesEqual(a.name, b.name) }
         package func hash(into hasher: inout Hasher) {
+            // Eight lowercased bytes per combine: a byte each cost more
+            // than the rest of building a response's fields.
+            var word: UInt64 = 0, count = 0
             for byte in name.utf8 {
-                hasher.combine(byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z") ? byte | 0x20 : byte)
+                let lower = byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z") ? byte | 0x20 : byte
+                word = word << 8 | UInt64(lower)
+                count += 1
+                if count & 7 == 0 { hasher.combine(word); word = 0 }
             }
+            hasher.combine(word)
+            hasher.combine(count)
         }
     }
 
