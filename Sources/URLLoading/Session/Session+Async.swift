@@ -103,9 +103,9 @@ final class TaskSteps<T: Sendable>: Sendable {
         case result(Result<T, any Error>)
     }
 
-    private let state = Mutex<(pending: [Step], waiter: CheckedContinuation<Step, Never>?, closed: Bool)>(([], nil, false))
+    private let state = Mutex<(pending: [Step], waiter: UnsafeContinuation<Step, Never>?, closed: Bool)>(([], nil, false))
 
-    private enum Next { case resume(CheckedContinuation<Step, Never>), run(@Sendable () -> Void), none }
+    private enum Next { case resume(UnsafeContinuation<Step, Never>), run(@Sendable () -> Void), none }
 
     func deliver(_ step: Step) {
         let next = state.withLock { state -> Next in
@@ -141,8 +141,11 @@ final class TaskSteps<T: Sendable>: Sendable {
         for case .work(let work) in left { work() }
     }
 
+    /// Unsafe rather than checked: every request awaits here, and the
+    /// lock above guarantees one resume per waiter (a checked continuation
+    /// costs an allocation per await).
     func next() async -> Step {
-        await withCheckedContinuation { continuation in
+        await withUnsafeContinuation { continuation in
             let step = state.withLock { state -> Step? in
                 if !state.pending.isEmpty { return state.pending.removeFirst() }
                 state.waiter = continuation
