@@ -201,17 +201,18 @@ final class Recorder: TransferObserver {
     }
 
     @Test func tricklingBodyIsNotIdle() async throws {
-        let origin = try await TestOrigin.start()
-        // Eight bytes half a second apart: four seconds in all, never two
+        // Its own thread and seconds of margin: the suite shares two cores.
+        let origin = try await TestOrigin.start(ownThread: true)
+        // Ten bytes half a second apart: five seconds in all, never three
         // without a byte. Each byte must count as activity.
-        let parts = (0..<8).flatMap { index -> [ScriptedResponse.Part] in [.pause(.milliseconds(500)), .bytes([UInt8(index)])] }
+        let parts = (0..<10).flatMap { index -> [ScriptedResponse.Part] in [.pause(.milliseconds(500)), .bytes([UInt8(index)])] }
         origin.route("/trickle", response: ScriptedResponse(parts: parts, framing: .contentLength))
         let multi = try CurlMulti()
         var request = TransferRequest(url: origin.url("/trickle").absoluteString)
-        request.idleTimeout = .seconds(2)
+        request.idleTimeout = .seconds(3)
         let outcome = await Self.transfer(multi, request)
         #expect(throws: Never.self) { try outcome.result?.get() }
-        #expect(outcome.body == Data((0..<8).map { UInt8($0) }))
+        #expect(outcome.body == Data((0..<10).map { UInt8($0) }))
         multi.shutdown()
         try await origin.shutdown()
     }
