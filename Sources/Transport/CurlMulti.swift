@@ -28,7 +28,8 @@ import Synchronization
 /// arrive within that time: caught while spinning, neither side sleeps,
 /// and CPU time goes down too (`tools/bench session`, get-seq). A loop
 /// with nothing to do does not spin, and a spin ends after its budget, so
-/// an idle session costs nothing and each change to idle at most the budget.
+/// an idle session costs nothing and each change to idle at most the budget;
+/// at most one loop fewer than the machine's CPUs spins at a time.
 package final class CurlMulti: Sendable {
     /// A response head larger than this is refused: a server sending an
     /// endless head must not take memory without bound. 256 KiB is Chrome's
@@ -172,9 +173,14 @@ package final class CurlMulti: Sendable {
         /// How long a loop that just did work looks for more before it
         /// sleeps. 60 µs covers a caller's turn-around and a loopback
         /// server's answer (30 µs was too short half the time, 100 µs no
-        /// faster). None on one CPU: there spinning only delays the thread
-        /// that would bring the work.
-        static let spinNanoseconds: UInt64 = ProcessInfo.processInfo.activeProcessorCount > 1 ? 60_000 : 0
+        /// faster).
+        static let spinNanoseconds: UInt64 = 60_000
+        /// Loops of the process (one per session) spinning at the moment,
+        /// and how many may: one CPU fewer than the machine has, so that
+        /// spinning loops never take every core from the threads that
+        /// would bring their work — and none at all on one CPU.
+        static let spinners = Atomic<Int>(0)
+        static let maximumSpinners = max(0, ProcessInfo.processInfo.activeProcessorCount - 1)
         private let multi: UnsafeMutableRawPointer
         private var transfers: [TransferID: Transfer] = [:]
         private var byHandle: [UnsafeMutableRawPointer: TransferID] = [:]
@@ -251,7 +257,15 @@ package final class CurlMulti: Sendable {
         /// Waits without sleeping, at most `spinNanoseconds`, for a command
         /// or (with transfers running) a ready socket.
         private func spin() {
-            guard Self.spinNanoseconds > 0 else { return }
+            var spinning = Self.spinners.load(ordering: .relaxed)
+            repeat {
+                guard spinning < Self.maximumSpinners else { return }
+                let (taken, seen) = Self.spinners.compareExchange(
+                    expected: spinning, desired: spinning + 1, ordering: .acquiringAndReleasing)
+                if taken { break }
+                spinning = seen
+            } while true
+            defer { Self.spinners.subtract(1, ordering: .releasing) }
             let deadline = DispatchTime.now().uptimeNanoseconds + Self.spinNanoseconds
             var ready: Int32 = 0
             while !hasCommands.load(ordering: .acquiring), DispatchTime.now().uptimeNanoseconds < deadline {
