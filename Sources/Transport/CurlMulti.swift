@@ -175,12 +175,11 @@ package final class CurlMulti: Sendable {
         /// server's answer (30 µs was too short half the time, 100 µs no
         /// faster).
         static let spinNanoseconds: UInt64 = 60_000
-        /// Loops of the process (one per session) spinning at the moment,
-        /// and how many may: one CPU fewer than the machine has, so that
-        /// spinning loops never take every core from the threads that
-        /// would bring their work — and none at all on one CPU.
-        static let spinners = Atomic<Int>(0)
-        static let maximumSpinners = max(0, ProcessInfo.processInfo.activeProcessorCount - 1)
+        /// Loops of the process (one per session) that may spin at once:
+        /// one CPU fewer than the machine has, so that spinning loops never
+        /// take every core from the threads that would bring their work —
+        /// and none at all on one CPU.
+        static let spinSlots = SpinSlots(limit: ProcessInfo.processInfo.activeProcessorCount - 1)
         private let multi: UnsafeMutableRawPointer
         private var transfers: [TransferID: Transfer] = [:]
         private var byHandle: [UnsafeMutableRawPointer: TransferID] = [:]
@@ -257,15 +256,8 @@ package final class CurlMulti: Sendable {
         /// Waits without sleeping, at most `spinNanoseconds`, for a command
         /// or (with transfers running) a ready socket.
         private func spin() {
-            var spinning = Self.spinners.load(ordering: .relaxed)
-            repeat {
-                guard spinning < Self.maximumSpinners else { return }
-                let (taken, seen) = Self.spinners.compareExchange(
-                    expected: spinning, desired: spinning + 1, ordering: .acquiringAndReleasing)
-                if taken { break }
-                spinning = seen
-            } while true
-            defer { Self.spinners.subtract(1, ordering: .releasing) }
+            guard Self.spinSlots.take() else { return }
+            defer { Self.spinSlots.give() }
             let deadline = DispatchTime.now().uptimeNanoseconds + Self.spinNanoseconds
             var ready: Int32 = 0
             while !hasCommands.load(ordering: .acquiring), DispatchTime.now().uptimeNanoseconds < deadline {
@@ -329,5 +321,33 @@ package final class CurlMulti: Sendable {
             }
             transfer.observer.transferDidComplete(result)
         }
+    }
+}
+
+/// A bounded count of holders (the loops spinning at one time), taken and
+/// given back without a lock.
+package final class SpinSlots: Sendable {
+    private let taken = Atomic<Int>(0)
+    /// How many may hold a slot at once (0: none ever).
+    package let limit: Int
+
+    package init(limit: Int) {
+        self.limit = max(0, limit)
+    }
+
+    /// Takes a slot; false when all are taken.
+    package func take() -> Bool {
+        var current = taken.load(ordering: .relaxed)
+        while current < limit {
+            let (exchanged, seen) = taken.compareExchange(expected: current, desired: current + 1, ordering: .acquiringAndReleasing)
+            if exchanged { return true }
+            current = seen
+        }
+        return false
+    }
+
+    /// Gives back a slot `take` returned.
+    package func give() {
+        taken.subtract(1, ordering: .releasing)
     }
 }

@@ -326,3 +326,44 @@ final class Recorder: TransferObserver {
         #expect(error.kind == .badResponse || error.kind == .curl, "\(error)")
     }
 }
+
+/// The cap on loops spinning at once (`CurlMulti`'s doc comment).
+@Suite struct SpinSlotsTests {
+    @Test func slotsUpToTheLimit() {
+        let slots = SpinSlots(limit: 2)
+        #expect(slots.take())
+        #expect(slots.take())
+        #expect(!slots.take())
+        slots.give()
+        #expect(slots.take())
+        #expect(!slots.take())
+        // One CPU (limit 0) or a negative count: never.
+        #expect(!SpinSlots(limit: 0).take())
+        #expect(!SpinSlots(limit: -1).take())
+    }
+
+    @Test func neverMoreHoldersThanTheLimitAcrossThreads() async {
+        final class Seen: Sendable {
+            let holders = Atomic<Int>(0)
+            let most = Atomic<Int>(0)
+        }
+        let slots = SpinSlots(limit: 3)
+        let seen = Seen()
+        await withTaskGroup(of: Void.self) { group in
+            for _ in 0..<8 {
+                group.addTask {
+                    for _ in 0..<20_000 where slots.take() {
+                        let now = seen.holders.add(1, ordering: .sequentiallyConsistent).newValue
+                        seen.most.max(now, ordering: .relaxed)
+                        seen.holders.subtract(1, ordering: .sequentiallyConsistent)
+                        slots.give()
+                    }
+                }
+            }
+        }
+        #expect(seen.most.load(ordering: .relaxed) <= 3)
+        #expect(seen.most.load(ordering: .relaxed) >= 1)
+        // Every slot came back.
+        #expect(slots.take() && slots.take() && slots.take() && !slots.take())
+    }
+}
