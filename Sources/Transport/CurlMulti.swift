@@ -121,15 +121,7 @@ package final class CurlMulti: Sendable {
             observer.transferDidComplete(.failure(error))
             return id
         }
-        let (accepted, wake) = loop.shared.withLock { state -> (Bool, Bool) in
-            guard !state.shutDown else { return (false, false) }
-            state.commands.append(.start(id, HandOff(transfer: transfer), request.body))
-            loop.hasCommands.store(true, ordering: .releasing)
-            return (true, state.polling)
-        }
-        if accepted {
-            if wake { loop.wake() }
-        } else {
+        if !loop.send(.start(id, HandOff(transfer: transfer), request.body)) {
             transfer.close()
             observer.transferDidComplete(.failure(.shutDown))
         }
@@ -139,12 +131,12 @@ package final class CurlMulti: Sendable {
     /// Cancels a transfer; its observer hears `.cancelled` unless it already
     /// completed. Never waits for the loop.
     package func cancel(_ id: TransferID) {
-        send(.cancel(id))
+        loop.send(.cancel(id))
     }
 
     /// Resumes a transfer whose observer refused a chunk.
     package func unpause(_ id: TransferID) {
-        send(.unpause(id))
+        loop.send(.unpause(id))
     }
 
     /// Cancels every transfer and ends the thread.
@@ -157,13 +149,10 @@ package final class CurlMulti: Sendable {
         if first { loop.wake() }
     }
 
-    private func send(_ command: Command) {
-        loop.send(command)
-    }
-
-    /// What the loop thread owns. Only `wake` is called from other threads
-    /// (`curl_multi_wakeup` is thread-safe); everything else runs on the
-    /// loop thread, which is why the class may cross to it.
+    /// What the loop thread owns. Other threads touch only `shared` (behind
+    /// its lock), `hasCommands` (atomic), and `send` and `wake`, which use
+    /// those two and `curl_multi_wakeup` (thread-safe); everything else runs
+    /// on the loop thread, which is why the class may cross to it.
     private final class Loop: @unchecked Sendable {
         /// Commands from other threads; the one piece of shared state.
         let shared = Mutex(Shared())
@@ -292,15 +281,18 @@ package final class CurlMulti: Sendable {
             }
         }
 
-        /// Queues a command from any thread (the loop's own included).
-        func send(_ command: Command) {
-            let wake = shared.withLock { state -> Bool in
-                guard !state.shutDown else { return false }
+        /// Queues a command from any thread (the loop's own included) and
+        /// wakes the loop if it sleeps; false after shutdown (not queued).
+        @discardableResult
+        func send(_ command: Command) -> Bool {
+            let (accepted, wake) = shared.withLock { state -> (Bool, Bool) in
+                guard !state.shutDown else { return (false, false) }
                 state.commands.append(command)
                 hasCommands.store(true, ordering: .releasing)
-                return state.polling
+                return (true, state.polling)
             }
             if wake { self.wake() }
+            return accepted
         }
 
         /// Removes a transfer and tells its observer, exactly once.
