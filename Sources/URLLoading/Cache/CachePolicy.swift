@@ -71,8 +71,11 @@ package enum CachePolicy {
         } else if control.noStore {
             return .no("the response has Cache-Control: no-store (§5.2.2.5)")
         }
-        if varyFields(responseHeaders) == nil {
+        guard let varyNames = varyFields(responseHeaders) else {
             return .no("Vary: * never matches a later request (§4.1)")
+        }
+        if varyNames.count > maximumVaryFields {
+            return .no("Vary names \(varyNames.count) fields, more than this cache compares (\(maximumVaryFields))")
         }
         if control.maxAge != .absent { return .yes("explicit freshness: max-age (§5.2.2.1)") }
         if responseHeaders.contains("Expires") { return .yes("explicit freshness: Expires (§5.3)") }
@@ -160,14 +163,21 @@ package enum CachePolicy {
 
     // MARK: Vary (RFC 9111 §4.1)
 
-    /// The lowercased field names of the response's Vary, or nil for `*`.
+    /// The most field names a storable response's Vary may name. Real
+    /// responses name a handful; each name costs a comparison on every
+    /// lookup, so a response naming thousands is not stored.
+    package static let maximumVaryFields = 64
+
+    /// The lowercased field names of the response's Vary, in order and
+    /// without repeats, or nil for `*`. Linear in the field's length.
     package static func varyFields(_ responseHeaders: HeaderFields) -> [String]? {
         var names: [String] = []
+        var seen: Set<String> = []
         for line in responseHeaders.values("Vary") {
             for member in line.split(separator: ",") {
                 let name = member.trimmingCharacters(in: [" ", "\t"]).lowercased()
                 if name == "*" { return nil }
-                if !name.isEmpty, !names.contains(name) { names.append(name) }
+                if !name.isEmpty, seen.insert(name).inserted { names.append(name) }
             }
         }
         return names

@@ -63,7 +63,8 @@ package struct StoredResponse: Sendable, Equatable {
 
     /// The request's fields named by Vary; secret ones replaced by fingerprints.
     static func selectingFields(responseHeaders: HeaderFields, requestHeaders: HeaderFields) -> HeaderFields {
-        guard let names = CachePolicy.varyFields(responseHeaders), !names.isEmpty else { return [] }
+        guard let list = CachePolicy.varyFields(responseHeaders), !list.isEmpty else { return [] }
+        let names = Set(list)
         var fields = HeaderFields()
         for field in requestHeaders where names.contains(field.name.lowercased()) {
             fields.append(field.name, fingerprintIfSecret(field))

@@ -156,14 +156,7 @@ struct ChallengeScanner {
     /// OWS and empty list elements: `*( OWS "," ) OWS`.
     mutating func skipListSeparators() { skip { $0 == 0x20 || $0 == 0x09 || $0 == UInt8(ascii: ",") } }
 
-    static func isTokenChar(_ byte: UInt8) -> Bool {
-        switch byte {
-        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"):
-            return true
-        default:
-            return "!#$%&'*+-.^_`|~".utf8.contains(byte)
-        }
-    }
+    static func isTokenChar(_ byte: UInt8) -> Bool { FieldSyntax.isTokenByte(byte) }
 
     static func isToken68Char(_ byte: UInt8) -> Bool {
         switch byte {

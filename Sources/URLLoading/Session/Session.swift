@@ -171,7 +171,7 @@ public final class Session: Sendable, CustomStringConvertible {
             request.setValue(value, forHTTPHeaderField: name)
         }
         let streamed = streamsBody || (request.httpBodyStream != nil && request.httpBody == nil)
-        let length = streamed ? request.value(forHTTPHeaderField: "Content-Length").flatMap { Int64($0) } ?? -1 : nil
+        let length = streamed ? request.value(forHTTPHeaderField: "Content-Length").flatMap(FieldNumber.length) ?? -1 : nil
         return state.withLock { state in
             let task = SessionTask(session: self, identifier: state.nextIdentifier, kind: kind, request: request, body: body, delivery: delivery,
                                    streamedBodyLength: length, completionRunner: completionRunner)
@@ -200,20 +200,30 @@ public final class Session: Sendable, CustomStringConvertible {
     /// The transport's form of a request, with the configuration's settings.
     func transferRequest(for request: URLRequest, body: TransferRequest.Body) -> TransferRequest {
         var headers: [(name: String, value: String)] = []
-        for (name, value) in (request.allHTTPHeaderFields ?? [:]).sorted(by: { $0.key < $1.key }) {
+        for (name, value) in (request.allHTTPHeaderFields ?? [:]).sorted(by: { $0.key < $1.key }) where !FieldSyntax.isSessionOwned(name) {
             headers.append((name, value))
         }
         var transfer = TransferRequest(
             url: request.url?.absoluteString ?? "", method: request.httpMethod ?? "GET", headers: headers, body: body)
         let idle = request.timeoutInterval > 0 && request.timeoutInterval != 60 ? request.timeoutInterval : configuration.timeoutIntervalForRequest
-        transfer.connectTimeout = .milliseconds(Int64(idle * 1000))
-        transfer.idleTimeout = .milliseconds(Int64(idle * 1000))
-        transfer.totalTimeout = .milliseconds(Int64(configuration.timeoutIntervalForResource * 1000))
+        let idleLimit = Self.timeLimit(idle)
+        transfer.connectTimeout = idleLimit
+        transfer.idleTimeout = idleLimit
+        transfer.totalTimeout = Self.timeLimit(configuration.timeoutIntervalForResource)
         transfer.proxy = configuration.proxyURL?.absoluteString
         transfer.tls.caFile = configuration.trustRootsFile
         transfer.tls.minimumVersion = configuration.tlsMinimumSupportedVersion.map { ($0.major, $0.minor) }
         transfer.tls.maximumVersion = configuration.tlsMaximumSupportedVersion.map { ($0.major, $0.minor) }
         return transfer
+    }
+
+    /// A timeout in seconds as the transport takes it: nil (no limit) for
+    /// zero, less, NaN, infinity or more than a year (values a caller may
+    /// well set, which must never trap in a conversion); else milliseconds,
+    /// at least one.
+    static func timeLimit(_ seconds: TimeInterval) -> Duration? {
+        guard seconds.isFinite, seconds > 0, seconds <= 365 * 86_400 else { return nil }
+        return .milliseconds(max(1, Int64(seconds * 1000)))
     }
 
     // MARK: Life cycle (SPEC S8)

@@ -12,6 +12,9 @@ public struct SessionError: Error, CustomStringConvertible, Sendable, Equatable 
         public static let cancelled = Code("cancelled")
         /// The delegate cancelled an authentication challenge.
         public static let userCancelledAuthentication = Code("user cancelled authentication")
+        /// Authentication did not come to an end within the task's bound of
+        /// requests (a server that keeps challenging).
+        public static let userAuthenticationRequired = Code("user authentication required")
         public static let timedOut = Code("timed out")
         public static let cannotFindHost = Code("cannot find host")
         public static let cannotConnectToHost = Code("cannot connect to host")

@@ -49,6 +49,11 @@ extension SessionTask {
     /// Attempts per space before the 401 or 407 is delivered as the response.
     static let maximumAuthenticationFailures = 3
 
+    /// Requests one task may send in all, redirects, challenges answered and
+    /// stale nonces together: a server that keeps challenging or redirecting
+    /// gets this many and no more (the redirect limit applies as well).
+    static let maximumHops = 40
+
     /// The Authorization and Proxy-Authorization fields for a hop:
     /// credentials chosen for a challenge, and those the session remembers
     /// for the origin and the proxy (never replacing fields the request carries).
@@ -194,7 +199,7 @@ extension SessionTask {
             }
             inner.authentication.pending = authorization
             inner.hopStatus = nil
-            return inner.machine.follow()
+            return inner.machine.follow(.authentication, url: url)
         })
     }
 

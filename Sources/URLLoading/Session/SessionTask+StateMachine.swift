@@ -120,12 +120,28 @@ extension SessionTask {
             unpauseIfRefused()
         }
 
-        /// The delegate (or the session) decided to follow a redirect.
-        mutating func follow() -> [Action] {
+        /// Why a task sends another request.
+        enum FollowReason: Equatable {
+            case redirect
+            case authentication
+        }
+
+        /// The delegate (or the session) decided to follow a redirect, or to
+        /// answer a challenge. Past `maximumHops` requests the task fails.
+        mutating func follow(_ reason: FollowReason, url: URL?) -> [Action] {
             guard phase == .deciding else { return [] }
             var actions: [Action] = []
             if let transfer { actions.append(.cancelTransfer(transfer)) }
             transfer = nil
+            guard hop + 1 < SessionTask.maximumHops else {
+                phase = .finished
+                let error = reason == .redirect
+                    ? SessionError(.httpTooManyRedirects, failingURL: url, message: "more than \(SessionTask.maximumHops) requests for one task")
+                    : SessionError(.userAuthenticationRequired, failingURL: url,
+                                   message: "the server kept challenging: more than \(SessionTask.maximumHops) requests for one task")
+                actions.append(.complete(.failure(error)))
+                return actions
+            }
             refusedChunk = false
             pendingCompletion = nil
             hop += 1

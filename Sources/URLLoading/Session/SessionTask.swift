@@ -385,6 +385,10 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
             perform(state.withLock { $0.machine.fail(SessionError(.unsupportedURL, failingURL: request.url, message: "only http and https URLs are supported")) })
             return
         }
+        if let problem = FieldSyntax.problem(method: request.httpMethod ?? "GET", fields: (request.allHTTPHeaderFields ?? [:]).map { ($0.key, $0.value) }) {
+            perform(state.withLock { $0.machine.fail(SessionError(.badURL, failingURL: url, message: "the request cannot be sent: \(problem)")) })
+            return
+        }
         if awaitsBodyStream(hop: hop, request: request, session: session) { return }
         var transfer = session.transferRequest(for: request, body: sendsBody(hop: hop, request: request) ? body : .none)
         let cookie = Self.cookieHeader(for: request, headers: transfer.headers, session: session)
@@ -515,7 +519,7 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
                         inner.currentRequest = chosen
                         inner.redirectCount += 1
                         inner.hopStatus = nil
-                        return inner.machine.follow()
+                        return inner.machine.follow(.redirect, url: url)
                     })
                 } else {
                     self.acceptResponse(head, url: url, delegate: delegate, session: session)
@@ -527,7 +531,7 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
     }
 
     func acceptResponse(_ head: ResponseHead, url: URL, delegate: (any SessionDelegate)?, session: Session) {
-        let length = head.headers.first { HeaderFields.namesEqual($0.name, "Content-Length") }.flatMap { Int64($0.value) } ?? -1
+        let length = head.headers.first { HeaderFields.namesEqual($0.name, "Content-Length") }.flatMap { FieldNumber.length($0.value) } ?? -1
         state.withLock { inner in
             inner.networkHeaders = HeaderFields(head.headers.map { HeaderFields.Field($0.name, $0.value) })
             var shown = head

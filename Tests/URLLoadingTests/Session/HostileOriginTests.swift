@@ -1,0 +1,193 @@
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import Synchronization
+import Testing
+import TestSupport
+@testable import URLLoading
+
+/// What a hostile origin or a careless caller can throw at a session: every
+/// number checked before arithmetic, every loop bounded, nothing injected
+/// into the request, nothing trapped on (issue 16's defects).
+@Suite(.timeLimit(.minutes(1))) struct HostileOriginTests {
+    @Test("Timeouts of .infinity, NaN, below zero or huge are clamped, never trapped on")
+    func extremeTimeouts() async throws {
+        let origin = try await TestOrigin.start()
+        defer { Task { try await origin.shutdown() } }
+        origin.route("/x", response: ScriptedResponse(body: "ok"))
+        for value in [Double.infinity, -.infinity, .nan, -1, 0, 1e300, Double(Int64.max)] {
+            var configuration = SessionConfiguration.ephemeral
+            configuration.timeoutIntervalForResource = value
+            configuration.timeoutIntervalForRequest = value
+            let session = try Session(configuration: configuration)
+            var request = URLRequest(url: origin.url("/x"))
+            request.timeoutInterval = value
+            let (data, _) = try await session.data(for: request)
+            #expect(data == Data("ok".utf8), "timeout \(value)")
+            session.finishTasksAndInvalidate()
+        }
+    }
+
+    @Test("CR, LF or NUL in a header name or value or in the method fails the task before anything is sent")
+    func injectionRefused() async throws {
+        let origin = try await TestOrigin.start()
+        defer { Task { try await origin.shutdown() } }
+        origin.route("/x", response: ScriptedResponse(body: "ok"))
+        let session = try Session(configuration: .ephemeral)
+        defer { session.finishTasksAndInvalidate() }
+        let cases: [(String, @Sendable (inout URLRequest) -> Void)] = [
+            ("CR LF in a name", { $0.setValue("v", forHTTPHeaderField: "X-A\r\nX-Injected") }),
+            ("a colon in a name", { $0.setValue("v", forHTTPHeaderField: "X-A: b") }),
+            ("CR LF in the method", { $0.httpMethod = "GET / HTTP/1.1\r\nX-Injected: 1\r\n\r\nGET" }),
+            ("a space in the method", { $0.httpMethod = "GE T" }),
+        ]
+        for (name, change) in cases {
+            var request = URLRequest(url: origin.url("/x"))
+            change(&request)
+            let error = await #expect(throws: SessionError.self, "\(name)") { _ = try await session.data(for: request) }
+            #expect(error?.code == .badURL, "\(name): \(String(describing: error))")
+            #expect(error?.message.contains("CR") == true || error?.message.contains("token") == true, "\(name): \(String(describing: error))")
+        }
+        #expect(origin.requests.isEmpty)
+        // Foundation's URLRequest drops such values itself; the check holds for every other way in.
+        for value in ["a\r\nX-Injected: 1", "a\nb", "a\rb", "a\u{0}b"] {
+            let problem = FieldSyntax.problem(method: "GET", fields: [("X-Test", value)])
+            #expect(problem?.contains("CR, LF or NUL") == true)
+            #expect(problem?.contains("X-Injected") != true)
+        }
+        #expect(FieldSyntax.problem(method: "PATCH", fields: [("X-Test", "a\tb c")]) == nil)
+    }
+
+    @Test("Content-Length, Host, Transfer-Encoding and Connection set by the caller are the session's to send")
+    func reservedFieldsAreTheSessions() async throws {
+        let origin = try await TestOrigin.start()
+        defer { Task { try await origin.shutdown() } }
+        origin.route("/upload") { request in ScriptedResponse(body: "\(request.bodyLength)") }
+        let session = try Session(configuration: .ephemeral)
+        defer { session.finishTasksAndInvalidate() }
+        var request = URLRequest(url: origin.url("/upload"))
+        request.httpMethod = "POST"
+        request.httpBody = Data(repeating: 7, count: 10)
+        request.setValue("3", forHTTPHeaderField: "Content-Length")
+        request.setValue("chunked", forHTTPHeaderField: "Transfer-Encoding")
+        request.setValue("evil.example", forHTTPHeaderField: "Host")
+        request.setValue("close, X-Hop", forHTTPHeaderField: "Connection")
+        let (data, _) = try await session.data(for: request)
+        #expect(String(decoding: data, as: UTF8.self) == "10")
+        let received = try #require(origin.requests(to: "/upload").first)
+        #expect(received.headerValues("Content-Length") == ["10"])
+        #expect(received.header("Transfer-Encoding") == nil)
+        #expect(received.headerValues("Host") == ["127.0.0.1:\(origin.port)"])
+        #expect(received.header("Connection") == nil)
+    }
+
+    @Test("A resumed download answered 206 with Content-Length 2^63-1 ends with an error, not a trap")
+    func hugeLengthOnResume() async throws {
+        let origin = try await TestOrigin.start()
+        defer { Task { try await origin.shutdown() } }
+        let etag = ResumeDataTests.Tag("\"v1\"")
+        ResumeDataTests.route(origin, etag: etag, cut: true)
+        let session = try Session(configuration: .ephemeral)
+        defer { session.finishTasksAndInvalidate() }
+        let error = await #expect(throws: SessionError.self) { _ = try await session.download(for: URLRequest(url: origin.url("/big"))) }
+        let resumeData = try #require(error?.resumeData)
+        origin.route("/big") { _ in
+            var response = ScriptedResponse(status: 206, headers: [
+                HeaderField("ETag", "\"v1\""), HeaderField("Content-Range", "bytes 100000-9223372036854775806/9223372036854775807"),
+                HeaderField("Content-Length", "9223372036854775807"),
+            ], parts: [.bytes(Array(repeating: 1, count: 1000)), .closeConnection])
+            response.framing = .none
+            return response
+        }
+        let delegate = RecordingDelegate()
+        let other = try Session(configuration: .ephemeral, delegate: delegate)
+        defer { other.finishTasksAndInvalidate() }
+        other.downloadTask(withResumeData: resumeData).resume()
+        await delegate.waitForCompletion()
+        #expect(delegate.events.last?.hasPrefix("complete ") == true, "\(delegate.events)")
+    }
+
+    /// Answers every request 401 with a fresh Digest nonce marked stale.
+    static func endlessStaleNonces(_ origin: TestOrigin) {
+        let counter = Mutex(0)
+        origin.route("/stale") { _ in
+            let n = counter.withLock { value -> Int in
+                value += 1
+                return value
+            }
+            return ScriptedResponse(status: 401, headers: [HeaderField(
+                "WWW-Authenticate", "Digest realm=\"r\", qop=\"auth\", algorithm=SHA-256, nonce=\"n\(n)\", stale=true")], body: "")
+        }
+    }
+
+    @Test("A server answering every request with a new stale nonce gets a bounded number of requests, then a clear error")
+    func endlessChallengesBounded() async throws {
+        let origin = try await TestOrigin.start()
+        defer { Task { try await origin.shutdown() } }
+        Self.endlessStaleNonces(origin)
+        let session = try Session(configuration: .ephemeral)
+        defer { session.finishTasksAndInvalidate() }
+        var components = URLComponents(url: origin.url("/stale"), resolvingAgainstBaseURL: false)
+        components?.user = "u"
+        components?.password = "p"
+        let url = try #require(components?.url)
+        let error = await #expect(throws: SessionError.self) { _ = try await session.data(from: url) }
+        #expect(error?.code == .userAuthenticationRequired, "\(String(describing: error))")
+        let count = origin.requests(to: "/stale").count
+        #expect(count > 1 && count <= SessionTask.maximumHops + 1, "\(count) requests")
+    }
+
+    @Test("Redirects and challenges of one task count against one bound")
+    func hopsShareOneBound() async throws {
+        let origin = try await TestOrigin.start()
+        defer { Task { try await origin.shutdown() } }
+        // Each hop redirects to the stale-nonce resource's next name, which challenges once.
+        let counter = Mutex(0)
+        origin.route("/mixed") { request in
+            let n = counter.withLock { value -> Int in
+                value += 1
+                return value
+            }
+            if request.header("Authorization") == nil {
+                return ScriptedResponse(status: 401, headers: [HeaderField(
+                    "WWW-Authenticate", "Digest realm=\"r\", qop=\"auth\", algorithm=SHA-256, nonce=\"n\(n)\"")], body: "")
+            }
+            return ScriptedResponse(status: 302, headers: [HeaderField("Location", "/mixed?\(n)")], body: "")
+        }
+        var configuration = SessionConfiguration.ephemeral
+        configuration.httpMaximumRedirects = 1000
+        let session = try Session(configuration: configuration)
+        defer { session.finishTasksAndInvalidate() }
+        var components = URLComponents(url: origin.url("/mixed"), resolvingAgainstBaseURL: false)
+        components?.user = "u"
+        components?.password = "p"
+        let url = try #require(components?.url)
+        let error = await #expect(throws: SessionError.self) { _ = try await session.data(from: url) }
+        #expect(error != nil)
+        #expect(origin.requests(to: "/mixed").count <= SessionTask.maximumHops + 1)
+    }
+
+    @Test("Vary: a response naming more than 64 fields is not stored; 64 are; 8,000 names do not stall")
+    func manyVaryNames() async throws {
+        let origin = try await TestOrigin.start()
+        defer { Task { try await origin.shutdown() } }
+        for count in [64, 65, 8_000] {
+            let names = (0..<count).map { "X-V\($0)" }.joined(separator: ", ")
+            origin.route("/vary\(count)", response: ScriptedResponse(
+                headers: [HeaderField("Cache-Control", "max-age=600"), HeaderField("Vary", names)], body: "v"))
+        }
+        let session = try Session(configuration: .ephemeral)
+        defer { session.finishTasksAndInvalidate() }
+        for count in [64, 65, 8_000] {
+            for _ in 0..<2 { _ = try await session.data(from: origin.url("/vary\(count)")) }
+        }
+        #expect(origin.requests(to: "/vary64").count == 1)
+        #expect(origin.requests(to: "/vary65").count == 2)
+        #expect(origin.requests(to: "/vary8000").count == 2)
+        var headers = HeaderFields()
+        headers.append("Vary", (0..<65).map { "X-V\($0)" }.joined(separator: ","))
+        headers.append("Cache-Control", "max-age=1")
+        #expect(!CachePolicy.storability(method: "GET", requestHeaders: [], status: 200, responseHeaders: headers).allowed)
+    }
+}

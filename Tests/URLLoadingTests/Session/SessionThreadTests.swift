@@ -1,0 +1,110 @@
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import Synchronization
+import Testing
+import TestSupport
+@testable import URLLoading
+
+/// Where the session runs the user's code (SPEC S9): never on the
+/// transport's thread, never inside `resume()`, and a slow handler, delegate
+/// or store delays only its own task.
+@Suite(.timeLimit(.minutes(1))) struct SessionThreadTests {
+    /// The thread that is inside `resume()` right now, if any.
+    final class ResumeMarker: Sendable {
+        private let thread = Mutex<pthread_t?>(nil)
+        func resume(_ task: SessionTask) {
+            thread.withLock { $0 = pthread_self() }
+            task.resume()
+            thread.withLock { $0 = nil }
+        }
+        /// Whether the caller runs inside `resume()` on its thread.
+        var callerIsInsideResume: Bool {
+            thread.withLock { $0.map { pthread_equal($0, pthread_self()) != 0 } ?? false }
+        }
+    }
+
+    @Test("S9: a completion handler that blocks delays no other task of the session")
+    func blockingHandlerDelaysOnlyItself() async throws {
+        let origin = try await TestOrigin.start()
+        defer { Task { try await origin.shutdown() } }
+        origin.route("/a", response: ScriptedResponse(body: "a"))
+        origin.route("/b", response: ScriptedResponse(body: "b"))
+        let session = try Session(configuration: .ephemeral)
+        defer { session.finishTasksAndInvalidate() }
+        let otherDone = DispatchSemaphore(value: 0)
+        let blocking = CompletionLatch()
+        let returned = CompletionLatch()
+        let sawOther = Mutex<Bool?>(nil)
+        session.dataTask(with: URLRequest(url: origin.url("/a"))) { _, _, _ in
+            blocking.open()
+            // Blocks until the other task's handler ran (at most 20 s).
+            let done = otherDone.wait(timeout: .now() + 20) == .success
+            sawOther.withLock { $0 = done }
+            returned.open()
+        }.resume()
+        await blocking.wait()
+        session.dataTask(with: URLRequest(url: origin.url("/b"))) { data, _, _ in
+            if data == Data("b".utf8) { otherDone.signal() }
+        }.resume()
+        await returned.wait()
+        #expect(sawOther.withLock { $0 } == true, "the second task could not complete while the first one's handler blocked")
+    }
+
+    @Test("S9: a cache hit's completion handler runs after resume() returns, never inside it")
+    func cacheHitNotInsideResume() async throws {
+        let origin = try await TestOrigin.start()
+        defer { Task { try await origin.shutdown() } }
+        origin.route("/c", response: ScriptedResponse(headers: [HeaderField("Cache-Control", "max-age=600")], body: "cached"))
+        let session = try Session(configuration: .ephemeral)
+        defer { session.finishTasksAndInvalidate() }
+        _ = try await session.data(from: origin.url("/c"))
+        let marker = ResumeMarker()
+        let insideResume = Mutex<Bool?>(nil)
+        let done = CompletionLatch()
+        let task = session.dataTask(with: URLRequest(url: origin.url("/c"))) { data, _, _ in
+            insideResume.withLock { $0 = marker.callerIsInsideResume }
+            #expect(data == Data("cached".utf8))
+            done.open()
+        }
+        marker.resume(task)
+        await done.wait()
+        #expect(insideResume.withLock { $0 } == false)
+        #expect(origin.requests(to: "/c").count == 1)
+    }
+
+    /// Answers Basic challenges at the task level; nothing else.
+    final class BasicAnswering: SessionDelegate {
+        func session(_ session: Session, task: SessionTask, didReceive challenge: AuthenticationChallenge) async -> ChallengeAnswer? {
+            .use(Credential(user: "user", password: "pass", persistence: .none))
+        }
+    }
+
+    /// A task's own delegate that only collects metrics.
+    final class MetricsOnly: SessionDelegate {
+        let metrics = Mutex<Int>(0)
+        func session(_ session: Session, task: SessionTask, didFinishCollecting metrics: TaskMetrics) {
+            self.metrics.withLock { $0 += 1 }
+        }
+    }
+
+    @Test("Per-task delegates: a call the task delegate does not handle goes to the session delegate, method by method")
+    func taskDelegateFallsBack() async throws {
+        let origin = try await TestOrigin.start()
+        defer { Task { try await origin.shutdown() } }
+        origin.route("/secret") { request in
+            guard request.header("Authorization") == "Basic dXNlcjpwYXNz" else {
+                return ScriptedResponse(status: 401, headers: [HeaderField("WWW-Authenticate", "Basic realm=\"r\"")], body: "")
+            }
+            return ScriptedResponse(body: "in")
+        }
+        let session = try Session(configuration: .ephemeral, delegate: BasicAnswering())
+        defer { session.finishTasksAndInvalidate() }
+        let taskDelegate = MetricsOnly()
+        let (data, response) = try await session.data(for: URLRequest(url: origin.url("/secret")), delegate: taskDelegate)
+        #expect((response as? HTTPURLResponse)?.statusCode == 200)
+        #expect(data == Data("in".utf8))
+        #expect(taskDelegate.metrics.withLock { $0 } == 1)
+    }
+}
