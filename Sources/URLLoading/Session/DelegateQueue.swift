@@ -1,24 +1,100 @@
-/// One serial context per session: delegate calls run one after another,
-/// in the order they were enqueued, each awaited before the next (SPEC S6,
-/// STYLE 7). Async delegate methods are awaited in place.
-final class DelegateQueue: Sendable {
-    typealias Job = @Sendable () async -> Void
-    private let continuation: AsyncStream<Job>.Continuation
+import Dispatch
+import Synchronization
 
-    init() {
-        let (stream, continuation) = AsyncStream.makeStream(of: Job.self)
-        self.continuation = continuation
-        Task.detached {
-            for await job in stream { await job() }
+/// A serial context for the user's code: jobs run one after another, in the
+/// order they were enqueued, each finished (an async one awaited) before the
+/// next starts (SPEC S6, STYLE 7). Each task has one, and the session one for
+/// its own events, so a slow delegate method or completion handler delays
+/// only the task it belongs to (SPEC S9).
+///
+/// Jobs run on Dispatch's global threads, never on the caller's: a job that
+/// blocks (a completion handler waiting on a semaphore, a store waiting on
+/// another process's lock) holds a Dispatch thread, not one of Swift's few
+/// cooperative threads. An async job runs in a Swift task and the queue
+/// goes on when it returns.
+///
+/// ```
+/// idle ─enqueue→ scheduled ─drain: next job─→ running sync job ─→ (more? drain : idle)
+///                                        └──→ running async job in a Task ─done→ scheduled
+/// ```
+final class DelegateQueue: Sendable {
+    typealias Job = @Sendable () -> Void
+    typealias AsyncJob = @Sendable () async -> Void
+
+    private enum Item {
+        case sync(Job)
+        case async(AsyncJob)
+    }
+
+    private struct State {
+        var items: [Item] = []
+        var next = 0
+        /// A drain is scheduled or running (or an async job is in flight).
+        var busy = false
+    }
+
+    private let state = Mutex(State())
+
+    init() {}
+
+    /// Runs `job` after every job enqueued before it.
+    func enqueue(_ job: @escaping AsyncJob) {
+        add(.async(job))
+    }
+
+    /// Runs the synchronous `job` after every job enqueued before it.
+    func enqueueSync(_ job: @escaping Job) {
+        add(.sync(job))
+    }
+
+    private func add(_ item: Item) {
+        let start = state.withLock { state -> Bool in
+            state.items.append(item)
+            guard !state.busy else { return false }
+            state.busy = true
+            return true
+        }
+        if start { schedule() }
+    }
+
+    private func schedule() {
+        DispatchQueue.global().async { self.drain() }
+    }
+
+    /// The next item, or nil (and idle) when there is none.
+    private func take() -> Item? {
+        state.withLock { state -> Item? in
+            guard state.next < state.items.count else {
+                state.items.removeAll(keepingCapacity: state.items.count <= 64)
+                state.next = 0
+                state.busy = false
+                return nil
+            }
+            let item = state.items[state.next]
+            // Let go of the job (and what it holds) once it is taken.
+            state.items[state.next] = .sync({})
+            state.next += 1
+            if state.next >= 256, state.next * 2 >= state.items.count {
+                state.items.removeFirst(state.next)
+                state.next = 0
+            }
+            return item
         }
     }
 
-    deinit {
-        continuation.finish()
-    }
-
-    /// Runs `job` after every job enqueued before it.
-    func enqueue(_ job: @escaping Job) {
-        continuation.yield(job)
+    private func drain() {
+        while let item = take() {
+            switch item {
+            case .sync(let job):
+                job()
+            case .async(let job):
+                // The queue stays busy until the job returns, then drains on.
+                Task {
+                    await job()
+                    self.schedule()
+                }
+                return
+            }
+        }
     }
 }

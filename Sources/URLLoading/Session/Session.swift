@@ -239,15 +239,18 @@ public final class Session: Sendable, CustomStringConvertible {
         if now { invalidate() }
     }
 
-    /// Cancels every task and invalidates at once.
+    /// Cancels every task and invalidates: each task's
+    /// `didCompleteWithError` (cancelled) comes first, then
+    /// `sessionDidBecomeInvalid`.
     public func invalidateAndCancel() {
-        let tasks = state.withLock { state -> [SessionTask] in
-            guard !state.invalidated else { return [] }
+        let (tasks, now) = state.withLock { state -> ([SessionTask], Bool) in
+            guard !state.invalidated else { return ([], false) }
             state.invalidating = true
-            return Array(state.tasks.values)
+            return (Array(state.tasks.values), state.tasks.isEmpty)
         }
         tasks.forEach { $0.cancel() }
-        invalidate()
+        // Otherwise the last cancelled task's completion invalidates.
+        if now { invalidate() }
     }
 
     /// Writes pending bookkeeping of the stores to disk.
@@ -367,7 +370,6 @@ public final class Session: Sendable, CustomStringConvertible {
         let delegate = state.withLock { state -> (any SessionDelegate)?? in
             guard !state.invalidated else { return .none }
             state.invalidated = true
-            defer { state.delegate = nil }
             return .some(state.delegate)
         }
         guard case .some(let delegate) = delegate else { return }
@@ -378,6 +380,8 @@ public final class Session: Sendable, CustomStringConvertible {
             if case .sessionPrivate = configuration.credentialChoice { credentialStore?.removeAll() }
             self.state.withLock { $0.authenticated = [:] }
             delegate?.sessionDidBecomeInvalid(self, error: nil)
+            // Held until now (SPEC S8): the tasks' last calls came before.
+            self.state.withLock { $0.delegate = nil }
             self.multi.shutdown()
         }
     }

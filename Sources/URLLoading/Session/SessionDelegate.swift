@@ -119,7 +119,7 @@ public protocol SessionDelegate: AnyObject, Sendable {
 }
 
 extension SessionDelegate {
-    public func sessionDidBecomeInvalid(_ session: Session, error: (any Error)?) {}
+    public func sessionDidBecomeInvalid(_ session: Session, error: (any Error)?) { DelegateFallback.unhandled() }
     public func session(_ session: Session, task: SessionTask, willPerformHTTPRedirection response: HTTPURLResponse,
                         newRequest request: URLRequest) async -> URLRequest? {
         await withCheckedContinuation { continuation in
@@ -128,6 +128,7 @@ extension SessionDelegate {
     }
     public func session(_ session: Session, task: SessionTask, willPerformHTTPRedirection response: HTTPURLResponse,
                         newRequest request: URLRequest, completionHandler: @escaping @Sendable (URLRequest?) -> Void) {
+        DelegateFallback.unhandled()
         completionHandler(request)
     }
     public var evaluatesServerTrust: Bool { false }
@@ -138,6 +139,7 @@ extension SessionDelegate {
     }
     public func session(_ session: Session, didReceive challenge: AuthenticationChallenge,
                         completionHandler: @escaping @Sendable (ChallengeAnswer?) -> Void) {
+        DelegateFallback.unhandled()
         completionHandler(nil)
     }
     public func session(_ session: Session, task: SessionTask, didReceive challenge: AuthenticationChallenge) async -> ChallengeAnswer? {
@@ -147,9 +149,10 @@ extension SessionDelegate {
     }
     public func session(_ session: Session, task: SessionTask, didReceive challenge: AuthenticationChallenge,
                         completionHandler: @escaping @Sendable (ChallengeAnswer?) -> Void) {
+        DelegateFallback.unhandled()
         completionHandler(nil)
     }
-    public func session(_ session: Session, taskIsWaitingForConnectivity task: SessionTask) {}
+    public func session(_ session: Session, taskIsWaitingForConnectivity task: SessionTask) { DelegateFallback.unhandled() }
     public func session(_ session: Session, needNewBodyStreamFor task: SessionTask) async -> InputStream? {
         let box = await withCheckedContinuation { (continuation: CheckedContinuation<OwnedInputStream?, Never>) in
             self.session(session, task: task) { stream in continuation.resume(returning: stream.map(OwnedInputStream.init)) }
@@ -157,10 +160,11 @@ extension SessionDelegate {
         return box?.stream
     }
     public func session(_ session: Session, task: SessionTask, needNewBodyStream completionHandler: @escaping @Sendable (InputStream?) -> Void) {
+        DelegateFallback.unhandled()
         completionHandler(nil)
     }
     public func session(_ session: Session, task: SessionTask, didSendBodyData bytesSent: Int64,
-                        totalBytesSent: Int64, totalBytesExpectedToSend: Int64) {}
+                        totalBytesSent: Int64, totalBytesExpectedToSend: Int64) { DelegateFallback.unhandled() }
     public func session(_ session: Session, dataTask: SessionTask, didReceive response: URLResponse) async -> ResponseDisposition {
         await withCheckedContinuation { continuation in
             self.session(session, dataTask: dataTask, didReceive: response) { continuation.resume(returning: $0) }
@@ -168,10 +172,11 @@ extension SessionDelegate {
     }
     public func session(_ session: Session, dataTask: SessionTask, didReceive response: URLResponse,
                         completionHandler: @escaping @Sendable (ResponseDisposition) -> Void) {
+        DelegateFallback.unhandled()
         completionHandler(.allow)
     }
-    public func session(_ session: Session, dataTask: SessionTask, didReceive data: Data) {}
-    public func session(_ session: Session, dataTask: SessionTask, didBecomeDownloadTask downloadTask: SessionTask) {}
+    public func session(_ session: Session, dataTask: SessionTask, didReceive data: Data) { DelegateFallback.unhandled() }
+    public func session(_ session: Session, dataTask: SessionTask, didBecomeDownloadTask downloadTask: SessionTask) { DelegateFallback.unhandled() }
     public func session(_ session: Session, dataTask: SessionTask, willCacheResponse proposed: CachedResponse) async -> CachedResponse? {
         await withCheckedContinuation { continuation in
             self.session(session, dataTask: dataTask, willCacheResponse: proposed) { continuation.resume(returning: $0) }
@@ -179,14 +184,15 @@ extension SessionDelegate {
     }
     public func session(_ session: Session, dataTask: SessionTask, willCacheResponse proposed: CachedResponse,
                         completionHandler: @escaping @Sendable (CachedResponse?) -> Void) {
+        DelegateFallback.unhandled()
         completionHandler(proposed)
     }
     public func session(_ session: Session, downloadTask: SessionTask, didWriteData bytesWritten: Int64,
-                        totalBytesWritten: Int64, totalBytesExpectedToWrite: Int64) {}
-    public func session(_ session: Session, downloadTask: SessionTask, didFinishDownloadingTo location: URL) {}
-    public func session(_ session: Session, downloadTask: SessionTask, didResumeAtOffset fileOffset: Int64, expectedTotalBytes: Int64) {}
-    public func session(_ session: Session, task: SessionTask, didFinishCollecting metrics: TaskMetrics) {}
-    public func session(_ session: Session, task: SessionTask, didCompleteWithError error: (any Error)?) {}
+                        totalBytesWritten: Int64, totalBytesExpectedToWrite: Int64) { DelegateFallback.unhandled() }
+    public func session(_ session: Session, downloadTask: SessionTask, didFinishDownloadingTo location: URL) { DelegateFallback.unhandled() }
+    public func session(_ session: Session, downloadTask: SessionTask, didResumeAtOffset fileOffset: Int64, expectedTotalBytes: Int64) { DelegateFallback.unhandled() }
+    public func session(_ session: Session, task: SessionTask, didFinishCollecting metrics: TaskMetrics) { DelegateFallback.unhandled() }
+    public func session(_ session: Session, task: SessionTask, didCompleteWithError error: (any Error)?) { DelegateFallback.unhandled() }
 }
 
 /// Timing and size figures of a task, one entry per request it sent

@@ -147,17 +147,16 @@ extension SessionTask {
         let offered = AuthenticationChallenge(
             protectionSpace: space, proposedCredential: proposed, previousFailureCount: failures,
             failureResponse: response, serverChallenge: challenge)
-        let taskDelegate = self.delegate ?? session.delegate
-        let sessionDelegate = session.delegate
-        session.events.enqueue { [self] in
+        events.enqueue { [self] in
             // SPEC A2: session-level methods go to the session delegate first;
-            // Basic and Digest only ever reach the task-level method.
+            // Basic and Digest only ever reach the task-level method (of the
+            // task's delegate, or the session's where the task's has none).
             var answer: ChallengeAnswer?
-            if space.authenticationMethod.isSessionLevel, let sessionDelegate {
+            if space.authenticationMethod.isSessionLevel, let sessionDelegate = session.delegate {
                 answer = await sessionDelegate.session(session, didReceive: offered)
             }
-            if answer == nil, let taskDelegate {
-                answer = await taskDelegate.session(session, task: self, didReceive: offered)
+            if answer == nil {
+                answer = await self.askDelegate { await $0.session(session, task: self, didReceive: offered) } ?? nil
             }
             let disposition = answer?.disposition ?? .performDefaultHandling
             var credential: Credential?
@@ -173,7 +172,7 @@ extension SessionTask {
             case .rejectProtectionSpace:
                 self.state.withLock { _ = $0.authentication.rejected.insert(space) }
                 if !self.answerNextChallenge(challenges, head: head, url: url, request: request, session: session, isProxy: isProxy) {
-                    self.acceptResponse(head, url: url, delegate: taskDelegate, session: session)
+                    self.acceptResponse(head, url: url, session: session)
                 }
                 return
             }
@@ -183,7 +182,7 @@ extension SessionTask {
                     method: request.httpMethod ?? "GET", fieldName: isProxy ? "Proxy-Authorization" : "Authorization")
             else {
                 // No credential (or none these schemes can carry): the 401/407 is the answer.
-                self.acceptResponse(head, url: url, delegate: taskDelegate, session: session)
+                self.acceptResponse(head, url: url, session: session)
                 return
             }
             self.retry(with: authorization, url: url)

@@ -39,9 +39,11 @@ extension SessionTask {
             return streamed.next == nil
         }
         guard missing else { return false }
-        let delegate = self.delegate ?? session.delegate
-        session.events.enqueue { [self] in
-            let stream = await delegate?.session(session, needNewBodyStreamFor: self)
+        events.enqueue { [self] in
+            let owned = await self.askDelegate { delegate -> OwnedInputStream? in
+                await delegate.session(session, needNewBodyStreamFor: self).map(OwnedInputStream.init)
+            }
+            let stream = owned??.stream
             guard let stream else {
                 self.perform(self.state.withLock { inner in
                     guard hop == inner.machine.hop else { return [] }
@@ -120,19 +122,19 @@ extension SessionTask {
     /// `didReceiveResponse` when each part begins (its response carries the
     /// part's header fields over the whole response's), then the part's
     /// bytes. A `.cancel` answer ends the task; the bytes after it are dropped.
-    func deliverParts(_ events: [MixedReplaceParser.Event], session: Session, delegate: any SessionDelegate) {
-        for event in events {
+    func deliverParts(_ parts: [MixedReplaceParser.Event], session: Session) {
+        for event in parts {
             switch event {
             case .part(let fields):
                 // The transfer may end before the delegate answers (its queue
                 // runs behind the transport): the task waits for the answer.
                 state.withLock { $0.machine.partDecisionOpened() }
-                session.events.enqueue { [self] in
+                events.enqueue { [self] in
                     guard !self.state.withLock({ $0.machine.isFinished }), let response = self.partResponse(fields) else {
                         self.perform(self.state.withLock { $0.machine.partDecisionClosed() })
                         return
                     }
-                    let disposition = await delegate.session(session, dataTask: self, didReceive: response)
+                    let disposition = await self.askDelegate { await $0.session(session, dataTask: self, didReceive: response) } ?? .allow
                     self.perform(self.state.withLock { inner in
                         disposition == .cancel
                             ? inner.machine.fail(SessionError(.cancelled, failingURL: response.url, message: "the delegate cancelled the task"))
@@ -140,9 +142,9 @@ extension SessionTask {
                     })
                 }
             case .data(let data):
-                session.events.enqueue { [self] in
+                events.enqueueSync { [self] in
                     guard !self.state.withLock({ $0.machine.isFinished && $0.error != nil }) else { return }
-                    delegate.session(session, dataTask: self, didReceive: data)
+                    self.callDelegate { $0.session(session, dataTask: self, didReceive: data) }
                 }
             }
         }

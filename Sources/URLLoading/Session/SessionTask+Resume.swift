@@ -52,7 +52,7 @@ extension SessionTask {
     /// Opens the download's file: a new one, or for a resumed task the
     /// partial one, appended to after a 206 from the offset and started
     /// over after anything else. False when the task failed.
-    func prepareDownloadFile(_ head: ResponseHead, url: URL, session: Session, delegate: (any SessionDelegate)?) -> Bool {
+    func prepareDownloadFile(_ head: ResponseHead, url: URL, session: Session) -> Bool {
         let (resume, expected) = state.withLock { inner in
             if (200...299).contains(head.status) { inner.resumable = ResumeData.validators(head.headers) }
             return (inner.resumeFrom, inner.bytesExpectedToReceive)
@@ -75,10 +75,10 @@ extension SessionTask {
                 .cannotWriteFile, failingURL: url, message: "cannot reopen the partial download: \(error.localizedDescription)")) })
             return false
         }
-        if let delegate, case .delegate = delivery {
+        if hasDelegate, case .delegate = delivery {
             let total = expected >= 0 ? offset + expected : -1
-            session.events.enqueue { [self] in
-                delegate.session(session, downloadTask: self, didResumeAtOffset: offset, expectedTotalBytes: total)
+            events.enqueueSync { [self] in
+                self.callDelegate { $0.session(session, downloadTask: self, didResumeAtOffset: offset, expectedTotalBytes: total) }
             }
         }
         return true

@@ -88,7 +88,7 @@ extension SessionTask {
         let challenge = AuthenticationChallenge(
             protectionSpace: space, proposedCredential: nil, previousFailureCount: 0, failureResponse: nil,
             serverChallenge: nil, serverTrust: trust)
-        session.events.enqueue { [self] in
+        events.enqueue { [self] in
             let answer = await self.askSessionLevel(challenge, session: session)
             switch answer?.disposition ?? .performDefaultHandling {
             case .performDefaultHandling, .rejectProtectionSpace:
@@ -115,7 +115,7 @@ extension SessionTask {
         if let sessionDelegate = session.delegate, let answer = await sessionDelegate.session(session, didReceive: challenge) {
             return answer
         }
-        return await (delegate ?? session.delegate)?.session(session, task: self, didReceive: challenge)
+        return await askDelegate { await $0.session(session, task: self, didReceive: challenge) } ?? nil
     }
 
     /// Whether a failed handshake means the server wants a client certificate.
@@ -137,7 +137,7 @@ extension SessionTask {
         let stored = session.credentialStore?.defaultCredential(for: space)
         let challenge = AuthenticationChallenge(
             protectionSpace: space, proposedCredential: stored, previousFailureCount: 0, failureResponse: nil, serverChallenge: nil)
-        session.events.enqueue { [self] in
+        events.enqueue { [self] in
             let answer = await self.askSessionLevel(challenge, session: session)
             let credential: Credential?
             switch answer?.disposition ?? .performDefaultHandling {

@@ -60,6 +60,9 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
     /// thread (set by the async APIs before the task starts).
     let completionRunner: (@Sendable (@escaping @Sendable () -> Void) -> Void)?
     let state: Mutex<Inner>
+    /// The task's serial context for delegate calls and completion
+    /// handlers: its order, and its own delays only (SPEC S9).
+    let events = DelegateQueue()
 
     struct Inner {
         var machine = StateMachine()
@@ -275,7 +278,15 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
             case .startTransfer(let hop): startTransfer(hop: hop)
             case .cancelTransfer(let id): session?.multi.cancel(id)
             case .unpause(let id): session?.multi.unpause(id)
-            case .decide(let head, let hop): decide(head, hop: hop)
+            case .decide(let head, let hop):
+                // From the transport's thread: a decision that writes to a
+                // store (cookies, credentials, the cache) or talks to the
+                // delegate goes to the task's own context.
+                if decisionTouchesStores(head) {
+                    events.enqueueSync { [self] in self.decide(head, hop: hop) }
+                } else {
+                    decide(head, hop: hop)
+                }
             case .complete(let result):
                 state.withLock { inner in
                     // A finished task's progress is whole, its total now known.
@@ -360,10 +371,9 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
         guard let session else { return }
         switch delivery {
         case .delegate:
-            let delegate = self.delegate ?? session.delegate
-            session.events.enqueue { [self] in
-                let disposition = await delegate?.session(session, dataTask: self, didReceive: response) ?? .allow
-                if disposition == .allow, !data.isEmpty { delegate?.session(session, dataTask: self, didReceive: data) }
+            events.enqueue { [self] in
+                let disposition = await self.askDelegate { await $0.session(session, dataTask: self, didReceive: response) } ?? .allow
+                if disposition == .allow, !data.isEmpty { self.callDelegate { $0.session(session, dataTask: self, didReceive: data) } }
                 self.perform(self.state.withLock {
                     disposition == .allow ? $0.machine.finishWithoutTransfer(.success(nil))
                         : $0.machine.finishWithoutTransfer(.failure(SessionError(.cancelled, failingURL: response.url, message: "the delegate cancelled the task")))
@@ -463,13 +473,22 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
         perform(state.withLock { $0.machine.started(id, hop: hop) })
     }
 
+    /// Whether deciding on `head` may write to a store: Set-Cookie to keep,
+    /// credentials that worked, a challenge, a revalidation's answer.
+    private func decisionTouchesStores(_ head: ResponseHead) -> Bool {
+        if head.status == 401 || head.status == 407 { return true }
+        let (revalidating, sentCredentials, request) = state.withLock { ($0.revalidating != nil, $0.authentication.sent != nil, $0.currentRequest) }
+        if revalidating || sentCredentials { return true }
+        guard let session, let request, Self.handlesCookies(request, session: session) else { return false }
+        return head.headers.contains { HeaderFields.namesEqual($0.name, "Set-Cookie") }
+    }
+
     /// Redirect or response decision for a hop's head (SPEC S6 order).
     private func decide(_ head: ResponseHead, hop: Int) {
         guard let session, let request = currentRequest, let url = request.url else { return }
         Self.storeCookies(of: head, url: url, request: request, session: session)
         authenticationSucceeded(status: head.status, session: session)
         if handleChallenge(head, url: url, request: request, session: session) { return }
-        let delegate = self.delegate ?? session.delegate
         let revalidating = state.withLock { $0.revalidating }
         if revalidating != nil { session.urlCache?.count(head.status == 304 ? "revalidations-not-modified" : "revalidations-replaced") }
         if let stored = revalidating, head.status == 304, let cache = session.urlCache {
@@ -503,10 +522,12 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
                     .httpTooManyRedirects, failingURL: url, message: "more than \(session.configuration.httpMaximumRedirects) redirects")) })
                 return
             }
-            session.events.enqueue { [self] in
+            events.enqueue { [self] in
                 let chosen: URLRequest?
-                if let delegate, let response = Self.makeResponse(url: url, head: head) {
-                    chosen = await delegate.session(session, task: self, willPerformHTTPRedirection: response, newRequest: redirect)
+                if self.hasDelegate, let response = Self.makeResponse(url: url, head: head) {
+                    chosen = await self.askDelegate {
+                        await $0.session(session, task: self, willPerformHTTPRedirection: response, newRequest: redirect)
+                    } ?? redirect
                 } else {
                     chosen = redirect
                 }
@@ -522,15 +543,15 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
                         return inner.machine.follow(.redirect, url: url)
                     })
                 } else {
-                    self.acceptResponse(head, url: url, delegate: delegate, session: session)
+                    self.acceptResponse(head, url: url, session: session)
                 }
             }
             return
         }
-        acceptResponse(head, url: url, delegate: delegate, session: session)
+        acceptResponse(head, url: url, session: session)
     }
 
-    func acceptResponse(_ head: ResponseHead, url: URL, delegate: (any SessionDelegate)?, session: Session) {
+    func acceptResponse(_ head: ResponseHead, url: URL, session: Session) {
         let length = head.headers.first { HeaderFields.namesEqual($0.name, "Content-Length") }.flatMap { FieldNumber.length($0.value) } ?? -1
         state.withLock { inner in
             inner.networkHeaders = HeaderFields(head.headers.map { HeaderFields.Field($0.name, $0.value) })
@@ -555,7 +576,7 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
             }
         }
         if kind == .download {
-            guard prepareDownloadFile(head, url: url, session: session, delegate: delegate) else { return }
+            guard prepareDownloadFile(head, url: url, session: session) else { return }
         }
         if case .stream(let buffer) = delivery, let response = httpResponse { buffer.publish(response) }
         guard case .delegate = delivery, kind != .download else {
@@ -572,10 +593,10 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
             })
             return
         }
-        session.events.enqueue { [self] in
+        events.enqueue { [self] in
             var disposition = ResponseDisposition.allow
-            if let delegate, let response = self.httpResponse {
-                disposition = await delegate.session(session, dataTask: self, didReceive: response)
+            if let response = self.httpResponse {
+                disposition = await self.askDelegate { await $0.session(session, dataTask: self, didReceive: response) } ?? .allow
             }
             switch disposition {
             case .allow:
@@ -591,7 +612,7 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
                     inner.kind = .download
                     inner.keepsBodyForCache = false
                 }
-                delegate?.session(session, dataTask: self, didBecomeDownloadTask: self)
+                self.callDelegate { $0.session(session, dataTask: self, didBecomeDownloadTask: self) }
                 self.perform(self.state.withLock { $0.machine.allow() })
             }
         }
@@ -674,10 +695,10 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
     fileprivate func received(_ chunk: UnsafeRawBufferPointer, hop: Int) -> Bool {
         enum Next {
             case refuse, drop, buffered
-            case deliver(Session?, (any SessionDelegate)?)
-            case parts([MixedReplaceParser.Event], Session?, (any SessionDelegate)?)
+            case deliver(Session?)
+            case parts([MixedReplaceParser.Event], Session?)
             case malformed(String)
-            case write(FileHandle, Int64, Int64, Session?, (any SessionDelegate)?)
+            case write(FileHandle, Int64, Int64, Session?)
         }
         if case .stream(let buffer) = delivery {
             // Under the task's lock, so a consumer's `continueDelivery` cannot
@@ -706,44 +727,46 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
                     defer { inner.mixedReplace = parser }
                     do throws(MixedReplaceParser.Failure) {
                         let events = try parser.feed(chunk)
-                        return .parts(events, inner.session, inner.delegate ?? inner.session?.delegate)
+                        return .parts(events, inner.session)
                     } catch {
                         return .malformed(error.message)
                     }
                 }
                 if inner.keepsBodyForCache { Self.append(chunk, to: &inner.buffer) }
-                return .deliver(inner.session, inner.delegate ?? inner.session?.delegate)
+                return .deliver(inner.session)
             case .data, .raw:
                 Self.append(chunk, to: &inner.buffer)
                 return .buffered
             default:
                 guard let download = inner.download else { return .drop }
                 let expected = inner.bytesExpectedToReceive >= 0 ? inner.downloadOffset + inner.bytesExpectedToReceive : -1
-                return .write(download.handle, inner.downloadOffset + inner.bytesReceived, expected, inner.session, inner.delegate ?? inner.session?.delegate)
+                return .write(download.handle, inner.downloadOffset + inner.bytesReceived, expected, inner.session)
             }
         }
         switch next {
         case .refuse: return false
         case .drop, .buffered: return true
-        case .deliver(let session, let delegate):
-            guard let session, let delegate else { return true }
+        case .deliver(let session):
+            guard let session, hasDelegate else { return true }
             let data = Data(chunk) // the one copy
-            session.events.enqueue { [self] in delegate.session(session, dataTask: self, didReceive: data) }
-        case .parts(let events, let session, let delegate):
-            guard let session, let delegate else { return true }
-            deliverParts(events, session: session, delegate: delegate)
+            events.enqueueSync { [self] in self.callDelegate { $0.session(session, dataTask: self, didReceive: data) } }
+        case .parts(let parts, let session):
+            guard let session, hasDelegate else { return true }
+            deliverParts(parts, session: session)
         case .malformed(let message):
             perform(state.withLock { $0.machine.fail(SessionError(.badServerResponse, failingURL: currentRequest?.url, message: message)) })
-        case .write(let handle, let total, let expected, let session, let delegate):
+        case .write(let handle, let total, let expected, let session):
             if let failure = Self.writeAll(chunk, to: handle.fileDescriptor) {
                 // A full disk or a lost file: the task fails with what the system said.
                 perform(state.withLock { $0.machine.fail(SessionError(.cannotWriteFile, failingURL: nil, message: "writing the download failed: \(failure)")) })
                 return true
             }
-            if let session, let delegate, case .delegate = delivery {
+            if let session, case .delegate = delivery, hasDelegate {
                 let written = Int64(chunk.count)
-                session.events.enqueue { [self] in
-                    delegate.session(session, downloadTask: self, didWriteData: written, totalBytesWritten: total, totalBytesExpectedToWrite: expected)
+                events.enqueueSync { [self] in
+                    self.callDelegate {
+                        $0.session(session, downloadTask: self, didWriteData: written, totalBytesWritten: total, totalBytesExpectedToWrite: expected)
+                    }
                 }
             }
         }
@@ -776,7 +799,7 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
     }
 
     fileprivate func sent(_ sent: Int64, total: Int64, hop: Int) {
-        let report = state.withLock { inner -> (Session, (any SessionDelegate), Int64)? in
+        let report = state.withLock { inner -> (Session, Int64)? in
             guard hop == inner.machine.hop else { return nil }
             if hop != inner.sendingHop {
                 // The body is sent anew (after a challenge or redirect): count from 0.
@@ -787,12 +810,12 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
             let delta = sent - inner.bytesSent
             inner.bytesSent = sent
             updateProgress(inner)
-            guard let session = inner.session, let delegate = inner.delegate ?? session.delegate else { return nil }
-            return (session, delegate, delta)
+            guard let session = inner.session, inner.delegate != nil || session.delegate != nil else { return nil }
+            return (session, delta)
         }
-        guard let (session, delegate, delta) = report else { return }
-        session.events.enqueue { [self] in
-            delegate.session(session, task: self, didSendBodyData: delta, totalBytesSent: sent, totalBytesExpectedToSend: total)
+        guard let (session, delta) = report else { return }
+        events.enqueueSync { [self] in
+            self.callDelegate { $0.session(session, task: self, didSendBodyData: delta, totalBytesSent: sent, totalBytesExpectedToSend: total) }
         }
     }
 
@@ -832,8 +855,8 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
             return inner.connectivityRetries
         }
         guard let retry else { return false }
-        if retry == 1, let delegate = self.delegate ?? session.delegate {
-            session.events.enqueue { [self] in delegate.session(session, taskIsWaitingForConnectivity: self) }
+        if retry == 1, hasDelegate {
+            events.enqueueSync { [self] in self.callDelegate { $0.session(session, taskIsWaitingForConnectivity: self) } }
         }
         let delay = min(4.0, 0.25 * pow(2.0, Double(retry - 1)))
         DispatchQueue.global().asyncAfter(deadline: .now() + delay) { [self] in
@@ -917,10 +940,10 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
 
     /// SPEC S6: the delegate sees the proposed response after all data and
     /// may keep it, change it (data, userInfo, storage policy) or drop it.
-    private func offerToCache(_ candidate: StoredResponse, session: Session, delegate: any SessionDelegate) async {
+    private func offerToCache(_ candidate: StoredResponse, session: Session) async {
         guard let cache = session.urlCache, let response = candidate.httpResponse() else { return }
         let proposed = CachedResponse(response: response, data: candidate.body)
-        guard let decided = await delegate.session(session, dataTask: self, willCacheResponse: proposed) else { return }
+        guard let decided = await askDelegate({ await $0.session(session, dataTask: self, willCacheResponse: proposed) }) ?? proposed else { return }
         var stored = candidate
         if decided.response !== response {
             var headers = HeaderFields()
@@ -952,13 +975,11 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
 
     private func complete(_ result: Result<TransferMetrics?, SessionError>) {
         let url = currentRequest?.url
-        let (tail, tailSession, tailDelegate) = state.withLock { inner in
-            (inner.mixedReplace?.finish() ?? [], inner.session, inner.delegate ?? inner.session?.delegate)
+        let (tail, tailSession) = state.withLock { inner in (inner.mixedReplace?.finish() ?? [], inner.session) }
+        if case .success = result, !tail.isEmpty, let tailSession, hasDelegate {
+            deliverParts(tail, session: tailSession)
         }
-        if case .success = result, !tail.isEmpty, let tailSession, let tailDelegate {
-            deliverParts(tail, session: tailSession, delegate: tailDelegate)
-        }
-        let (session, delegate, _, buffer, download, metrics) = state.withLock { inner in
+        let (session, buffer, download, metrics) = state.withLock { inner in
             if case .failure(let error) = result {
                 inner.error = SessionError(error.code, failingURL: error.failingURL ?? url, message: error.message)
             }
@@ -970,7 +991,7 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
                 inner.buffer = Data()
                 inner.download = nil
             }
-            return (inner.session, inner.delegate ?? inner.session?.delegate, (), inner.buffer, inner.download, metrics)
+            return (inner.session, inner.buffer, inner.download, metrics)
         }
         var failure = self.error
         try? download?.handle.close()
@@ -986,32 +1007,31 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
         let keptFile = resume != nil
         if let resumeHandler { resumeHandler(resume?.encoded()) }
         guard let session else { return }
-        let cacheCandidate = error == nil ? updateCache(session: session, body: buffer) : nil
         let finish: @Sendable () -> Void = { [self] in
             switch delivery {
             case .delegate:
                 if let download, error == nil {
-                    delegate?.session(session, downloadTask: self, didFinishDownloadingTo: download.url)
+                    self.callDelegate { $0.session(session, downloadTask: self, didFinishDownloadingTo: download.url) }
                 }
                 if let download, !keptFile { try? FileManager.default.removeItem(at: download.url) }
             case .data(let handler):
-                delegate?.session(session, task: self, didFinishCollecting: metrics)
+                self.callDelegate { $0.session(session, task: self, didFinishCollecting: metrics) }
                 handler(error == nil ? buffer : nil, self.response, error)
             case .raw(let handler):
-                delegate?.session(session, task: self, didFinishCollecting: metrics)
+                self.callDelegate { $0.session(session, task: self, didFinishCollecting: metrics) }
                 handler(error == nil ? buffer : nil, error as? SessionError)
             case .download(let handler):
-                delegate?.session(session, task: self, didFinishCollecting: metrics)
+                self.callDelegate { $0.session(session, task: self, didFinishCollecting: metrics) }
                 handler(error == nil ? download?.url : nil, self.response, error)
                 if let download, !keptFile { try? FileManager.default.removeItem(at: download.url) }
             case .stream(let stream):
-                delegate?.session(session, task: self, didFinishCollecting: metrics)
+                self.callDelegate { $0.session(session, task: self, didFinishCollecting: metrics) }
                 stream.finish(error as? SessionError)
             }
             if case .delegate = delivery {
-                delegate?.session(session, task: self, didFinishCollecting: metrics)
+                self.callDelegate { $0.session(session, task: self, didFinishCollecting: metrics) }
             }
-            delegate?.session(session, task: self, didCompleteWithError: error)
+            self.callDelegate { $0.session(session, task: self, didCompleteWithError: error) }
             self.state.withLock { $0.session = nil; $0.delegate = nil }
             session.taskDidComplete(self)
         }
@@ -1019,15 +1039,21 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
             defer { inner.leadsKey = nil }
             return inner.leadsKey
         }
-        if delegate == nil {
-            // No delegate call to keep this in order with: hand the result
-            // over at once, saving a thread hop per request.
-            if let cacheCandidate { session.urlCache?.store(cacheCandidate) }
-            if let ledKey { session.leaveInFlight(key: ledKey) }
-            finish()
+        // The end runs off the transport's thread and never inside resume():
+        // on the Swift task awaiting this one (the async APIs), else on the
+        // task's own delegate context. Cache writes go with it.
+        if !hasDelegate {
+            let end: @Sendable () -> Void = { [self] in
+                if error == nil { _ = self.updateCache(session: session, body: buffer) }
+                if let ledKey { session.leaveInFlight(key: ledKey) }
+                finish()
+            }
+            if let runner = completionRunner { runner(end) } else { events.enqueueSync(end) }
         } else {
-            session.events.enqueue { [self] in
-                if let cacheCandidate, let delegate { await self.offerToCache(cacheCandidate, session: session, delegate: delegate) }
+            events.enqueue { [self] in
+                if error == nil, let candidate = self.updateCache(session: session, body: buffer) {
+                    await self.offerToCache(candidate, session: session)
+                }
                 if let ledKey { session.leaveInFlight(key: ledKey) }
                 finish()
             }

@@ -107,4 +107,39 @@ import TestSupport
         #expect(data == Data("in".utf8))
         #expect(taskDelegate.metrics.withLock { $0 } == 1)
     }
+
+    @Test("S9: another process holding the cookie store's write lock delays only the task whose response sets a cookie")
+    func lockedCookieStoreDelaysOnlyItsTask() async throws {
+        let directory = TemporaryDirectory()
+        let origin = try await TestOrigin.start()
+        defer { Task { try await origin.shutdown() } }
+        let answered = CompletionLatch()
+        origin.route("/sets") { _ in
+            answered.open()
+            return ScriptedResponse(headers: [HeaderField("Set-Cookie", "a=1; Max-Age=600")], body: "set")
+        }
+        origin.route("/plain", response: ScriptedResponse(body: "plain"))
+        var configuration = SessionConfiguration.ephemeral
+        configuration.httpCookieStorage = try PersistentCookieStore(directory: directory.url)
+        configuration.httpCookieAcceptPolicy = .always
+        let session = try Session(configuration: configuration)
+        defer { session.finishTasksAndInvalidate() }
+        let holder = try ChildProcess.startWithOutputLines(ChildProcess.helper, ["hold-lock", directory.path(PersistentCookieStore.fileName)])
+        defer { holder.kill(SIGKILL) }
+        #expect(await holder.nextLine() == "locked")
+        let settingDone = Mutex(false)
+        let setting = Task {
+            let (data, _) = try await session.data(from: origin.url("/sets"))
+            settingDone.withLock { $0 = true }
+            return data
+        }
+        // The origin answers /sets: its Set-Cookie then waits for the lock (5 s busy timeout).
+        await answered.wait()
+        let (plain, _) = try await session.data(from: URL(string: "http://localhost:\(origin.port)/plain")!)
+        #expect(plain == Data("plain".utf8))
+        #expect(settingDone.withLock { $0 } == false, "the cookie-setting task finished first: the other task waited for the lock")
+        holder.kill(SIGKILL)
+        #expect(try await setting.value == Data("set".utf8))
+        #expect(configuration.httpCookieStorage?.allCookies.map(\.name) == ["a"])
+    }
 }

@@ -1,0 +1,63 @@
+import Synchronization
+
+/// How the session learns that a delegate does not implement a method:
+/// every default implementation of `SessionDelegate` reports itself here.
+/// A task's own delegate is asked first; when its answer came from a
+/// default, the session delegate is asked (as Apple's per-task delegates
+/// fall back method by method).
+public enum DelegateFallback {
+    /// Set by the session around a call to a task's own delegate.
+    final class Probe: Sendable {
+        private let flag = Atomic<Bool>(false)
+        var unhandled: Bool { flag.load(ordering: .relaxed) }
+        func mark() { flag.store(true, ordering: .relaxed) }
+    }
+
+    @TaskLocal static var probe: Probe?
+
+    /// Called by `SessionDelegate`'s default implementations; the session's
+    /// own bookkeeping. Do not call it from a delegate.
+    public static func unhandled() {
+        probe?.mark()
+    }
+}
+
+extension SessionTask {
+    /// The task's own delegate and the session's, read together.
+    var delegates: (task: (any SessionDelegate)?, session: (any SessionDelegate)?) {
+        state.withLock { ($0.delegate, $0.session?.delegate) }
+    }
+
+    /// Whether any delegate may hear of this task.
+    var hasDelegate: Bool {
+        let (task, session) = delegates
+        return task != nil || session != nil
+    }
+
+    /// Calls a delegate method: the task's delegate, and the session's when
+    /// the task's has no implementation of its own (or there is none).
+    func callDelegate(_ call: (any SessionDelegate) -> Void) {
+        let (taskDelegate, sessionDelegate) = delegates
+        if let taskDelegate {
+            let probe = DelegateFallback.Probe()
+            DelegateFallback.$probe.withValue(probe) { call(taskDelegate) }
+            guard probe.unhandled else { return }
+        }
+        if let sessionDelegate { call(sessionDelegate) }
+    }
+
+    /// Calls a delegate method with an answer: the task delegate's when it
+    /// implements the method, else the session delegate's; nil when neither
+    /// delegate exists.
+    func askDelegate<Answer>(_ call: (any SessionDelegate) async -> Answer) async -> Answer? {
+        let (taskDelegate, sessionDelegate) = delegates
+        if let taskDelegate {
+            let probe = DelegateFallback.Probe()
+            let answer = await DelegateFallback.$probe.withValue(probe) { await call(taskDelegate) }
+            guard probe.unhandled, let sessionDelegate else { return answer }
+            return await call(sessionDelegate)
+        }
+        guard let sessionDelegate else { return nil }
+        return await call(sessionDelegate)
+    }
+}
