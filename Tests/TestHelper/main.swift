@@ -189,6 +189,24 @@ case "big-transfer":
     } catch {
         fail("\(error)")
     }
+case "delegate-body":
+    // A delegate data task over a body of any length; the delegate keeps
+    // only a count and takes `micros` per chunk (a slow reader). Prints the
+    // bytes seen and the process's peak RSS.
+    let rest = Array(arguments.dropFirst())
+    guard rest.count == 2, let url = URL(string: rest[0]), let micros = UInt32(rest[1]) else {
+        fail("usage: delegate-body <url> <microseconds-per-chunk>")
+    }
+    let delegate = CountingDelegate(microsecondsPerChunk: micros)
+    do {
+        let session = try Session(configuration: .ephemeral, delegate: delegate)
+        session.dataTask(with: URLRequest(url: url)).resume()
+        let (bytes, error) = await delegate.finished()
+        session.finishTasksAndInvalidate()
+        print("{\"bytes\": \(bytes), \"error\": \"\(error)\", \"peakRSSKiB\": \(peakRSSKiB())}")
+    } catch {
+        fail("\(error)")
+    }
 case "isolation-run":
     let rest = Array(arguments.dropFirst())
     guard rest.count == 3, ["ephemeral", "default"].contains(rest[0]), let base = URL(string: rest[1]) else {

@@ -143,6 +143,7 @@ extension SessionTask {
                 }
             case .data(let data):
                 events.enqueueSync { [self] in
+                    defer { self.delegateTook(data.count) }
                     guard !self.state.withLock({ $0.machine.isFinished && $0.error != nil }) else { return }
                     self.callDelegate { $0.session(session, dataTask: self, didReceive: data) }
                 }

@@ -101,6 +101,10 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
         var networkHeaders: HeaderFields?
         /// A delegate-driven task keeps a copy of a storable body for the cache.
         var keepsBodyForCache = false
+        /// The most body bytes kept for the cache (the largest tier's 5%).
+        var cacheBodyLimit = 0
+        /// Body bytes handed to the delegate's context and not yet delivered.
+        var queuedForDelegate = 0
         /// waitsForConnectivity: retries made so far.
         var connectivityRetries = 0
         /// Request coalescing: this task leads for the key, or waited once already.
@@ -569,6 +573,7 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
                 // Keep a copy only of what the cache could store (the 5% rule's largest tier).
                 let request = inner.currentRequest
                 let limit = max(session.urlCache?.memoryCapacity ?? 0, session.urlCache?.diskCapacity ?? 0) / 20
+                inner.cacheBodyLimit = limit
                 inner.keepsBodyForCache = length <= Int64(limit) && CachePolicy.storability(
                     method: request?.httpMethod ?? "GET", requestHeaders: HeaderFields(request?.allHTTPHeaderFields ?? [:]),
                     status: head.status, responseHeaders: inner.networkHeaders ?? []).allowed
@@ -718,6 +723,15 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
         let next = state.withLock { inner -> Next in
             guard inner.machine.chunk(hop: hop) else { return .refuse }
             guard hop == inner.machine.hop, !inner.machine.isFinished else { return .drop }
+            if case .delegate = delivery, inner.kind != .download {
+                // Back-pressure: past the backlog the transfer pauses until
+                // the delegate's context has taken half of it.
+                guard inner.queuedForDelegate < Self.delegateBacklog else {
+                    inner.machine.refuseChunk()
+                    return .refuse
+                }
+                inner.queuedForDelegate += chunk.count
+            }
             inner.bytesReceived += Int64(chunk.count)
             updateProgress(inner)
             switch delivery {
@@ -727,12 +741,24 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
                     defer { inner.mixedReplace = parser }
                     do throws(MixedReplaceParser.Failure) {
                         let events = try parser.feed(chunk)
+                        // Only the parts' bytes wait for the delegate (delimiters and part heads do not).
+                        var partBytes = 0
+                        for case .data(let data) in events { partBytes += data.count }
+                        inner.queuedForDelegate -= chunk.count - partBytes
                         return .parts(events, inner.session)
                     } catch {
                         return .malformed(error.message)
                     }
                 }
-                if inner.keepsBodyForCache { Self.append(chunk, to: &inner.buffer) }
+                if inner.keepsBodyForCache {
+                    if inner.buffer.count + chunk.count <= inner.cacheBodyLimit {
+                        Self.append(chunk, to: &inner.buffer)
+                    } else {
+                        // Too large for any tier (decoded bytes count): keep nothing.
+                        inner.keepsBodyForCache = false
+                        inner.buffer = Data()
+                    }
+                }
                 return .deliver(inner.session)
             case .data, .raw:
                 Self.append(chunk, to: &inner.buffer)
@@ -749,7 +775,10 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
         case .deliver(let session):
             guard let session, hasDelegate else { return true }
             let data = Data(chunk) // the one copy
-            events.enqueueSync { [self] in self.callDelegate { $0.session(session, dataTask: self, didReceive: data) } }
+            events.enqueueSync { [self] in
+                self.callDelegate { $0.session(session, dataTask: self, didReceive: data) }
+                self.delegateTook(data.count)
+            }
         case .parts(let parts, let session):
             guard let session, hasDelegate else { return true }
             deliverParts(parts, session: session)
@@ -771,6 +800,20 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
             }
         }
         return true
+    }
+
+    /// Body bytes a delegate data task may have waiting for its delegate
+    /// before the transfer pauses: enough to keep a fast delegate busy,
+    /// bounded whatever the body's length and the delegate's speed.
+    static let delegateBacklog = 2 << 20
+
+    /// The delegate's context delivered `count` body bytes: below half the
+    /// backlog, a transfer paused for it goes on.
+    func delegateTook(_ count: Int) {
+        perform(state.withLock { inner in
+            inner.queuedForDelegate -= count
+            return inner.queuedForDelegate <= Self.delegateBacklog / 2 ? inner.machine.continueDelivery() : []
+        })
     }
 
     /// Appends a transport chunk with one copy (Data's generic

@@ -1,0 +1,53 @@
+import Foundation
+import Testing
+import TestSupport
+@testable import URLLoading
+
+/// A delegate data task holds a bounded amount of memory whatever the
+/// body's length: the copy kept for the cache stops at the largest tier's
+/// 5%, and chunks wait in the transport (not in a queue of ours) while a
+/// slow delegate catches up. Measured in a child process, which reports its
+/// own peak RSS (`urlloading-test-helper delegate-body`).
+@Suite(.timeLimit(.minutes(2))) struct DelegateMemoryTests {
+    static let block = TestOrigin.pattern(offset: 0, count: 1_000_003)
+    /// Far above what the client needs (about 30 MiB), far below the bodies.
+    static let rssLimitKiB = 96 * 1024
+
+    struct Report: Decodable {
+        var bytes: Int64
+        var error: String
+        var peakRSSKiB: Int
+    }
+
+    static func run(_ origin: TestOrigin, path: String, microsecondsPerChunk: Int) async throws -> Report {
+        let result = try await ChildProcess.run(ChildProcess.helper, ["delegate-body", origin.url(path).absoluteString, "\(microsecondsPerChunk)"])
+        #expect(result.status == 0, "\(result.standardError)")
+        let line = try #require(result.standardOutput.split(separator: "\n").last, "no report: \(result.standardError)")
+        return try JSONDecoder().decode(Report.self, from: Data(line.utf8))
+    }
+
+    @Test("A chunked body of 512 MiB with no Content-Length to a delegate that keeps nothing: peak RSS bounded")
+    func chunkedBodyNotKeptForCache() async throws {
+        let origin = try await TestOrigin.start(ownThread: true)
+        defer { Task { try await origin.shutdown() } }
+        let count = 512 << 20
+        origin.route("/chunked", response: ScriptedResponse(
+            headers: [HeaderField("Cache-Control", "max-age=600")],
+            parts: [.cycle(of: Self.block, offset: 0, count: count)], framing: .chunked))
+        let report = try await Self.run(origin, path: "/chunked", microsecondsPerChunk: 0)
+        #expect(report.bytes == Int64(count) && report.error.isEmpty, "\(report)")
+        #expect(report.peakRSSKiB > 0 && report.peakRSSKiB < Self.rssLimitKiB, "peak RSS \(report.peakRSSKiB) KiB")
+    }
+
+    @Test("A slow delegate reading 256 MiB: chunks wait in the transport, peak RSS bounded")
+    func slowDelegateHasBackPressure() async throws {
+        let origin = try await TestOrigin.start(ownThread: true)
+        defer { Task { try await origin.shutdown() } }
+        let count = 256 << 20
+        origin.route("/long", response: ScriptedResponse(
+            parts: [.cycle(of: Self.block, offset: 0, count: count)], framing: .contentLength))
+        let report = try await Self.run(origin, path: "/long", microsecondsPerChunk: 40)
+        #expect(report.bytes == Int64(count) && report.error.isEmpty, "\(report)")
+        #expect(report.peakRSSKiB > 0 && report.peakRSSKiB < Self.rssLimitKiB, "peak RSS \(report.peakRSSKiB) KiB")
+    }
+}
