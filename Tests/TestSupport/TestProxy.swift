@@ -9,7 +9,9 @@ import Synchronization
 /// `Proxy-Authorization: Basic` for `user:password` (407 otherwise),
 /// forwards the request to its target over a new connection and copies the
 /// answer back. One connection per request (`Connection: close`), one
-/// thread per connection; enough for tests, not for traffic.
+/// thread per connection; enough for tests, not for traffic. With
+/// `openTunnels`, it also answers `CONNECT host:port` without asking for
+/// credentials and relays bytes both ways (https through the proxy).
 public final class TestProxy: Sendable {
     /// What the proxy received: the request line and its Proxy-Authorization field.
     public struct Received: Sendable {
@@ -24,6 +26,7 @@ public final class TestProxy: Sendable {
     private let listener: Int32
     private let expected: String
     private let realm: String
+    private let openTunnels: Bool
     private let log = Mutex<[Received]>([])
     private let stopped = Mutex(false)
 
@@ -31,9 +34,10 @@ public final class TestProxy: Sendable {
     public var received: [Received] { log.withLock { $0 } }
 
     /// Starts a proxy that wants `user:password`.
-    public init(user: String, password: String, realm: String = "test proxy") throws {
+    public init(user: String, password: String, realm: String = "test proxy", openTunnels: Bool = false) throws {
         expected = "Basic " + Data("\(user):\(password)".utf8).base64EncodedString()
         self.realm = realm
+        self.openTunnels = openTunnels
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { throw TestOriginError(message: "proxy: socket() failed") }
         var address = sockaddr_in()
@@ -84,6 +88,10 @@ public final class TestProxy: Sendable {
         }
         let authorization = fields.first { $0.0.lowercased() == "proxy-authorization" }?.1
         log.withLock { $0.append(Received(requestLine: requestLine, proxyAuthorization: authorization)) }
+        if openTunnels, requestLine.hasPrefix("CONNECT ") {
+            tunnel(client, requestLine: requestLine)
+            return
+        }
         guard authorization == expected else {
             Self.send(client, "HTTP/1.1 407 Proxy Authentication Required\r\nProxy-Authenticate: Basic realm=\"\(realm)\"\r\nContent-Length: 6\r\nConnection: close\r\n\r\ndenied")
             return
@@ -112,6 +120,37 @@ public final class TestProxy: Sendable {
             let count = read(upstream, &buffer, buffer.count)
             guard count > 0 else { break }
             Self.send(client, Array(buffer[0..<count]))
+        }
+    }
+
+    /// Opens the tunnel a CONNECT asks for and relays until either side closes.
+    private func tunnel(_ client: Int32, requestLine: String) {
+        let target = requestLine.split(separator: " ").dropFirst().first.map(String.init) ?? ""
+        guard let colon = target.lastIndex(of: ":"), let port = Int(target[target.index(after: colon)...]),
+              let upstream = Self.connect(host: String(target[..<colon]), port: port) else {
+            Self.send(client, "HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+            return
+        }
+        Self.send(client, "HTTP/1.1 200 Connection established\r\n\r\n")
+        let done = DispatchSemaphore(value: 0)
+        let reverse = Thread {
+            Self.relay(from: upstream, to: client)
+            Glibc.shutdown(client, Int32(SHUT_WR))
+            done.signal()
+        }
+        reverse.start()
+        Self.relay(from: client, to: upstream)
+        Glibc.shutdown(upstream, Int32(SHUT_WR))
+        done.wait()
+        close(upstream)
+    }
+
+    private static func relay(from source: Int32, to destination: Int32) {
+        var buffer = [UInt8](repeating: 0, count: 65_536)
+        while true {
+            let count = read(source, &buffer, buffer.count)
+            guard count > 0 else { return }
+            send(destination, Array(buffer[0..<count]))
         }
     }
 

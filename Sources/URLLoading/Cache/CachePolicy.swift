@@ -203,7 +203,12 @@ package enum CachePolicy {
     /// The secondary cache key: the request's normalized values of the
     /// response's Vary fields (empty when there is no Vary).
     package static func secondaryKey(responseHeaders: HeaderFields, requestHeaders: HeaderFields) -> String {
-        guard let names = varyFields(responseHeaders), !names.isEmpty else { return "" }
+        var names = varyFields(responseHeaders) ?? []
+        // The request's credentials select as if the response varied on them.
+        if requestHeaders.contains(StoredResponse.credentialsField), !names.contains(StoredResponse.credentialsField) {
+            names.append(StoredResponse.credentialsField)
+        }
+        guard !names.isEmpty else { return "" }
         return names.map { name in
             "\(name)=" + (normalizedValue(name, in: requestHeaders).map { "\"\($0)\"" } ?? "-")
         }.joined(separator: "\n")
@@ -211,8 +216,13 @@ package enum CachePolicy {
 
     /// Whether a new request selects the stored response (RFC 9111 §4.1).
     package static func varyMatches(_ entry: Entry, requestHeaders: HeaderFields) -> Verdict {
-        guard let names = varyFields(entry.responseHeaders) else {
+        guard var names = varyFields(entry.responseHeaders) else {
             return .no("the stored response has Vary: *")
+        }
+        // Credentials select whatever Vary says (see `StoredResponse.credentialsField`).
+        if !names.contains(StoredResponse.credentialsField),
+           entry.requestHeaders.contains(StoredResponse.credentialsField) || requestHeaders.contains(StoredResponse.credentialsField) {
+            names.append(StoredResponse.credentialsField)
         }
         var fingerprinted: HeaderFields?
         for name in names {

@@ -142,7 +142,8 @@ public final class ResponseCache: Sendable, CustomStringConvertible {
         var comparable: HeaderFields?
         func matching(_ variants: [StoredResponse]) -> StoredResponse? {
             variants.last { stored in
-                guard stored.entry.responseHeaders.contains("Vary") else { return true }
+                guard stored.entry.responseHeaders.contains("Vary") || stored.entry.requestHeaders.contains(StoredResponse.credentialsField)
+                        || requestHeaders.contains(StoredResponse.credentialsField) else { return true }
                 if comparable == nil { comparable = StoredResponse.comparableRequestHeaders(requestHeaders) }
                 return CachePolicy.varyMatches(stored.entry, requestHeaders: comparable ?? requestHeaders).allowed
             }

@@ -24,7 +24,14 @@ package struct StoredResponse: Sendable, Equatable {
 
     /// Request fields whose values are secrets: a stored request keeps only
     /// a SHA-256 fingerprint of them, enough for Vary to compare.
-    static let secretRequestFields: Set<String> = ["authorization", "proxy-authorization", "cookie"]
+    static let secretRequestFields: Set<String> = ["authorization", "proxy-authorization", "cookie", credentialsField]
+
+    /// A request field of the cache's own, never sent: who the request's
+    /// credentials say the user is (URL user info, an Authorization the
+    /// caller set or the session adds). Responses to requests with
+    /// different credentials are different entries, as if every response
+    /// said `Vary` on it: one user's private page is never another's.
+    package static let credentialsField = "urlloading-credentials"
 
     /// Builds a stored response, keeping of the request only the fields the
     /// response's Vary selects on (secrets as fingerprints), and of the
@@ -63,10 +70,13 @@ package struct StoredResponse: Sendable, Equatable {
 
     /// The request's fields named by Vary; secret ones replaced by fingerprints.
     static func selectingFields(responseHeaders: HeaderFields, requestHeaders: HeaderFields) -> HeaderFields {
-        guard let list = CachePolicy.varyFields(responseHeaders), !list.isEmpty else { return [] }
-        let names = Set(list)
         var fields = HeaderFields()
-        for field in requestHeaders where names.contains(field.name.lowercased()) {
+        if let credentials = requestHeaders[credentialsField] {
+            fields.append(credentialsField, fingerprintIfSecret(HeaderFields.Field(credentialsField, credentials)))
+        }
+        guard let list = CachePolicy.varyFields(responseHeaders), !list.isEmpty else { return fields }
+        let names = Set(list)
+        for field in requestHeaders where names.contains(field.name.lowercased()) && field.name != credentialsField {
             fields.append(field.name, fingerprintIfSecret(field))
         }
         return fields

@@ -69,7 +69,10 @@ extension SessionTask {
         func carries(_ name: String) -> Bool {
             fields.contains { HeaderFields.namesEqual($0.name, name) } || headers.contains { HeaderFields.namesEqual($0.name, name) }
         }
-        if !carries("Authorization"), let remembered = session.preemptiveAuthorization(for: url, method: request.httpMethod ?? "GET") {
+        // Credentials the request carries (its URL's user info, its own
+        // Authorization field) are never replaced by remembered ones.
+        if !carries("Authorization"), url.user(percentEncoded: false) == nil,
+           let remembered = session.preemptiveAuthorization(for: url, method: request.httpMethod ?? "GET") {
             fields.append((remembered.fieldName, remembered.value))
             if pending == nil { state.withLock { $0.authentication.sent = remembered } }
         }
@@ -82,8 +85,14 @@ extension SessionTask {
 
     /// Handles a 401 or 407 head; returns false when it is the task's response.
     func handleChallenge(_ head: ResponseHead, url: URL, request: URLRequest, session: Session) -> Bool {
-        let isProxy = head.status == 407
-        guard head.status == 401 || (isProxy && session.configuration.proxyURL != nil) else { return false }
+        // A 407 is the proxy's only when the request went to the proxy itself
+        // (plain http in absolute form). Through a CONNECT tunnel (https) the
+        // transport answers the proxy and keeps its heads to itself, so a 407
+        // seen here came from the origin: a response, never a reason to send
+        // the proxy's credentials to it.
+        let viaProxy = session.configuration.proxyURL != nil && url.scheme?.lowercased() == "http"
+        let isProxy = head.status == 407 && viaProxy
+        guard head.status == 401 || isProxy else { return false }
         let field = isProxy ? "Proxy-Authenticate" : "WWW-Authenticate"
         let lines = head.headers.filter { HeaderFields.namesEqual($0.name, field) }.map(\.value)
         let challenges = AuthChallenge.parse(lines, duplicateParameters: .lastWins)

@@ -33,9 +33,23 @@ extension SessionTask {
 
     /// The request's fields as the cache sees them (Vary: Cookie selects on
     /// the cookies actually sent, not only on a Cookie field the caller set).
-    static func cacheRequestHeaders(_ request: URLRequest, cookie: String?) -> HeaderFields {
+    static func cacheRequestHeaders(_ request: URLRequest, cookie: String?, credentials: String?) -> HeaderFields {
         var headers = HeaderFields(request.allHTTPHeaderFields ?? [:])
         if let cookie { headers.set("Cookie", cookie) }
+        if let credentials { headers.set(StoredResponse.credentialsField, credentials) }
         return headers
+    }
+
+    /// Who a hop's credentials say the user is, for the cache only (see
+    /// `StoredResponse.credentialsField`; stored as a fingerprint): the URL's
+    /// user info, else the caller's Authorization field, else the
+    /// credential the session adds. Nil when the hop carries none.
+    static func credentialIdentity(_ request: URLRequest, sent: SentAuthorization?) -> String? {
+        if let url = request.url, let user = url.user(percentEncoded: false) {
+            return "user-info \(user):\(url.password(percentEncoded: false) ?? "")"
+        }
+        if let field = request.value(forHTTPHeaderField: "Authorization") { return "field \(field)" }
+        guard let sent, !sent.space.isProxy else { return nil }
+        return "credential \(sent.credential.user ?? ""):\(sent.credential.password ?? "")"
     }
 }

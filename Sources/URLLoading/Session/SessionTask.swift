@@ -101,6 +101,8 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
         var networkHeaders: HeaderFields?
         /// A delegate-driven task keeps a copy of a storable body for the cache.
         var keepsBodyForCache = false
+        /// Who the current hop's credentials say the user is (for the cache).
+        var credentialIdentity: String?
         /// The most body bytes kept for the cache (the largest tier's 5%).
         var cacheBodyLimit = 0
         /// Body bytes handed to the delegate's context and not yet delivered.
@@ -412,11 +414,15 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
             transfer.headers.removeAll { HeaderFields.namesEqual($0.name, field.name) }
             transfer.headers.append(field)
         }
-        transfer.httpAuthentication = state.withLock { $0.authentication.sent?.libcurl }
+        let (libcurlAuthentication, credentials) = state.withLock { inner in
+            inner.credentialIdentity = Self.credentialIdentity(request, sent: inner.authentication.sent)
+            return (inner.authentication.sent?.libcurl, inner.credentialIdentity)
+        }
+        transfer.httpAuthentication = libcurlAuthentication
         if hop == 0, usesCache, let cache = session.urlCache, (request.httpMethod ?? "GET") == "GET",
            let key = CachePolicy.primaryKey(url) {
             let now = Date().timeIntervalSince1970
-            let headers = Self.cacheRequestHeaders(request, cookie: cookie)
+            let headers = Self.cacheRequestHeaders(request, cookie: cookie, credentials: credentials)
             let stored = cache.lookup(key: key, requestHeaders: headers, now: now)
             let policy = request.cachePolicy == .useProtocolCachePolicy ? session.configuration.requestCachePolicy : request.cachePolicy
             let showStatus = session.configuration.sendsCacheStatus
@@ -915,7 +921,7 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
     private func serveStaleIfError(reason: String) -> Bool {
         guard let session else { return false }
         let (fallback, headers) = state.withLock { inner in
-            (inner.fallback, inner.currentRequest.map { Self.cacheRequestHeaders($0, cookie: inner.sentCookie) } ?? [])
+            (inner.fallback, inner.currentRequest.map { Self.cacheRequestHeaders($0, cookie: inner.sentCookie, credentials: inner.credentialIdentity) } ?? [])
         }
         let now = Date().timeIntervalSince1970
         guard let stored = fallback, CachePolicy.staleIfError(stored.entry, requestHeaders: headers, now: now).allowed else { return false }
@@ -935,8 +941,9 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
     @discardableResult
     private func updateCache(session: Session, body: Data) -> StoredResponse? {
         guard let cache = session.urlCache, let request = currentRequest, let url = request.url else { return nil }
-        let (key, headers, status, requestTime, fromCache, cookie) = state.withLock { inner in
-            (inner.cacheKey, inner.networkHeaders, inner.head?.head.status, inner.requestTime, inner.networkHeaders == nil, inner.sentCookie)
+        let (key, headers, status, requestTime, fromCache, cookie, credentials) = state.withLock { inner in
+            (inner.cacheKey, inner.networkHeaders, inner.head?.head.status, inner.requestTime, inner.networkHeaders == nil, inner.sentCookie,
+             inner.credentialIdentity)
         }
         guard !fromCache, let headers, let status else { return nil }
         let method = request.httpMethod ?? "GET"
@@ -944,12 +951,12 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
             if let targetKey = CachePolicy.primaryKey(target) { cache.remove(key: targetKey) }
         }
         if method == "HEAD", status == 200, let headKey = CachePolicy.primaryKey(url) {
-            Self.freshenFromHead(cache: cache, key: headKey, requestHeaders: Self.cacheRequestHeaders(request, cookie: cookie), headHeaders: headers, requestTime: requestTime)
+            Self.freshenFromHead(cache: cache, key: headKey, requestHeaders: Self.cacheRequestHeaders(request, cookie: cookie, credentials: credentials), headHeaders: headers, requestTime: requestTime)
             return nil
         }
         guard usesCache, let key, request.cachePolicy != .reloadIgnoringLocalAndRemoteCacheData else { return nil }
         if case .delegate = delivery, !state.withLock({ $0.keepsBodyForCache }) { return nil }
-        let requestHeaders = Self.cacheRequestHeaders(request, cookie: cookie)
+        let requestHeaders = Self.cacheRequestHeaders(request, cookie: cookie, credentials: credentials)
         guard CachePolicy.storability(method: method, requestHeaders: requestHeaders, status: status, responseHeaders: headers).allowed else {
             return nil
         }

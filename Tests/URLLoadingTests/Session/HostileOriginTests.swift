@@ -190,4 +190,108 @@ import TestSupport
         headers.append("Cache-Control", "max-age=1")
         #expect(!CachePolicy.storability(method: "GET", requestHeaders: [], status: 200, responseHeaders: headers).allowed)
     }
+
+    /// `/me` answers who the Basic credentials say, privately cacheable; with
+    /// `vary`, it also says Vary: Authorization.
+    static func whoAmI(_ origin: TestOrigin, path: String, vary: Bool) {
+        origin.route(path) { request in
+            guard let field = request.header("Authorization"), field.hasPrefix("Basic "),
+                  let decoded = Data(base64Encoded: String(field.dropFirst(6))), let pair = String(data: decoded, encoding: .utf8),
+                  let user = pair.split(separator: ":").first
+            else {
+                return ScriptedResponse(status: 401, headers: [HeaderField("WWW-Authenticate", "Basic realm=\"me\"")], body: "")
+            }
+            var headers = [HeaderField("Cache-Control", "private, max-age=600")]
+            if vary { headers.append(HeaderField("Vary", "Authorization")) }
+            return ScriptedResponse(headers: headers, body: "user=\(user)")
+        }
+    }
+
+    static func url(_ origin: TestOrigin, _ path: String, user: String, password: String) throws -> URL {
+        var components = URLComponents(url: origin.url(path), resolvingAgainstBaseURL: false)
+        components?.user = user
+        components?.password = password
+        return try #require(components?.url)
+    }
+
+    @Test("Credentials a request carries separate cache entries (with and without Vary: Authorization); remembered ones never replace them")
+    func cacheSeparatesUsers() async throws {
+        let origin = try await TestOrigin.start()
+        defer { Task { try await origin.shutdown() } }
+        Self.whoAmI(origin, path: "/me", vary: true)
+        Self.whoAmI(origin, path: "/me-novary", vary: false)
+        let session = try Session(configuration: .ephemeral)
+        defer { session.finishTasksAndInvalidate() }
+        for path in ["/me", "/me-novary"] {
+            for (user, password) in [("alice", "a"), ("bob", "b"), ("alice", "a"), ("bob", "b")] {
+                let (data, _) = try await session.data(from: try Self.url(origin, path, user: user, password: password))
+                #expect(String(decoding: data, as: UTF8.self) == "user=\(user)", "\(path) as \(user)")
+            }
+            // Each user's first request went to the origin, the second came from the cache.
+            #expect(origin.requests(to: path).filter { $0.header("Authorization") != nil }.count == 2, "\(path)")
+        }
+        // An explicit Authorization field separates entries too.
+        for (user, password) in [("carol", "c"), ("dave", "d")] {
+            var request = URLRequest(url: origin.url("/me-novary"))
+            request.setValue("Basic " + Data("\(user):\(password)".utf8).base64EncodedString(), forHTTPHeaderField: "Authorization")
+            let (data, _) = try await session.data(for: request)
+            #expect(String(decoding: data, as: UTF8.self) == "user=\(user)")
+        }
+        // Nothing of a password reaches the cache: the stored request keeps a fingerprint.
+        let alice = URLRequest(url: try Self.url(origin, "/me", user: "alice", password: "a"))
+        let key = try #require(CachePolicy.primaryKey(origin.url("/me")))
+        let stored = try #require(session.urlCache?.lookup(
+            key: key, requestHeaders: SessionTask.cacheRequestHeaders(
+                alice, cookie: nil, credentials: SessionTask.credentialIdentity(alice, sent: nil))))
+        #expect(stored.body == Data("user=alice".utf8))
+        #expect(!"\(stored.entry.requestHeaders.map { $0.value })".contains("YWxpY2U6YQ"))
+        #expect(!"\(stored.entry.requestHeaders.map { $0.value })".contains("alice:a"))
+    }
+
+    final class AnswersCarol: SessionDelegate {
+        func session(_ session: Session, task: SessionTask, didReceive challenge: AuthenticationChallenge) async -> ChallengeAnswer? {
+            .use(Credential(user: "carol", password: "c", persistence: .forSession))
+        }
+    }
+
+    @Test("A credential the session remembers for an origin never replaces the user info a request carries")
+    func rememberedCredentialDoesNotReplaceUserInfo() async throws {
+        let origin = try await TestOrigin.start()
+        defer { Task { try await origin.shutdown() } }
+        Self.whoAmI(origin, path: "/who", vary: false)
+        let session = try Session(configuration: .ephemeral, delegate: AnswersCarol())
+        defer { session.finishTasksAndInvalidate() }
+        let (first, _) = try await session.data(from: origin.url("/who?1"))
+        #expect(String(decoding: first, as: UTF8.self) == "user=carol")
+        let (remembered, _) = try await session.data(from: origin.url("/who?2"))
+        #expect(String(decoding: remembered, as: UTF8.self) == "user=carol")
+        #expect(origin.requests(to: "/who").count == 3, "the second request carries carol's credentials at once")
+        let (bob, _) = try await session.data(from: try Self.url(origin, "/who?3", user: "bob", password: "b"))
+        #expect(String(decoding: bob, as: UTF8.self) == "user=bob")
+    }
+
+    @Test("A 407 from inside a CONNECT tunnel is the origin's response, not a proxy challenge: proxy credentials go only to the proxy")
+    func proxyCredentialsStayWithTheProxy() async throws {
+        let certificates = try TestCertificates.shared()
+        let origin = try await TestOrigin.start(tls: certificates.server)
+        defer { Task { try await origin.shutdown() } }
+        origin.route("/inner", response: ScriptedResponse(
+            status: 407, headers: [HeaderField("Proxy-Authenticate", "Basic realm=\"test proxy\"")], body: "origin says 407"))
+        let proxy = try TestProxy(user: "proxyuser", password: "proxypass", openTunnels: true)
+        defer { proxy.shutdown() }
+        var configuration = SessionConfiguration.ephemeral
+        configuration.proxyURL = proxy.url
+        configuration.trustRootsFile = certificates.caCertificatePath
+        let session = try Session(configuration: configuration)
+        defer { session.finishTasksAndInvalidate() }
+        let space = ProtectionSpace(host: "127.0.0.1", port: proxy.port, protocol: "http", realm: "test proxy",
+                                    authenticationMethod: .httpBasic, isProxy: true)
+        session.credentialStore?.setDefaultCredential(Credential(user: "proxyuser", password: "proxypass", persistence: .forSession), for: space)
+        let (data, response) = try await session.data(from: origin.url("/inner"))
+        #expect((response as? HTTPURLResponse)?.statusCode == 407)
+        #expect(data == Data("origin says 407".utf8))
+        #expect(origin.requests(to: "/inner").count == 1)
+        #expect(origin.requests.allSatisfy { $0.header("Proxy-Authorization") == nil && $0.overTLS })
+        #expect(proxy.received.first?.requestLine.hasPrefix("CONNECT ") == true)
+    }
 }
