@@ -219,9 +219,10 @@ package enum CachePolicy {
         guard var names = varyFields(entry.responseHeaders) else {
             return .no("the stored response has Vary: *")
         }
-        // Credentials select whatever Vary says (see `StoredResponse.credentialsField`).
-        if !names.contains(StoredResponse.credentialsField),
-           entry.requestHeaders.contains(StoredResponse.credentialsField) || requestHeaders.contains(StoredResponse.credentialsField) {
+        // A response stored for credentials serves only the same
+        // credentials, whatever Vary says (see `StoredResponse.credentialsField`);
+        // one stored without any is nobody's and may serve anybody.
+        if !names.contains(StoredResponse.credentialsField), entry.requestHeaders.contains(StoredResponse.credentialsField) {
             names.append(StoredResponse.credentialsField)
         }
         var fingerprinted: HeaderFields?

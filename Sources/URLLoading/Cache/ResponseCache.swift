@@ -140,13 +140,21 @@ public final class ResponseCache: Sendable, CustomStringConvertible {
     /// fields: memory tier first, then disk (promoted to memory on a hit).
     package func lookup(key: String, requestHeaders: HeaderFields, now: Double = Date().timeIntervalSince1970) -> StoredResponse? {
         var comparable: HeaderFields?
+        let hasCredentials = requestHeaders.contains(StoredResponse.credentialsField)
         func matching(_ variants: [StoredResponse]) -> StoredResponse? {
-            variants.last { stored in
+            func selects(_ stored: StoredResponse) -> Bool {
                 guard stored.entry.responseHeaders.contains("Vary") || stored.entry.requestHeaders.contains(StoredResponse.credentialsField)
-                        || requestHeaders.contains(StoredResponse.credentialsField) else { return true }
+                else { return true }
                 if comparable == nil { comparable = StoredResponse.comparableRequestHeaders(requestHeaders) }
                 return CachePolicy.varyMatches(stored.entry, requestHeaders: comparable ?? requestHeaders).allowed
             }
+            // A request with credentials takes the entry stored for them
+            // before one stored without any.
+            if hasCredentials, variants.count > 1,
+               let own = variants.last(where: { $0.entry.requestHeaders.contains(StoredResponse.credentialsField) && selects($0) }) {
+                return own
+            }
+            return variants.last(where: selects)
         }
         if let hit = matching(memory.variants(for: key)) {
             disk?.count("hits")

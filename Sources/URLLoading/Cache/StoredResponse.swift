@@ -30,7 +30,8 @@ package struct StoredResponse: Sendable, Equatable {
     /// credentials say the user is (URL user info, an Authorization the
     /// caller set or the session adds). Responses to requests with
     /// different credentials are different entries, as if every response
-    /// said `Vary` on it: one user's private page is never another's.
+    /// said `Vary` on it: one user's private page is never another's. A
+    /// response stored without credentials serves requests with or without.
     package static let credentialsField = "urlloading-credentials"
 
     /// Builds a stored response, keeping of the request only the fields the
