@@ -181,7 +181,9 @@ final class CookieStoreEngine: Sendable {
 
     func cookies(for url: URL, mainDocumentURL: URL?) -> [Cookie] {
         let now = clock()
-        return mutate { state, changes in
+        // A lookup never waits for the disk: what it changed (expired
+        // cookies dropped, last-access times) goes with the next write.
+        return mutate(writes: false) { state, changes in
             let site = site(of: url, mainDocumentURL: mainDocumentURL, jar: state.jar)
             let cookies = state.jar.cookies(for: url, site: site, now: now, changes: &changes)
             if database != nil {
@@ -232,36 +234,67 @@ final class CookieStoreEngine: Sendable {
 
     /// Writes pending changes and touches now; rethrows the store's error.
     func flush() throws {
-        try state.withLock { state in try write(&state, force: true) }
+        try writePending(force: true)
     }
 
-    /// Runs a change under the lock, then writes what it changed.
+    /// Runs a change on the cookies in memory under the lock, then (with
+    /// `writes`) writes what is pending to the file. The file is written
+    /// outside that lock: a lookup never waits for the disk, nor for
+    /// another process holding the file's lock.
     @discardableResult
-    private func mutate<T>(_ body: (inout State, inout CookieJar.Changes) -> T) -> T {
-        state.withLock { state in
+    private func mutate<T>(writes: Bool = true, _ body: (inout State, inout CookieJar.Changes) -> T) -> T {
+        let (result, due) = state.withLock { state -> (T, Bool) in
             var changes = CookieJar.Changes()
             let result = body(&state, &changes)
-            guard database != nil else { return result }
+            guard database != nil else { return (result, false) }
             state.pending.merge(changes)
-            do {
-                try write(&state, force: false)
-            } catch {
-                // Kept in memory and in `pending`; the next change retries.
-                logger.error("cookie store write failed; changes kept in memory", metadata: ["error": "\(error)"])
-            }
-            return result
+            return (result, writes || touchesDue(state))
         }
+        guard due else { return result }
+        do {
+            try writePending(force: false)
+        } catch {
+            // Kept in memory and in `pending`; the next change retries.
+            logger.error("cookie store write failed; changes kept in memory", metadata: ["error": "\(error)"])
+        }
+        return result
     }
 
-    private func write(_ state: inout State, force: Bool) throws {
+    private func touchesDue(_ state: State) -> Bool {
+        state.touched.count >= Self.touchBatch && clock().timeIntervalSince(state.lastTouchWrite) >= Self.touchInterval
+    }
+
+    /// One writer at a time, in the order their changes were taken: the
+    /// batch is taken from `pending` under the writer's lock, so a later
+    /// batch never reaches the file before an earlier one.
+    private let writer = Mutex(())
+
+    private func writePending(force: Bool) throws {
         guard let database else { return }
-        let now = clock()
-        let touchesDue = state.touched.count >= Self.touchBatch && now.timeIntervalSince(state.lastTouchWrite) >= Self.touchInterval
-        guard !state.pending.isEmpty || touchesDue || (force && !state.touched.isEmpty) else { return }
-        try database.apply(state.pending, touches: state.touched)
-        if state.pending.isEmpty { state.lastTouchWrite = now }
-        state.pending = CookieJar.Changes()
-        state.touched = [:]
+        try writer.withLock { _ in
+            let batch = state.withLock { state -> (CookieJar.Changes, [Cookie.Key: Date])? in
+                guard !state.pending.isEmpty || touchesDue(state) || (force && !state.touched.isEmpty) else { return nil }
+                defer {
+                    state.pending = CookieJar.Changes()
+                    state.touched = [:]
+                }
+                return (state.pending, state.touched)
+            }
+            guard let (changes, touches) = batch else { return }
+            do {
+                try database.apply(changes, touches: touches)
+                if changes.isEmpty { state.withLock { $0.lastTouchWrite = clock() } }
+            } catch {
+                // Back into `pending`, under any change made since (which is newer).
+                state.withLock { state in
+                    var restored = changes
+                    restored.merge(state.pending)
+                    state.pending = restored
+                    state.touched.merge(touches) { newer, _ in newer }
+                }
+                throw error
+            }
+        }
     }
 }
 

@@ -8,8 +8,9 @@ import Storage
 final class CookieDatabase: Sendable {
     let database: Database
 
-    init(path: String, logger: Logger) throws {
+    init(path: String, logger: Logger, busyTimeout: Duration? = nil) throws {
         var options = Database.Options()
+        if let busyTimeout { options.busyTimeout = busyTimeout }
         // Cookie values are credentials: owner only.
         options.fileMode = 0o600
         options.directoryMode = 0o700
@@ -83,8 +84,11 @@ final class CookieDatabase: Sendable {
 /// use, shared by every default session of an application.
 ///
 /// The store loads its cookies when it opens and answers lookups from
-/// memory; every change is written to the file in its own transaction
-/// before the call returns (last-access times in batches). When a write
+/// memory, never waiting for the file; every change is written to the file
+/// in its own transaction before the call returns (last-access times and
+/// the expired cookies a lookup drops go with the next write), outside the
+/// lock lookups take, so another process holding the file's lock delays
+/// only the callers that change cookies. When a write
 /// fails (disk full, file locked), the change stays in memory, is logged
 /// without cookie values, and is written with the next change or `flush()`.
 /// The file has mode 0600 in a directory of mode 0700; a damaged file is
@@ -113,7 +117,7 @@ public final class PersistentCookieStore: CookieStore, CustomStringConvertible {
     /// Opens the store reading the time from `clock` (tests).
     package init(
         directory: URL, keepSessionCookies: Bool = false, publicSuffixes: PublicSuffixList = .system,
-        limits: (perDomain: Int, total: Int)? = nil, clock: @escaping @Sendable () -> Date
+        limits: (perDomain: Int, total: Int)? = nil, busyTimeout: Duration? = nil, clock: @escaping @Sendable () -> Date
     ) throws {
         let logger = Logger(label: "urlloading.cookies")
         path = directory.appendingPathComponent(Self.fileName).path
@@ -121,7 +125,7 @@ public final class PersistentCookieStore: CookieStore, CustomStringConvertible {
         var jar = CookieJar(publicSuffixes: publicSuffixes)
         if let limits { (jar.perDomainLimit, jar.totalLimit) = limits }
         do {
-            database = try CookieDatabase(path: path, logger: logger)
+            database = try CookieDatabase(path: path, logger: logger, busyTimeout: busyTimeout)
             var changes = CookieJar.Changes()
             let now = clock()
             for cookie in try database.load(now: now, keepSessionCookies: keepSessionCookies) {

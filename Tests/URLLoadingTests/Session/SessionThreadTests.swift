@@ -120,7 +120,9 @@ import TestSupport
         }
         origin.route("/plain", response: ScriptedResponse(body: "plain"))
         var configuration = SessionConfiguration.ephemeral
-        configuration.httpCookieStorage = try PersistentCookieStore(directory: directory.url)
+        // A writer waits up to 50 s for the lock: far longer than the other
+        // request takes, however loaded the machine.
+        configuration.httpCookieStorage = try PersistentCookieStore(directory: directory.url, busyTimeout: .seconds(50), clock: { Date() })
         configuration.httpCookieAcceptPolicy = .always
         let session = try Session(configuration: configuration)
         defer { session.finishTasksAndInvalidate() }
@@ -133,7 +135,7 @@ import TestSupport
             settingDone.withLock { $0 = true }
             return data
         }
-        // The origin answers /sets: its Set-Cookie then waits for the lock (5 s busy timeout).
+        // The origin answers /sets: its Set-Cookie then waits for the lock.
         await answered.wait()
         let (plain, _) = try await session.data(from: URL(string: "http://localhost:\(origin.port)/plain")!)
         #expect(plain == Data("plain".utf8))
