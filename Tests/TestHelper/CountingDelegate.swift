@@ -41,3 +41,41 @@ final class CountingDelegate: SessionDelegate {
         }
     }
 }
+
+/// A download delegate that reports the modes of the file it is handed and
+/// of the folder holding it, or the task's error.
+final class ModeReportingDelegate: SessionDelegate {
+    private let state = Mutex<(report: String?, waiter: CheckedContinuation<String, Never>?)>((nil, nil))
+
+    func session(_ session: Session, downloadTask: SessionTask, didFinishDownloadingTo location: URL) {
+        func mode(_ path: String) -> String {
+            var info = stat()
+            guard lstat(path, &info) == 0 else { return "missing" }
+            return String(info.st_mode & 0o777, radix: 8)
+        }
+        let line = "file \(mode(location.path)) folder \(mode(location.deletingLastPathComponent().path)) in \(location.deletingLastPathComponent().lastPathComponent)"
+        state.withLock { $0.report = line }
+    }
+
+    func session(_ session: Session, task: SessionTask, didCompleteWithError error: (any Error)?) {
+        let (waiter, report) = state.withLock { state -> (CheckedContinuation<String, Never>?, String) in
+            if let error { state.report = "error \(error)" }
+            let report = state.report ?? "no file"
+            state.report = report
+            defer { state.waiter = nil }
+            return (state.waiter, report)
+        }
+        waiter?.resume(returning: report)
+    }
+
+    func finished() async -> String {
+        await withCheckedContinuation { continuation in
+            let done = state.withLock { state -> String? in
+                if let report = state.report, report.hasPrefix("error") || report.hasPrefix("file") { return report }
+                state.waiter = continuation
+                return nil
+            }
+            if let done { continuation.resume(returning: done) }
+        }
+    }
+}

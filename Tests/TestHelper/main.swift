@@ -207,6 +207,20 @@ case "delegate-body":
     } catch {
         fail("\(error)")
     }
+case "download-modes":
+    // One download task; prints the modes of the file and folder it was
+    // handed ("file 600 folder 700 in <folder>"), or "error <error>".
+    let rest = Array(arguments.dropFirst())
+    guard rest.count == 1, let url = URL(string: rest[0]) else { fail("usage: download-modes <url>") }
+    let delegate = ModeReportingDelegate()
+    do {
+        let session = try Session(configuration: .ephemeral, delegate: delegate)
+        session.downloadTask(with: URLRequest(url: url)).resume()
+        print(await delegate.finished())
+        session.finishTasksAndInvalidate()
+    } catch {
+        fail("\(error)")
+    }
 case "isolation-run":
     let rest = Array(arguments.dropFirst())
     guard rest.count == 3, ["ephemeral", "default"].contains(rest[0]), let base = URL(string: rest[1]) else {

@@ -52,8 +52,7 @@ extension Session {
                         throw SessionError(.badServerResponse, failingURL: request.url, message: "no response")
                     }
                     // The task deletes its file when this handler returns: keep a copy under a new name.
-                    let kept = try SessionTask.newDownloadFile()
-                    try? FileManager.default.removeItem(at: kept)
+                    let kept = try DownloadFiles.unusedName()
                     try FileManager.default.moveItem(at: location, to: kept)
                     return (kept, response)
                 })

@@ -58,21 +58,20 @@ extension SessionTask {
             return (inner.resumeFrom, inner.bytesExpectedToReceive)
         }
         guard let resume else { return openDownloadFile(url: url) }
-        let file = Self.downloadsDirectory.appendingPathComponent(resume.file)
         let range = head.headers.last { HeaderFields.namesEqual($0.name, "Content-Range") }?.value
         let continues = head.status == 206 && range.map { Self.rangeStart($0) == resume.offset } == true
         let offset = continues ? resume.offset : 0
         do {
-            let handle = try FileHandle(forWritingTo: file)
-            try handle.truncate(atOffset: UInt64(offset))
-            try handle.seekToEnd()
+            let file = try DownloadFiles.reopen(resume.file)
+            try file.handle.truncate(atOffset: UInt64(offset))
+            try file.handle.seekToEnd()
             state.withLock { inner in
-                inner.download = (handle, file)
+                inner.download = file
                 inner.downloadOffset = offset
             }
         } catch {
-            perform(state.withLock { $0.machine.fail(SessionError(
-                .cannotWriteFile, failingURL: url, message: "cannot reopen the partial download: \(error.localizedDescription)")) })
+            let message = (error as? SessionError)?.message ?? "cannot reopen the partial download: \(error.localizedDescription)"
+            perform(state.withLock { $0.machine.fail(SessionError(.cannotWriteFile, failingURL: url, message: message)) })
             return false
         }
         if hasDelegate, case .delegate = delivery {
@@ -107,7 +106,7 @@ extension Session {
 
     private func resumedTask(_ data: Data, delivery: SessionTask.Delivery) -> SessionTask {
         do {
-            let resume = try ResumeData.decode(data, directory: SessionTask.downloadsDirectory)
+            let resume = try ResumeData.decode(data, directory: DownloadFiles.directory)
             guard let request = resume.request else {
                 throw SessionError(.cannotDecodeResumeData, failingURL: nil, message: "resume data refused: no request")
             }

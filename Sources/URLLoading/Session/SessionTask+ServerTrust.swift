@@ -65,7 +65,7 @@ extension SessionTask {
         probe.totalTimeout = transfer.connectTimeout
         _ = session.multi.start(probe, observer: CompletionObserver { [weak self] result in
             guard let self else { return }
-            if verifying, case .failure(let error) = result, error.kind == .curl, let code = error.curl?.code, [51, 60].contains(code) {
+            if verifying, case .failure(let error) = result, error.failure == .serverCertificateUntrusted {
                 self.probe(transfer, verifying: false, host: host, port: port, url: url, hop: hop, session: session)
                 return
             }
@@ -120,9 +120,7 @@ extension SessionTask {
 
     /// Whether a failed handshake means the server wants a client certificate.
     static func asksForClientCertificate(_ error: TransferError) -> Bool {
-        guard error.kind == .curl, let code = error.curl?.code, [35, 56, 58].contains(code) else { return false }
-        let detail = "\(error)".lowercased()
-        return detail.contains("certificate required") || detail.contains("handshake failure") || detail.contains("alert bad certificate")
+        error.failure == .clientCertificateRequired
     }
 
     /// A client-certificate challenge after such a failure; returns whether

@@ -214,31 +214,24 @@ extension SessionTask {
 extension SessionError {
     /// The session's view of a transport failure.
     init(transfer error: TransferError, url: URL? = nil) {
-        switch error.kind {
-        case .cancelled: self.init(.cancelled, failingURL: url, message: "the task was cancelled")
-        case .headTooLarge, .badResponse: self.init(.badServerResponse, failingURL: url, message: error.message)
-        case .bodyUnreadable: self.init(.cannotReadBody, failingURL: url, message: error.message)
-        case .shutDown: self.init(.sessionInvalidated, failingURL: url, message: error.message)
-        case .idleTimeout: self.init(.timedOut, failingURL: url, message: error.message)
-        case .curl:
-            let code: Code
-            switch error.curl?.code ?? -1 {
-            case 1, 3: code = .unsupportedURL
-            case 5, 6: code = .cannotFindHost
-            case 7: code = .cannotConnectToHost
-            case 28: code = .timedOut
-            case 18, 52, 55, 56: code = .networkConnectionLost
-            case 8, 16, 61, 92: code = .badServerResponse
-            case 35: code = .secureConnectionFailed
-            case 58, 59: code = .clientCertificateRejected
-            case 60, 51: code = .serverCertificateUntrusted
-            case 26: code = .cannotReadBody
-            case 23: code = .cannotWriteFile
-            case 42: code = .cancelled
-            default: code = .unknown
-            }
-            self.init(code, failingURL: url, message: error.message)
+        let code: Code
+        switch error.failure {
+        case .cancelled: self.init(.cancelled, failingURL: url, message: "the task was cancelled"); return
+        case .shutDown: code = .sessionInvalidated
+        case .unsupportedURL: code = .unsupportedURL
+        case .cannotFindHost: code = .cannotFindHost
+        case .cannotConnect: code = .cannotConnectToHost
+        case .timedOut: code = .timedOut
+        case .connectionLost: code = .networkConnectionLost
+        case .badResponse: code = .badServerResponse
+        case .tlsFailed: code = .secureConnectionFailed
+        case .serverCertificateUntrusted: code = .serverCertificateUntrusted
+        case .clientCertificateRejected, .clientCertificateRequired: code = .clientCertificateRejected
+        case .bodyUnreadable: code = .cannotReadBody
+        case .cannotWrite: code = .cannotWriteFile
+        case .other: code = .unknown
         }
+        self.init(code, failingURL: url, message: error.message)
     }
 }
 

@@ -51,3 +51,37 @@ import TestSupport
         #expect(report.peakRSSKiB > 0 && report.peakRSSKiB < Self.rssLimitKiB, "peak RSS \(report.peakRSSKiB) KiB")
     }
 }
+
+/// Download files live in a folder private to the user (SPEC S4, issue 16):
+/// another user's (or an open) `urlloading-downloads` is refused, never
+/// written into; files are 0600 from their first byte.
+@Suite(.timeLimit(.minutes(1))) struct DownloadFolderTests {
+    static func run(tmp: String, origin: TestOrigin) async throws -> String {
+        var environment = ProcessInfo.processInfo.environment
+        environment["TMPDIR"] = tmp
+        let result = try await ChildProcess.run(ChildProcess.helper, ["download-modes", origin.url("/file").absoluteString], environment: environment)
+        #expect(result.status == 0, "\(result.standardError)")
+        return result.standardOutput.trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
+    @Test("Downloads go to a folder created 0700, in files created 0600; a folder others can open is refused")
+    func privateFolder() async throws {
+        let origin = try await TestOrigin.start()
+        defer { Task { try await origin.shutdown() } }
+        origin.route("/file", response: ScriptedResponse(body: "contents"))
+        let fresh = TemporaryDirectory()
+        #expect(try await Self.run(tmp: fresh.url.path, origin: origin) == "file 600 folder 700 in urlloading-downloads")
+        let open = TemporaryDirectory()
+        let folder = open.path("urlloading-downloads")
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: false)
+        #expect(chmod(folder, 0o777) == 0)
+        let refused = try await Self.run(tmp: open.url.path, origin: origin)
+        #expect(refused.hasPrefix("error cannot write file") && refused.contains("read or written by others"), "\(refused)")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: folder).isEmpty)
+        let linked = TemporaryDirectory()
+        try FileManager.default.createSymbolicLink(atPath: linked.path("urlloading-downloads"), withDestinationPath: folder)
+        let viaLink = try await Self.run(tmp: linked.url.path, origin: origin)
+        #expect(viaLink.contains("not a folder"), "\(viaLink)")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: folder).isEmpty)
+    }
+}

@@ -190,7 +190,7 @@ import TestSupport
 
     @Test("S7: truncated, forged and foreign resume data are refused with a clear error")
     func badResumeData() async throws {
-        let directory = SessionTask.downloadsDirectory
+        let directory = DownloadFiles.directory
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         let partial = directory.appendingPathComponent("download-test-\(UUID().uuidString).tmp")
         try Data(repeating: 1, count: 10).write(to: partial)

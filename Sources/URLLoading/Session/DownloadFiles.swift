@@ -1,0 +1,81 @@
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Where download tasks keep their files: `$TMPDIR/urlloading-downloads`, a
+/// folder that must be the user's own and closed to everybody else (0700,
+/// not a symbolic link). Another local user can create that name first in a
+/// shared `/tmp`; such a folder is refused, never written into. Files are
+/// created with `O_EXCL | O_NOFOLLOW` and mode 0600 from their first byte
+/// and written through the descriptor that created them; a partial file
+/// that resume data names is reopened with `O_NOFOLLOW` and checked to be
+/// a regular file of ours.
+enum DownloadFiles {
+    /// The folder (it may not exist yet).
+    static var directory: URL {
+        FileManager.default.temporaryDirectory.appendingPathComponent("urlloading-downloads", isDirectory: true)
+    }
+
+    /// The folder, created if needed, once it is known to be private.
+    ///
+    /// - Throws: `SessionError.Code.cannotWriteFile` naming the folder and
+    ///   what is wrong with it.
+    static func privateDirectory() throws(SessionError) -> URL {
+        let url = directory
+        let path = url.path
+        if mkdir(path, 0o700) != 0, errno != EEXIST {
+            throw failure("cannot create the download folder \(path): \(String(cString: strerror(errno)))")
+        }
+        var info = stat()
+        guard lstat(path, &info) == 0 else {
+            throw failure("cannot inspect the download folder \(path): \(String(cString: strerror(errno)))")
+        }
+        guard info.st_mode & S_IFMT == S_IFDIR else {
+            throw failure("the download folder \(path) is not a folder (a link or a file is in its place): remove it")
+        }
+        guard info.st_uid == getuid() else {
+            throw failure("the download folder \(path) belongs to another user (uid \(info.st_uid)): remove it or set TMPDIR")
+        }
+        guard info.st_mode & 0o077 == 0 else {
+            throw failure("the download folder \(path) can be read or written by others (mode \(String(info.st_mode & 0o777, radix: 8))): "
+                + "remove it or make it 0700")
+        }
+        return url
+    }
+
+    /// A new, empty file for a download, open for writing.
+    static func create() throws(SessionError) -> (handle: FileHandle, url: URL) {
+        let folder = try privateDirectory()
+        let url = folder.appendingPathComponent("download-\(UUID().uuidString).tmp")
+        let descriptor = open(url.path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
+        guard descriptor >= 0 else {
+            throw failure("cannot create a download file in \(folder.path): \(String(cString: strerror(errno)))")
+        }
+        return (FileHandle(fileDescriptor: descriptor, closeOnDealloc: true), url)
+    }
+
+    /// A name for a file in the folder that does not exist yet (to move a
+    /// finished download to, for a caller who keeps it).
+    static func unusedName() throws(SessionError) -> URL {
+        try privateDirectory().appendingPathComponent("download-\(UUID().uuidString).tmp")
+    }
+
+    /// Reopens the partial file `name` (a bare name, checked by `ResumeData`)
+    /// for writing.
+    static func reopen(_ name: String) throws(SessionError) -> (handle: FileHandle, url: URL) {
+        let url = try privateDirectory().appendingPathComponent(name)
+        let descriptor = open(url.path, O_WRONLY | O_NOFOLLOW | O_CLOEXEC)
+        guard descriptor >= 0 else { throw failure("cannot reopen the partial download: \(String(cString: strerror(errno)))") }
+        var info = stat()
+        guard fstat(descriptor, &info) == 0, info.st_mode & S_IFMT == S_IFREG, info.st_uid == getuid() else {
+            close(descriptor)
+            throw failure("the partial download \(name) is not a regular file of this user")
+        }
+        return (FileHandle(fileDescriptor: descriptor, closeOnDealloc: true), url)
+    }
+
+    private static func failure(_ message: String) -> SessionError {
+        SessionError(.cannotWriteFile, failingURL: nil, message: message)
+    }
+}

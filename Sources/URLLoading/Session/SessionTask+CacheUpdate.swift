@@ -1,0 +1,102 @@
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import Synchronization
+import Transport
+
+/// The cache after the network (SPEC C4, C5): stale-if-error, storing,
+/// HEAD freshening, invalidation, willCacheResponse.
+extension SessionTask {
+    /// RFC 5861 §4: when the origin fails (network error or 5xx) and a
+    /// stored response's stale-if-error window allows, serve that instead.
+    /// Returns whether it did.
+    func serveStaleIfError(reason: String) -> Bool {
+        guard let session else { return false }
+        let (fallback, headers) = state.withLock { inner in
+            (inner.fallback, inner.currentRequest.map { Self.cacheRequestHeaders($0, cookie: inner.sentCookie, credentials: inner.credentialIdentity) } ?? [])
+        }
+        let now = Date().timeIntervalSince1970
+        guard let stored = fallback, CachePolicy.staleIfError(stored.entry, requestHeaders: headers, now: now).allowed else { return false }
+        let status = "\(Self.cacheName); hit; \(reason); detail=stale-if-error"
+        let shown = session.configuration.sendsCacheStatus ? status : nil
+        guard let response = Self.servedResponse(stored, cacheStatus: shown, now: now) else { return false }
+        state.withLock { inner in
+            inner.fallback = nil
+            inner.cacheStatus = shown
+        }
+        respondWithoutNetwork(response, stored.body)
+        return true
+    }
+
+    /// After a response from the network: store it when RFC 9111 and the
+    /// storage rules allow (SPEC C4); invalidate after an unsafe method (§4.4).
+    @discardableResult
+    func updateCache(session: Session, body: Data) -> StoredResponse? {
+        guard let cache = session.urlCache, let request = currentRequest, let url = request.url else { return nil }
+        let (key, headers, status, requestTime, fromCache, cookie, credentials) = state.withLock { inner in
+            (inner.cacheKey, inner.networkHeaders, inner.head?.head.status, inner.requestTime, inner.networkHeaders == nil, inner.sentCookie,
+             inner.credentialIdentity)
+        }
+        guard !fromCache, let headers, let status else { return nil }
+        let method = request.httpMethod ?? "GET"
+        for target in CachePolicy.invalidatedURLs(method: method, status: status, url: url, responseHeaders: headers) {
+            if let targetKey = CachePolicy.primaryKey(target) { cache.remove(key: targetKey) }
+        }
+        if method == "HEAD", status == 200, let headKey = CachePolicy.primaryKey(url) {
+            Self.freshenFromHead(cache: cache, key: headKey, requestHeaders: Self.cacheRequestHeaders(request, cookie: cookie, credentials: credentials), headHeaders: headers, requestTime: requestTime)
+            return nil
+        }
+        guard usesCache, let key, request.cachePolicy != .reloadIgnoringLocalAndRemoteCacheData else { return nil }
+        if case .delegate = delivery, !state.withLock({ $0.keepsBodyForCache }) { return nil }
+        let requestHeaders = Self.cacheRequestHeaders(request, cookie: cookie, credentials: credentials)
+        guard CachePolicy.storability(method: method, requestHeaders: requestHeaders, status: status, responseHeaders: headers).allowed else {
+            return nil
+        }
+        let now = Date().timeIntervalSince1970
+        let candidate = StoredResponse(
+            url: url.absoluteString, key: key, status: status, responseHeaders: headers, requestHeaders: requestHeaders,
+            body: body, requestTime: requestTime, responseTime: now, storedAt: now)
+        // A delegate-driven task asks willCacheResponse first (SPEC S6).
+        if case .delegate = delivery { return candidate }
+        cache.store(candidate, now: now)
+        return nil
+    }
+
+    /// RFC 9111 §4.3.5: a 200 to HEAD refreshes the stored GET response it
+    /// selects (same validators), like a 304; a different Content-Length
+    /// means the stored one is outdated, and it is removed.
+    static func freshenFromHead(cache: ResponseCache, key: String, requestHeaders: HeaderFields, headHeaders: HeaderFields, requestTime: Double) {
+        guard let stored = cache.lookup(key: key, requestHeaders: requestHeaders) else { return }
+        if let length = headHeaders["Content-Length"], let storedLength = stored.entry.responseHeaders["Content-Length"], length != storedLength {
+            cache.remove(key: key, variant: stored.variant)
+            return
+        }
+        guard CachePolicy.notModifiedSelects(stored.entry, notModifiedHeaders: headHeaders).allowed else { return }
+        var updated = stored
+        updated.entry.responseHeaders = CachePolicy.updatedHeaders(stored.entry.responseHeaders, with: headHeaders)
+        let now = Date().timeIntervalSince1970
+        updated.entry.requestTime = requestTime > 0 ? requestTime : now
+        updated.entry.responseTime = now
+        cache.store(updated, now: now)
+    }
+
+    /// SPEC S6: the delegate sees the proposed response after all data and
+    /// may keep it, change it (data, userInfo, storage policy) or drop it.
+    func offerToCache(_ candidate: StoredResponse, session: Session) async {
+        guard let cache = session.urlCache, let response = candidate.httpResponse() else { return }
+        let proposed = CachedResponse(response: response, data: candidate.body)
+        guard let decided = await askDelegate({ await $0.session(session, dataTask: self, willCacheResponse: proposed) }) ?? proposed else { return }
+        var stored = candidate
+        if decided.response !== response {
+            var headers = HeaderFields()
+            for (name, value) in decided.response.allHeaderFields { headers.append("\(name)", "\(value)") }
+            stored.entry.status = decided.response.statusCode
+            stored.entry.responseHeaders = CachePolicy.removingConnectionFields(headers)
+        }
+        stored.body = decided.data
+        stored.userInfo = decided.userInfo
+        stored.storagePolicy = decided.storagePolicy
+        cache.store(stored, now: Date().timeIntervalSince1970)
+    }
+}

@@ -1,0 +1,113 @@
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import Synchronization
+import Transport
+
+/// The end of a task: metrics, resume data, the cache, then the delivery
+/// and `didCompleteWithError` on the task's context.
+extension SessionTask {
+    static func transaction(url: URL?, status: Int?, metrics: TransferMetrics?) -> TaskMetrics.Transaction {
+        // The URL as requested: metrics go to the application's own delegate.
+        TaskMetrics.Transaction(
+            url: url, statusCode: status,
+            networkProtocolName: metrics?.httpVersion ?? "", isReusedConnection: metrics?.reusedConnection ?? false,
+            domainLookupSeconds: metrics?.nameLookup ?? 0, connectSeconds: metrics?.connect ?? 0,
+            secureConnectionSeconds: metrics?.tlsHandshake ?? 0, requestSentSeconds: metrics?.requestSent ?? 0,
+            firstByteSeconds: metrics?.firstByte ?? 0, totalSeconds: metrics?.total ?? 0,
+            requestBodyBytesSent: metrics?.bytesSent ?? 0, responseBodyBytesReceived: metrics?.bytesReceived ?? 0,
+            responseHeaderBytesReceived: metrics?.headerBytes ?? 0, remoteAddress: metrics?.remoteAddress,
+            remotePort: metrics?.remotePort, localAddress: metrics?.localAddress, localPort: metrics?.localPort,
+            cacheStatus: nil)
+    }
+
+    // MARK: Completion
+
+    func complete(_ result: Result<TransferMetrics?, SessionError>) {
+        let url = currentRequest?.url
+        let (tail, tailSession) = state.withLock { inner in (inner.mixedReplace?.finish() ?? [], inner.session) }
+        if case .success = result, !tail.isEmpty, let tailSession, hasDelegate {
+            deliverParts(tail, session: tailSession)
+        }
+        let (session, buffer, download, metrics) = state.withLock { inner in
+            if case .failure(let error) = result {
+                inner.error = SessionError(error.code, failingURL: error.failingURL ?? url, message: error.message)
+            }
+            let metrics = TaskMetrics(
+                transactions: inner.transactions,
+                taskInterval: DateInterval(start: inner.started ?? Date(), end: max(Date(), inner.started ?? Date())),
+                redirectCount: inner.redirectCount)
+            defer {
+                inner.buffer = Data()
+                inner.download = nil
+            }
+            return (inner.session, inner.buffer, inner.download, metrics)
+        }
+        var failure = self.error
+        try? download?.handle.close()
+        let (resume, resumeHandler) = state.withLock { inner in (resumeData(inner, download: download), inner.resumeDataHandler) }
+        if let resume, let sessionFailure = failure as? SessionError, resumeHandler == nil {
+            var carrying = sessionFailure
+            carrying.resumeData = resume.encoded()
+            failure = carrying
+            state.withLock { $0.error = carrying }
+        }
+        let error = failure
+        // A file that resume data points to stays; every other goes when the task is done.
+        let keptFile = resume != nil
+        if let resumeHandler { resumeHandler(resume?.encoded()) }
+        guard let session else { return }
+        let finish: @Sendable () -> Void = { [self] in
+            switch delivery {
+            case .delegate:
+                if let download, error == nil {
+                    self.callDelegate { $0.session(session, downloadTask: self, didFinishDownloadingTo: download.url) }
+                }
+                if let download, !keptFile { try? FileManager.default.removeItem(at: download.url) }
+            case .data(let handler):
+                self.callDelegate { $0.session(session, task: self, didFinishCollecting: metrics) }
+                handler(error == nil ? buffer : nil, self.response, error)
+            case .raw(let handler):
+                self.callDelegate { $0.session(session, task: self, didFinishCollecting: metrics) }
+                handler(error == nil ? buffer : nil, error as? SessionError)
+            case .download(let handler):
+                self.callDelegate { $0.session(session, task: self, didFinishCollecting: metrics) }
+                handler(error == nil ? download?.url : nil, self.response, error)
+                if let download, !keptFile { try? FileManager.default.removeItem(at: download.url) }
+            case .stream(let stream):
+                self.callDelegate { $0.session(session, task: self, didFinishCollecting: metrics) }
+                stream.finish(error as? SessionError)
+            }
+            if case .delegate = delivery {
+                self.callDelegate { $0.session(session, task: self, didFinishCollecting: metrics) }
+            }
+            self.callDelegate { $0.session(session, task: self, didCompleteWithError: error) }
+            self.state.withLock { $0.session = nil; $0.delegate = nil }
+            session.taskDidComplete(self)
+        }
+        let ledKey = state.withLock { inner -> String? in
+            defer { inner.leadsKey = nil }
+            return inner.leadsKey
+        }
+        // The end runs off the transport's thread and never inside resume():
+        // on the Swift task awaiting this one (the async APIs), else on the
+        // task's own delegate context. Cache writes go with it.
+        if !hasDelegate {
+            let end: @Sendable () -> Void = { [self] in
+                if error == nil { _ = self.updateCache(session: session, body: buffer) }
+                if let ledKey { session.leaveInFlight(key: ledKey) }
+                finish()
+            }
+            if let runner = completionRunner { runner(end) } else { events.enqueueSync(end) }
+        } else {
+            events.enqueue { [self] in
+                if error == nil, let candidate = self.updateCache(session: session, body: buffer) {
+                    await self.offerToCache(candidate, session: session)
+                }
+                if let ledKey { session.leaveInFlight(key: ledKey) }
+                finish()
+            }
+        }
+    }
+}

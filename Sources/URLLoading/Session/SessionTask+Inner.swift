@@ -1,0 +1,87 @@
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import Synchronization
+import Transport
+
+extension SessionTask {
+    /// All of a task's mutable state, behind the task's one lock.
+    struct Inner {
+        var machine = StateMachine()
+        var session: Session?
+        var delegate: (any SessionDelegate)?
+        var currentRequest: URLRequest?
+        /// The response as the user sees it, built from `head` on first use
+        /// (Foundation's initializer is the costliest step of a request).
+        var response: HTTPURLResponse?
+        var head: (url: URL, head: ResponseHead)?
+        var error: SessionError?
+        var canceling = false
+        var bytesReceived: Int64 = 0
+        var bytesSent: Int64 = 0
+        /// The hop whose body `bytesSent` counts.
+        var sendingHop = 0
+        var bytesExpectedToReceive: Int64 = -1
+        var bytesExpectedToSend: Int64 = 0
+        var taskDescription: String?
+        var priority: Float = 0.5
+        var buffer = Data()
+        var download: (handle: FileHandle, url: URL)?
+        var transactions: [TaskMetrics.Transaction] = []
+        var redirectCount = 0
+        var started: Date?
+        /// The status of the current hop's head.
+        var hopStatus: Int?
+        // The cache's part (SPEC C4–C6).
+        var cacheKey: String?
+        var cacheStatus: String?
+        var revalidating: StoredResponse?
+        /// The stored response a failure may fall back to (stale-if-error).
+        var fallback: StoredResponse?
+        var requestTime: Double = 0
+        /// The final response's fields as received, for storing.
+        var networkHeaders: HeaderFields?
+        /// A delegate-driven task keeps a copy of a storable body for the cache.
+        var keepsBodyForCache = false
+        /// Who the current hop's credentials say the user is (for the cache).
+        var credentialIdentity: String?
+        /// The most body bytes kept for the cache (the largest tier's 5%).
+        var cacheBodyLimit = 0
+        /// Body bytes handed to the delegate's context and not yet delivered.
+        var queuedForDelegate = 0
+        /// waitsForConnectivity: retries made so far.
+        var connectivityRetries = 0
+        /// Request coalescing: this task leads for the key, or waited once already.
+        var leadsKey: String?
+        var coalesced = false
+        /// The Cookie header the store gave the current hop, if any.
+        var sentCookie: String?
+        /// Challenges answered and credentials sent (SPEC A2–A5).
+        var authentication = AuthenticationState()
+        /// Data, upload or download; a data task may become a download.
+        var kind = Kind.data
+        /// The task's `Progress`, once somebody asked for it.
+        var progress: Progress?
+        // Resume data (SPEC S7).
+        /// The download's validators, when its response allows resuming.
+        var resumable: (entityTag: String?, lastModified: String?)?
+        /// `cancel(byProducingResumeData:)` was called with this handler.
+        var resumeDataHandler: (@Sendable (Data?) -> Void)?
+        /// The task goes on from this resume data.
+        var resumeFrom: ResumeData?
+        /// Bytes of the file that were there before this task's response.
+        var downloadOffset: Int64 = 0
+        /// A failure known before the task starts (resume data refused).
+        var startupError: SessionError?
+        /// A multipart/x-mixed-replace body being split into parts (delegate data tasks).
+        var mixedReplace: MixedReplaceParser?
+        /// The request body comes from streams (`httpBodyStream`, `needNewBodyStream`).
+        var streamedBody: StreamedBody?
+        /// The trust probe failed: the real transfer reports why.
+        var skipsTrustProbe = false
+        /// The client identity the delegate or store gave, and whether one was asked for.
+        var clientIdentity: Credential?
+        var askedForClientCertificate = false
+    }
+}

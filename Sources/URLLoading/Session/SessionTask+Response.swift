@@ -1,0 +1,205 @@
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import Synchronization
+import Transport
+
+/// A hop's head: cookies stored, challenges, redirects, then the
+/// response as the task's (SPEC S6 order).
+extension SessionTask {
+    /// Whether deciding on `head` may write to a store: Set-Cookie to keep,
+    /// credentials that worked, a challenge, a revalidation's answer.
+    func decisionTouchesStores(_ head: ResponseHead) -> Bool {
+        if head.status == 401 || head.status == 407 { return true }
+        let (revalidating, sentCredentials, request) = state.withLock { ($0.revalidating != nil, $0.authentication.sent != nil, $0.currentRequest) }
+        if revalidating || sentCredentials { return true }
+        guard let session, let request, Self.handlesCookies(request, session: session) else { return false }
+        return head.headers.contains { HeaderFields.namesEqual($0.name, "Set-Cookie") }
+    }
+
+    /// Redirect or response decision for a hop's head (SPEC S6 order).
+    func decide(_ head: ResponseHead, hop: Int) {
+        guard let session, let request = currentRequest, let url = request.url else { return }
+        Self.storeCookies(of: head, url: url, request: request, session: session)
+        authenticationSucceeded(status: head.status, session: session)
+        if handleChallenge(head, url: url, request: request, session: session) { return }
+        let revalidating = state.withLock { $0.revalidating }
+        if revalidating != nil { session.urlCache?.count(head.status == 304 ? "revalidations-not-modified" : "revalidations-replaced") }
+        if let stored = revalidating, head.status == 304, let cache = session.urlCache {
+            // The 304 answers the conditional request made for this entry:
+            // its body is served (as 200, like Apple). Its headers refresh
+            // the entry only when the 304 selects it (RFC 9111 §4.3.4).
+            let notModified = HeaderFields(head.headers.map { HeaderFields.Field($0.name, $0.value) })
+            let now = Date().timeIntervalSince1970
+            var served = stored
+            if CachePolicy.notModifiedSelects(stored.entry, notModifiedHeaders: notModified).allowed {
+                served.entry.responseHeaders = CachePolicy.updatedHeaders(stored.entry.responseHeaders, with: notModified)
+                served.entry.requestTime = state.withLock { $0.requestTime }
+                served.entry.responseTime = now
+                cache.store(served, now: now)
+            }
+            let status = "\(Self.cacheName); fwd=stale; fwd-status=304"
+            let shown = session.configuration.sendsCacheStatus ? status : nil
+            if let response = Self.servedResponse(served, cacheStatus: shown, now: now) {
+                state.withLock { $0.cacheStatus = shown }
+                respondWithoutNetwork(response, served.body)
+                return
+            }
+        }
+        if head.status >= 500, hop == 0, serveStaleIfError(reason: "fwd-status=\(head.status)") {
+            return
+        }
+        if let redirect = Self.redirectRequest(from: request, status: head.status, headers: head.headers) {
+            let tooMany = state.withLock { $0.redirectCount >= session.configuration.httpMaximumRedirects }
+            if tooMany {
+                perform(state.withLock { $0.machine.fail(SessionError(
+                    .httpTooManyRedirects, failingURL: url, message: "more than \(session.configuration.httpMaximumRedirects) redirects")) })
+                return
+            }
+            events.enqueue { [self] in
+                let chosen: URLRequest?
+                if self.hasDelegate, let response = Self.makeResponse(url: url, head: head) {
+                    chosen = await self.askDelegate {
+                        await $0.session(session, task: self, willPerformHTTPRedirection: response, newRequest: redirect)
+                    } ?? redirect
+                } else {
+                    chosen = redirect
+                }
+                if let chosen {
+                    self.perform(self.state.withLock { inner in
+                        // The redirect's own transfer may be cut short: record its exchange now.
+                        if inner.transactions.count == inner.machine.hop {
+                            inner.transactions.append(Self.transaction(url: url, status: inner.hopStatus, metrics: nil))
+                        }
+                        inner.currentRequest = chosen
+                        inner.redirectCount += 1
+                        inner.hopStatus = nil
+                        return inner.machine.follow(.redirect, url: url)
+                    })
+                } else {
+                    self.acceptResponse(head, url: url, session: session)
+                }
+            }
+            return
+        }
+        acceptResponse(head, url: url, session: session)
+    }
+
+    func acceptResponse(_ head: ResponseHead, url: URL, session: Session) {
+        let length = head.headers.first { HeaderFields.namesEqual($0.name, "Content-Length") }.flatMap { FieldNumber.length($0.value) } ?? -1
+        state.withLock { inner in
+            inner.networkHeaders = HeaderFields(head.headers.map { HeaderFields.Field($0.name, $0.value) })
+            var shown = head
+            if let status = inner.cacheStatus { shown.headers.append(("Cache-Status", status)) }
+            inner.head = (url, shown)
+            inner.response = nil
+            inner.bytesExpectedToReceive = length
+            updateProgress(inner)
+            // One allocation for a body of known length, instead of doubling.
+            switch delivery {
+            case .data, .raw:
+                if length > 0, length < 1 << 30 { inner.buffer.reserveCapacity(Int(length)) }
+            case .delegate where inner.cacheKey != nil && inner.kind == .data:
+                // Keep a copy only of what the cache could store (the 5% rule's largest tier).
+                let request = inner.currentRequest
+                let limit = max(session.urlCache?.memoryCapacity ?? 0, session.urlCache?.diskCapacity ?? 0) / 20
+                inner.cacheBodyLimit = limit
+                inner.keepsBodyForCache = length <= Int64(limit) && CachePolicy.storability(
+                    method: request?.httpMethod ?? "GET", requestHeaders: HeaderFields(request?.allHTTPHeaderFields ?? [:]),
+                    status: head.status, responseHeaders: inner.networkHeaders ?? []).allowed
+            default: break
+            }
+        }
+        if kind == .download {
+            guard prepareDownloadFile(head, url: url, session: session) else { return }
+        }
+        if case .stream(let buffer) = delivery, let response = httpResponse { buffer.publish(response) }
+        guard case .delegate = delivery, kind != .download else {
+            perform(state.withLock { $0.machine.allow() })
+            return
+        }
+        if let contentType = head.headers.first(where: { HeaderFields.namesEqual($0.name, "Content-Type") })?.value,
+           let boundary = MixedReplaceParser.boundary(ofContentType: contentType) {
+            // Each part gets its own didReceiveResponse, when it begins.
+            perform(state.withLock { inner in
+                inner.mixedReplace = MixedReplaceParser(boundary: boundary)
+                inner.keepsBodyForCache = false
+                return inner.machine.allow()
+            })
+            return
+        }
+        events.enqueue { [self] in
+            var disposition = ResponseDisposition.allow
+            if let response = self.httpResponse {
+                disposition = await self.askDelegate { await $0.session(session, dataTask: self, didReceive: response) } ?? .allow
+            }
+            switch disposition {
+            case .allow:
+                self.perform(self.state.withLock { $0.machine.allow() })
+            case .cancel:
+                self.perform(self.state.withLock {
+                    $0.machine.fail(SessionError(.cancelled, failingURL: url, message: "the delegate cancelled the task"))
+                })
+            case .becomeDownload:
+                // No body byte was delivered yet (it waits for this answer): all of it goes to the file.
+                guard self.openDownloadFile(url: url) else { return }
+                self.state.withLock { inner in
+                    inner.kind = .download
+                    inner.keepsBodyForCache = false
+                }
+                self.callDelegate { $0.session(session, dataTask: self, didBecomeDownloadTask: self) }
+                self.perform(self.state.withLock { $0.machine.allow() })
+            }
+        }
+    }
+
+    /// Creates the temporary file a download streams into; false (the task
+    /// failed) when it cannot.
+    func openDownloadFile(url: URL) -> Bool {
+        do {
+            let file = try DownloadFiles.create()
+            state.withLock { $0.download = file }
+            return true
+        } catch {
+            perform(state.withLock { $0.machine.fail(SessionError(.cannotWriteFile, failingURL: url, message: error.message)) })
+            return false
+        }
+    }
+
+    /// The request a redirect asks for (RFC 9110 §15.4; browsers' method
+    /// rewriting), or nil when the response is not a redirect to follow.
+    static func redirectRequest(from request: URLRequest, status: Int, headers: [(name: String, value: String)]) -> URLRequest? {
+        guard [301, 302, 303, 307, 308].contains(status), let base = request.url,
+              let location = headers.first(where: { $0.name.caseInsensitiveCompare("Location") == .orderedSame })?.value,
+              let target = URL(string: location, relativeTo: base)?.absoluteURL,
+              let scheme = target.scheme?.lowercased(), scheme == "http" || scheme == "https"
+        else { return nil }
+        var next = request
+        next.url = target
+        let method = request.httpMethod ?? "GET"
+        if (status == 303 && method != "HEAD") || ((status == 301 || status == 302) && method == "POST") {
+            next.httpMethod = "GET"
+            next.httpBody = nil
+            for name in ["Content-Type", "Content-Length", "Content-Encoding", "Transfer-Encoding"] {
+                next.setValue(nil, forHTTPHeaderField: name)
+            }
+        }
+        // Credentials never cross origins (SPEC A5).
+        if !CachePolicy.sameOrigin(base, target) {
+            next.setValue(nil, forHTTPHeaderField: "Authorization")
+            next.setValue(nil, forHTTPHeaderField: "Proxy-Authorization")
+            next.setValue(nil, forHTTPHeaderField: "Cookie")
+        }
+        return next
+    }
+
+    /// libcurl's receive buffer for download tasks: 16 times its default,
+    /// so a gigabyte goes to disk in 4,096 writes rather than 65,536.
+    static let downloadBufferSize = 256 * 1024
+
+    /// A byte stream's reader made room: take body bytes again.
+    func continueDelivery() {
+        perform(state.withLock { $0.machine.continueDelivery() })
+    }
+}

@@ -1,0 +1,163 @@
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import Synchronization
+import Transport
+
+/// Starting a hop: interceptors, the cache before the network (SPEC C6),
+/// cookies and credentials, then the transfer.
+extension SessionTask {
+    func runInterceptors() {
+        guard let session, let request = currentRequest else { return }
+        if let failure = state.withLock({ $0.startupError }) {
+            perform(state.withLock { $0.machine.finishWithoutTransfer(.failure(failure)) })
+            return
+        }
+        let interceptors = session.configuration.interceptors
+        if session.isInvalidated {
+            perform(state.withLock { $0.machine.finishWithoutTransfer(.failure(SessionError(
+                .sessionInvalidated, failingURL: request.url, message: "the session was invalidated before the task started"))) })
+            return
+        }
+        guard !interceptors.isEmpty else {
+            perform(state.withLock { $0.machine.proceed() })
+            return
+        }
+        Task {
+            var request = request
+            for interceptor in interceptors {
+                switch await interceptor.intercept(request) {
+                case .proceed(let changed):
+                    request = changed
+                case .respond(let response, let data):
+                    self.respondWithoutNetwork(response, data)
+                    return
+                case .fail(let error):
+                    self.perform(self.state.withLock { $0.machine.finishWithoutTransfer(.failure(error)) })
+                    return
+                }
+            }
+            self.perform(self.state.withLock { inner in
+                inner.currentRequest = request
+                return inner.machine.proceed()
+            })
+        }
+    }
+
+    func respondWithoutNetwork(_ response: HTTPURLResponse, _ data: Data) {
+        state.withLock { inner in
+            inner.response = response
+            inner.bytesReceived = Int64(data.count)
+            inner.bytesExpectedToReceive = Int64(data.count)
+            updateProgress(inner)
+        }
+        guard let session else { return }
+        switch delivery {
+        case .delegate:
+            events.enqueue { [self] in
+                let disposition = await self.askDelegate { await $0.session(session, dataTask: self, didReceive: response) } ?? .allow
+                if disposition == .allow, !data.isEmpty { self.callDelegate { $0.session(session, dataTask: self, didReceive: data) } }
+                self.perform(self.state.withLock {
+                    disposition == .allow ? $0.machine.finishWithoutTransfer(.success(nil))
+                        : $0.machine.finishWithoutTransfer(.failure(SessionError(.cancelled, failingURL: response.url, message: "the delegate cancelled the task")))
+                })
+            }
+        case .stream(let stream):
+            stream.publish(response)
+            if !data.isEmpty { _ = stream.offer(data) }
+            perform(state.withLock { $0.machine.finishWithoutTransfer(.success(nil)) })
+        case .data, .download, .raw:
+            state.withLock { $0.buffer = data }
+            perform(state.withLock { $0.machine.finishWithoutTransfer(.success(nil)) })
+        }
+    }
+
+    func startTransfer(hop: Int) {
+        guard let session, let request = currentRequest else { return }
+        guard let url = request.url, let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https" else {
+            perform(state.withLock { $0.machine.fail(SessionError(.unsupportedURL, failingURL: request.url, message: "only http and https URLs are supported")) })
+            return
+        }
+        if let problem = FieldSyntax.problem(method: request.httpMethod ?? "GET", fields: (request.allHTTPHeaderFields ?? [:]).map { ($0.key, $0.value) }) {
+            perform(state.withLock { $0.machine.fail(SessionError(.badURL, failingURL: url, message: "the request cannot be sent: \(problem)")) })
+            return
+        }
+        if awaitsBodyStream(hop: hop, request: request, session: session) { return }
+        var transfer = session.transferRequest(for: request, body: sendsBody(hop: hop, request: request) ? body : .none)
+        let cookie = Self.cookieHeader(for: request, headers: transfer.headers, session: session)
+        if let cookie { transfer.headers.append(("Cookie", cookie)) }
+        state.withLock { $0.sentCookie = cookie }
+        for field in authorizationFields(for: request, headers: transfer.headers, session: session) {
+            transfer.headers.removeAll { HeaderFields.namesEqual($0.name, field.name) }
+            transfer.headers.append(field)
+        }
+        let (libcurlAuthentication, credentials) = state.withLock { inner in
+            inner.credentialIdentity = Self.credentialIdentity(request, sent: inner.authentication.sent)
+            return (inner.authentication.sent?.libcurl, inner.credentialIdentity)
+        }
+        transfer.httpAuthentication = libcurlAuthentication
+        if hop == 0, usesCache, let cache = session.urlCache, (request.httpMethod ?? "GET") == "GET",
+           let key = CachePolicy.primaryKey(url) {
+            let now = Date().timeIntervalSince1970
+            let headers = Self.cacheRequestHeaders(request, cookie: cookie, credentials: credentials)
+            let stored = cache.lookup(key: key, requestHeaders: headers, now: now)
+            let policy = request.cachePolicy == .useProtocolCachePolicy ? session.configuration.requestCachePolicy : request.cachePolicy
+            let showStatus = session.configuration.sendsCacheStatus
+            switch Self.cacheStep(policy: policy, requestHeaders: headers, stored: stored, now: now) {
+            case .serve(var stored, let status, let revalidate):
+                if revalidate { session.revalidateInBackground(request, key: key) }
+                var body = stored.body
+                // A range of a complete stored response is served from it (RFC 9111 §3.4 / RFC 9110 §14).
+                if stored.entry.status == 200, let field = headers["Range"],
+                   let range = Self.byteRange(field, length: body.count) {
+                    stored.entry.status = 206
+                    stored.entry.responseHeaders.set("Content-Range", "bytes \(range.lowerBound)-\(range.upperBound - 1)/\(body.count)")
+                    stored.entry.responseHeaders.set("Content-Length", String(range.count))
+                    body = body.subdata(in: range)
+                }
+                guard let response = Self.servedResponse(stored, cacheStatus: showStatus ? status : nil, now: now) else { break }
+                state.withLock { $0.cacheStatus = status }
+                respondWithoutNetwork(response, body)
+                return
+            case .fail(let error):
+                perform(state.withLock { $0.machine.fail(SessionError(error.code, failingURL: url, message: error.message)) })
+                return
+            case .gatewayTimeout:
+                let fields = showStatus ? ["Cache-Status": "\(Self.cacheName); fwd=miss; detail=only-if-cached"] : [:]
+                guard let response = HTTPURLResponse(url: url, statusCode: 504, httpVersion: "HTTP/1.1", headerFields: fields) else { break }
+                respondWithoutNetwork(response, Data())
+                return
+            case .network(let revalidating, let status):
+                // Identical GETs wait for the one in flight and read its stored result.
+                if revalidating == nil, policy == .useProtocolCachePolicy, !state.withLock({ $0.coalesced }) {
+                    let waits = session.joinInFlight(key: key) { [self] in
+                        self.state.withLock { $0.coalesced = true }
+                        self.startTransfer(hop: 0)
+                    }
+                    if waits { return }
+                    state.withLock { $0.leadsKey = key }
+                }
+                state.withLock { inner in
+                    inner.cacheKey = key
+                    inner.cacheStatus = showStatus ? status : nil
+                    inner.revalidating = revalidating
+                    inner.fallback = policy == .useProtocolCachePolicy ? stored : nil
+                    inner.requestTime = now
+                }
+                if let revalidating {
+                    for field in CachePolicy.conditionalHeaders(revalidating.entry)
+                    where !transfer.headers.contains(where: { HeaderFields.namesEqual($0.name, field.name) }) {
+                        transfer.headers.append((field.name, field.value))
+                    }
+                }
+            }
+        }
+        if kind == .download { transfer.receiveBufferSize = Self.downloadBufferSize }
+        applyClientIdentity(&transfer)
+        if prepareServerTrust(&transfer, url: url, hop: hop, session: session) { return }
+        if sendsBody(hop: hop, request: request), let stream = takeBodyStream() { transfer.body = stream }
+        let id = session.multi.start(transfer, observer: HopObserver(task: self, hop: hop))
+        perform(state.withLock { $0.machine.started(id, hop: hop) })
+    }
+}

@@ -1,0 +1,257 @@
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import Synchronization
+import Transport
+
+/// What the transport reports of a hop: head, body chunks, bytes sent and
+/// the end, each handed on quickly (the transport's thread runs no user
+/// code and no store I/O).
+extension SessionTask {
+    // MARK: Transport events (on the transport's thread)
+
+    func received(_ head: ResponseHead, hop: Int) {
+        perform(state.withLock { inner in
+            if hop == inner.machine.hop { inner.hopStatus = head.status }
+            return inner.machine.head(head, hop: hop)
+        })
+    }
+
+    func received(_ chunk: UnsafeRawBufferPointer, hop: Int) -> Bool {
+        enum Next {
+            case refuse, drop, buffered
+            case deliver(Session?)
+            case parts([MixedReplaceParser.Event], Session?)
+            case malformed(String)
+            case write(FileHandle, Int64, Int64, Session?)
+        }
+        if case .stream(let buffer) = delivery {
+            // Under the task's lock, so a consumer's `continueDelivery` cannot
+            // slip between a full buffer and the refusal.
+            return state.withLock { inner -> Bool in
+                guard inner.machine.chunk(hop: hop) else { return false }
+                guard hop == inner.machine.hop, !inner.machine.isFinished else { return true }
+                guard buffer.offer(Data(chunk)) else {
+                    inner.machine.refuseChunk()
+                    return false
+                }
+                inner.bytesReceived += Int64(chunk.count)
+                updateProgress(inner)
+                return true
+            }
+        }
+        let next = state.withLock { inner -> Next in
+            guard inner.machine.chunk(hop: hop) else { return .refuse }
+            guard hop == inner.machine.hop, !inner.machine.isFinished else { return .drop }
+            if case .delegate = delivery, inner.kind != .download {
+                // Back-pressure: past the backlog the transfer pauses until
+                // the delegate's context has taken half of it.
+                guard inner.queuedForDelegate < Self.delegateBacklog else {
+                    inner.machine.refuseChunk()
+                    return .refuse
+                }
+                inner.queuedForDelegate += chunk.count
+            }
+            inner.bytesReceived += Int64(chunk.count)
+            updateProgress(inner)
+            switch delivery {
+            case .delegate where inner.kind != .download:
+                if var parser = inner.mixedReplace {
+                    inner.mixedReplace = nil // one owner of its buffer while it parses
+                    defer { inner.mixedReplace = parser }
+                    do throws(MixedReplaceParser.Failure) {
+                        let events = try parser.feed(chunk)
+                        // Only the parts' bytes wait for the delegate (delimiters and part heads do not).
+                        var partBytes = 0
+                        for case .data(let data) in events { partBytes += data.count }
+                        inner.queuedForDelegate -= chunk.count - partBytes
+                        return .parts(events, inner.session)
+                    } catch {
+                        return .malformed(error.message)
+                    }
+                }
+                if inner.keepsBodyForCache {
+                    if inner.buffer.count + chunk.count <= inner.cacheBodyLimit {
+                        Self.append(chunk, to: &inner.buffer)
+                    } else {
+                        // Too large for any tier (decoded bytes count): keep nothing.
+                        inner.keepsBodyForCache = false
+                        inner.buffer = Data()
+                    }
+                }
+                return .deliver(inner.session)
+            case .data, .raw:
+                Self.append(chunk, to: &inner.buffer)
+                return .buffered
+            default:
+                guard let download = inner.download else { return .drop }
+                let expected = inner.bytesExpectedToReceive >= 0 ? inner.downloadOffset + inner.bytesExpectedToReceive : -1
+                return .write(download.handle, inner.downloadOffset + inner.bytesReceived, expected, inner.session)
+            }
+        }
+        switch next {
+        case .refuse: return false
+        case .drop, .buffered: return true
+        case .deliver(let session):
+            guard let session, hasDelegate else { return true }
+            let data = Data(chunk) // the one copy
+            events.enqueueSync { [self] in
+                self.callDelegate { $0.session(session, dataTask: self, didReceive: data) }
+                self.delegateTook(data.count)
+            }
+        case .parts(let parts, let session):
+            guard let session, hasDelegate else { return true }
+            deliverParts(parts, session: session)
+        case .malformed(let message):
+            perform(state.withLock { $0.machine.fail(SessionError(.badServerResponse, failingURL: currentRequest?.url, message: message)) })
+        case .write(let handle, let total, let expected, let session):
+            if let failure = Self.writeAll(chunk, to: handle.fileDescriptor) {
+                // A full disk or a lost file: the task fails with what the system said.
+                perform(state.withLock { $0.machine.fail(SessionError(.cannotWriteFile, failingURL: nil, message: "writing the download failed: \(failure)")) })
+                return true
+            }
+            if let session, case .delegate = delivery, hasDelegate {
+                let written = Int64(chunk.count)
+                events.enqueueSync { [self] in
+                    self.callDelegate {
+                        $0.session(session, downloadTask: self, didWriteData: written, totalBytesWritten: total, totalBytesExpectedToWrite: expected)
+                    }
+                }
+            }
+        }
+        return true
+    }
+
+    /// Body bytes a delegate data task may have waiting for its delegate
+    /// before the transfer pauses: enough to keep a fast delegate busy,
+    /// bounded whatever the body's length and the delegate's speed.
+    static let delegateBacklog = 2 << 20
+
+    /// The delegate's context delivered `count` body bytes: below half the
+    /// backlog, a transfer paused for it goes on.
+    func delegateTook(_ count: Int) {
+        perform(state.withLock { inner in
+            inner.queuedForDelegate -= count
+            return inner.queuedForDelegate <= Self.delegateBacklog / 2 ? inner.machine.continueDelivery() : []
+        })
+    }
+
+    /// Appends a transport chunk with one copy (Data's generic
+    /// `append(contentsOf:)` walks a raw buffer byte by byte).
+    static func append(_ chunk: UnsafeRawBufferPointer, to buffer: inout Data) {
+        guard let start = chunk.baseAddress else { return }
+        buffer.append(start.assumingMemoryBound(to: UInt8.self), count: chunk.count)
+    }
+
+    /// Writes all of `bytes` to `descriptor` straight from the transport's
+    /// buffer (FileHandle's write copies through a Data first); the system's
+    /// reason on failure, nil on success.
+    static func writeAll(_ bytes: UnsafeRawBufferPointer, to descriptor: Int32) -> String? {
+        guard var cursor = bytes.baseAddress else { return nil }
+        var left = bytes.count
+        while left > 0 {
+            let written = write(descriptor, cursor, left)
+            if written < 0 {
+                if errno == EINTR { continue }
+                return String(cString: strerror(errno))
+            }
+            cursor += written
+            left -= written
+        }
+        return nil
+    }
+
+    func sent(_ sent: Int64, total: Int64, hop: Int) {
+        let report = state.withLock { inner -> (Session, Int64)? in
+            guard hop == inner.machine.hop else { return nil }
+            if hop != inner.sendingHop {
+                // The body is sent anew (after a challenge or redirect): count from 0.
+                inner.sendingHop = hop
+                inner.bytesSent = 0
+            }
+            guard sent > inner.bytesSent else { return nil }
+            let delta = sent - inner.bytesSent
+            inner.bytesSent = sent
+            updateProgress(inner)
+            guard let session = inner.session, inner.delegate != nil || session.delegate != nil else { return nil }
+            return (session, delta)
+        }
+        guard let (session, delta) = report else { return }
+        events.enqueueSync { [self] in
+            self.callDelegate { $0.session(session, task: self, didSendBodyData: delta, totalBytesSent: sent, totalBytesExpectedToSend: total) }
+        }
+    }
+
+    func completed(_ result: Result<TransferMetrics, TransferError>, hop: Int) {
+        if case .failure(let error) = result, error.kind != .cancelled, hop == 0, serveStaleIfError(reason: "fwd-status=error") {
+            return
+        }
+        if case .failure(let error) = result, waitForConnectivity(after: error, hop: hop) {
+            return
+        }
+        if case .failure(let error) = result, handleClientCertificateRequest(after: error, hop: hop) {
+            return
+        }
+        let url = currentRequest?.url
+        perform(state.withLock { inner -> [StateMachine.Action] in
+            guard hop == inner.machine.hop, !inner.machine.isFinished else { return [] }
+            let metrics = try? result.get()
+            inner.transactions.append(Self.transaction(url: url, status: inner.hopStatus, metrics: metrics))
+            return inner.machine.transferCompleted(result, hop: hop)
+        })
+    }
+
+    /// With `waitsForConnectivity`, a host that cannot be found or reached
+    /// is tried again (after 0.25 s, doubling to 4 s) until the resource
+    /// timeout, instead of failing at once; the delegate hears once that the
+    /// task waits. Returns whether the task waits.
+    func waitForConnectivity(after error: TransferError, hop: Int) -> Bool {
+        guard let session, session.configuration.waitsForConnectivity,
+              error.failure == .cannotFindHost || error.failure == .cannotConnect else { return false }
+        let deadline = session.configuration.timeoutIntervalForResource
+        let retry = state.withLock { inner -> Int? in
+            guard hop == inner.machine.hop, !inner.machine.isFinished,
+                  Date().timeIntervalSince(inner.started ?? Date()) < deadline else { return nil }
+            inner.connectivityRetries += 1
+            // A retry never waits behind itself for its own cache key.
+            inner.coalesced = true
+            return inner.connectivityRetries
+        }
+        guard let retry else { return false }
+        if retry == 1, hasDelegate {
+            events.enqueueSync { [self] in self.callDelegate { $0.session(session, taskIsWaitingForConnectivity: self) } }
+        }
+        let delay = min(4.0, 0.25 * pow(2.0, Double(retry - 1)))
+        DispatchQueue.global().asyncAfter(deadline: .now() + delay) { [self] in
+            guard !self.state.withLock({ $0.machine.isFinished }) else { return }
+            self.startTransfer(hop: hop)
+        }
+        return true
+    }
+}
+
+/// The transport's observer for one hop of a task.
+final class HopObserver: TransferObserver {
+    let task: SessionTask
+    let hop: Int
+
+    init(task: SessionTask, hop: Int) {
+        self.task = task
+        self.hop = hop
+    }
+
+    func transferDidReceiveHead(_ head: ResponseHead) { task.received(head, hop: hop) }
+    func transferDidReceive(_ chunk: UnsafeRawBufferPointer) -> Bool { task.received(chunk, hop: hop) }
+    func transferDidSendBody(sent: Int64, total: Int64) { task.sent(sent, total: total, hop: hop) }
+    func transferDidComplete(_ result: Result<TransferMetrics, TransferError>) {
+        // The async APIs run the completion's bookkeeping on the awaiting
+        // task: the transport's one thread carries every transfer.
+        if let runner = task.completionRunner {
+            let (task, hop) = (self.task, self.hop)
+            runner { task.completed(result, hop: hop) }
+        } else {
+            task.completed(result, hop: hop)
+        }
+    }
+}
