@@ -17,9 +17,8 @@ extension SessionTask {
             (inner.fallback, inner.currentRequest.map { Self.cacheRequestHeaders($0, cookie: inner.sentCookie, credentials: inner.credentialIdentity) } ?? [])
         }
         let now = Date().timeIntervalSince1970
-        guard let stored = fallback, CachePolicy.staleIfError(stored.entry, requestHeaders: headers, now: now).allowed else { return false }
-        let status = "\(Self.cacheName); hit; \(reason); detail=stale-if-error"
-        let shown = session.configuration.sendsCacheStatus ? status : nil
+        guard let stored = CacheExchange.staleIfError(fallback, requestHeaders: headers, now: now) else { return false }
+        let shown = session.configuration.sendsCacheStatus ? CacheExchange.staleIfErrorStatus(reason) : nil
         guard let response = Self.servedResponse(stored, cacheStatus: shown, now: now) else { return false }
         state.withLock { inner in
             inner.fallback = nil
@@ -40,45 +39,29 @@ extension SessionTask {
         }
         guard !fromCache, let headers, let status else { return nil }
         let method = request.httpMethod ?? "GET"
-        for target in CachePolicy.invalidatedURLs(method: method, status: status, url: url, responseHeaders: headers) {
-            if let targetKey = CachePolicy.primaryKey(target) { cache.remove(key: targetKey) }
+        for target in CacheExchange.invalidatedKeys(method: method, status: status, url: url, responseHeaders: headers) {
+            cache.remove(key: target)
         }
+        let requestHeaders = Self.cacheRequestHeaders(request, cookie: cookie, credentials: credentials)
+        let now = Date().timeIntervalSince1970
         if method == "HEAD", status == 200, let headKey = CachePolicy.primaryKey(url) {
-            Self.freshenFromHead(cache: cache, key: headKey, requestHeaders: Self.cacheRequestHeaders(request, cookie: cookie, credentials: credentials), headHeaders: headers, requestTime: requestTime)
+            let stored = cache.lookup(key: headKey, requestHeaders: requestHeaders, now: now)
+            switch CacheExchange.headUpdate(stored, headHeaders: headers, requestTime: requestTime, now: now) {
+            case .none: break
+            case .remove: if let stored { cache.remove(key: headKey, variant: stored.variant) }
+            case .refresh(let updated): cache.store(updated, now: now)
+            }
             return nil
         }
         guard usesCache, let key, request.cachePolicy != .reloadIgnoringLocalAndRemoteCacheData else { return nil }
         if case .delegate = delivery, !state.withLock({ $0.keepsBodyForCache }) { return nil }
-        let requestHeaders = Self.cacheRequestHeaders(request, cookie: cookie, credentials: credentials)
-        guard CachePolicy.storability(method: method, requestHeaders: requestHeaders, status: status, responseHeaders: headers).allowed else {
-            return nil
-        }
-        let now = Date().timeIntervalSince1970
-        let candidate = StoredResponse(
-            url: url.absoluteString, key: key, status: status, responseHeaders: headers, requestHeaders: requestHeaders,
-            body: body, requestTime: requestTime, responseTime: now, storedAt: now)
+        guard let candidate = CacheExchange.storeCandidate(
+            url: url, key: key, method: method, status: status, responseHeaders: headers, requestHeaders: requestHeaders,
+            body: body, requestTime: requestTime, now: now) else { return nil }
         // A delegate-driven task asks willCacheResponse first (SPEC S6).
         if case .delegate = delivery { return candidate }
         cache.store(candidate, now: now)
         return nil
-    }
-
-    /// RFC 9111 §4.3.5: a 200 to HEAD refreshes the stored GET response it
-    /// selects (same validators), like a 304; a different Content-Length
-    /// means the stored one is outdated, and it is removed.
-    static func freshenFromHead(cache: ResponseCache, key: String, requestHeaders: HeaderFields, headHeaders: HeaderFields, requestTime: Double) {
-        guard let stored = cache.lookup(key: key, requestHeaders: requestHeaders) else { return }
-        if let length = headHeaders["Content-Length"], let storedLength = stored.entry.responseHeaders["Content-Length"], length != storedLength {
-            cache.remove(key: key, variant: stored.variant)
-            return
-        }
-        guard CachePolicy.notModifiedSelects(stored.entry, notModifiedHeaders: headHeaders).allowed else { return }
-        var updated = stored
-        updated.entry.responseHeaders = CachePolicy.updatedHeaders(stored.entry.responseHeaders, with: headHeaders)
-        let now = Date().timeIntervalSince1970
-        updated.entry.requestTime = requestTime > 0 ? requestTime : now
-        updated.entry.responseTime = now
-        cache.store(updated, now: now)
     }
 
     /// SPEC S6: the delegate sees the proposed response after all data and

@@ -32,15 +32,10 @@ extension SessionTask {
             // the entry only when the 304 selects it (RFC 9111 §4.3.4).
             let notModified = HeaderFields(head.headers.map { HeaderFields.Field($0.name, $0.value) })
             let now = Date().timeIntervalSince1970
-            var served = stored
-            if CachePolicy.notModifiedSelects(stored.entry, notModifiedHeaders: notModified).allowed {
-                served.entry.responseHeaders = CachePolicy.updatedHeaders(stored.entry.responseHeaders, with: notModified)
-                served.entry.requestTime = state.withLock { $0.requestTime }
-                served.entry.responseTime = now
-                cache.store(served, now: now)
-            }
-            let status = "\(Self.cacheName); fwd=stale; fwd-status=304"
-            let shown = session.configuration.sendsCacheStatus ? status : nil
+            let (served, refreshed) = CacheExchange.notModified(
+                stored, notModifiedHeaders: notModified, requestTime: state.withLock { $0.requestTime }, now: now)
+            if refreshed { cache.store(served, now: now) }
+            let shown = session.configuration.sendsCacheStatus ? CacheExchange.notModifiedStatus : nil
             if let response = Self.servedResponse(served, cacheStatus: shown, now: now) {
                 state.withLock { $0.cacheStatus = shown }
                 respondWithoutNetwork(response, served.body)

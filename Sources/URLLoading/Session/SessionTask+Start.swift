@@ -104,27 +104,18 @@ extension SessionTask {
             let stored = cache.lookup(key: key, requestHeaders: headers, now: now)
             let policy = request.cachePolicy == .useProtocolCachePolicy ? session.configuration.requestCachePolicy : request.cachePolicy
             let showStatus = session.configuration.sendsCacheStatus
-            switch Self.cacheStep(policy: policy, requestHeaders: headers, stored: stored, now: now) {
-            case .serve(var stored, let status, let revalidate):
+            switch CacheExchange.before(policy: policy, requestHeaders: headers, stored: stored, now: now) {
+            case .serve(let stored, let status, let revalidate):
                 if revalidate { session.revalidateInBackground(request, key: key) }
-                var body = stored.body
-                // A range of a complete stored response is served from it (RFC 9111 §3.4 / RFC 9110 §14).
-                if stored.entry.status == 200, let field = headers["Range"],
-                   let range = Self.byteRange(field, length: body.count) {
-                    stored.entry.status = 206
-                    stored.entry.responseHeaders.set("Content-Range", "bytes \(range.lowerBound)-\(range.upperBound - 1)/\(body.count)")
-                    stored.entry.responseHeaders.set("Content-Length", String(range.count))
-                    body = body.subdata(in: range)
-                }
                 guard let response = Self.servedResponse(stored, cacheStatus: showStatus ? status : nil, now: now) else { break }
                 state.withLock { $0.cacheStatus = status }
-                respondWithoutNetwork(response, body)
+                respondWithoutNetwork(response, stored.body)
                 return
-            case .fail(let error):
-                perform(state.withLock { $0.machine.fail(SessionError(error.code, failingURL: url, message: error.message)) })
+            case .fail(let message):
+                perform(state.withLock { $0.machine.fail(SessionError(.resourceUnavailable, failingURL: url, message: message)) })
                 return
-            case .gatewayTimeout:
-                let fields = showStatus ? ["Cache-Status": "\(Self.cacheName); fwd=miss; detail=only-if-cached"] : [:]
+            case .gatewayTimeout(let status):
+                let fields = showStatus ? ["Cache-Status": status] : [:]
                 guard let response = HTTPURLResponse(url: url, statusCode: 504, httpVersion: "HTTP/1.1", headerFields: fields) else { break }
                 respondWithoutNetwork(response, Data())
                 return

@@ -149,12 +149,12 @@ import TestSupport
         ("bytes=0-1", 0..<2), ("bytes=5-", 5..<10), ("bytes=-3", 7..<10), ("bytes=8-100", 8..<10), ("bytes=-20", 0..<10),
     ])
     func ranges(field: String, expected: Range<Int>) {
-        #expect(SessionTask.byteRange(field, length: 10) == expected)
+        #expect(CacheExchange.byteRange(field, length: 10) == expected)
     }
 
     @Test("Other forms are not served from the cache", arguments: ["bytes=0-1,3-4", "items=0-1", "bytes=10-", "bytes=5-2", "bytes=-0", "junk"])
     func unsupported(field: String) {
-        #expect(SessionTask.byteRange(field, length: 10) == nil)
+        #expect(CacheExchange.byteRange(field, length: 10) == nil)
     }
 }
 
