@@ -20,11 +20,8 @@ final class Transfer {
     private var bodyBytesRead: Int64 = 0
     private var hasBody: Bool { if case .none = body { false } else { true } }
 
-    // The response head as it arrives, line by line.
-    private var status = 0
-    private var httpVersion = ""
-    private var headers: [(name: String, value: String)] = []
-    private var headBytes = 0
+    /// The response head as it arrives, line by line.
+    private var head = ResponseHeadParser(maximumBytes: CurlMulti.maximumHeadBytes)
     private var headDelivered = false
     /// libcurl decodes the content codings it knows (`decodeContent`).
     private var decodesContent = false
@@ -287,7 +284,7 @@ final class Transfer {
         metrics.bytesSent = bytes(CURLINFO_SIZE_UPLOAD_T)
         metrics.bytesReceived = bytes(CURLINFO_SIZE_DOWNLOAD_T)
         metrics.headerBytes = Int64(integer(CURLINFO_HEADER_SIZE))
-        metrics.httpVersion = httpVersion
+        metrics.httpVersion = head.httpVersion
         metrics.reusedConnection = integer(CURLINFO_NUM_CONNECTS) == 0
         metrics.remoteAddress = text(CURLINFO_PRIMARY_IP)
         metrics.remotePort = integer(CURLINFO_PRIMARY_PORT)
@@ -386,95 +383,38 @@ final class Transfer {
     /// One line of the head; false stops the transfer.
     private func headerLine(_ bytes: UnsafeRawBufferPointer) -> Bool {
         activity &+= 1
-        headBytes += bytes.count
-        guard headBytes <= CurlMulti.maximumHeadBytes else {
-            failure = .headTooLarge(CurlMulti.maximumHeadBytes)
-            return false
-        }
-        // Work on bytes: as Characters "\r\n" is one grapheme, and Foundation's
-        // trimming costs more than the whole line.
-        var end = bytes.count
-        while end > 0, bytes[end - 1] == 0x0A || bytes[end - 1] == 0x0D { end -= 1 }
-        if end == 0 {
-            // The end of a head: the final one is delivered with the first
-            // body byte, or at completion for an empty body.
-            if (100..<200).contains(status) && status != 101 { status = 0 }
+        switch head.line(bytes) {
+        case .none, .endOfHead:
             return true
-        }
-        let line = UnsafeRawBufferPointer(rebasing: bytes[0..<end])
-        func isSpace(_ byte: UInt8) -> Bool { byte == 0x20 || byte == 0x09 }
-        func text(_ range: Range<Int>) -> String {
-            var lower = range.lowerBound, upper = range.upperBound
-            while lower < upper, isSpace(line[lower]) { lower += 1 }
-            while upper > lower, isSpace(line[upper - 1]) { upper -= 1 }
-            return String(decoding: UnsafeRawBufferPointer(rebasing: line[lower..<upper]), as: UTF8.self)
-        }
-        if line.starts(with: "HTTP/".utf8) {
-            // A new status line: an interim (1xx) head before it is forgotten.
-            let parts = text(0..<line.count).split(separator: " ", maxSplits: 2, omittingEmptySubsequences: true)
-            guard parts.count >= 2, let code = Int(parts[1]), (100...999).contains(code) else {
-                failure = .badResponse("malformed status line")
-                return false
-            }
-            status = code
-            httpVersion = String(parts[0])
-            headers = []
-            return true
-        }
-        if isSpace(line[0]), !headers.isEmpty {
-            // obs-fold (RFC 9112 §5.2): a continuation of the previous line.
-            headers[headers.count - 1].value += " " + text(0..<line.count)
-            return true
-        }
-        guard let colon = line.firstIndex(of: UInt8(ascii: ":")), colon > 0,
-              !line[0..<colon].contains(where: isSpace) else {
-            failure = .badResponse("malformed header line")
-            return false
-        }
-        let field = (name: text(0..<colon), value: text((colon + 1)..<line.count))
-        headers.append(field)
-        let isContentCoding = Self.asciiCaseInsensitiveEqual(field.name, "content-encoding")
-        let isTransferCoding = Self.asciiCaseInsensitiveEqual(field.name, "transfer-encoding")
-        if isContentCoding || isTransferCoding, !Self.decodableCodings(field.value) {
+        case .undecodableCoding:
             // libcurl fails a body in a coding it does not know; browsers
             // deliver it as it came, and so do we. libcurl reads this option
             // per body chunk, so turning it off here passes the body through
             // its (content and non-chunked transfer) decoders untouched.
             decodesContent = false
             try? set(CURLOPT_HTTP_CONTENT_DECODING, 0)
+            return true
+        case .failed(let error):
+            failure = error
+            return false
         }
-        return true
     }
 
-    /// Whether `name` equals `lowercase` ignoring ASCII case (Foundation's
-    /// caseInsensitiveCompare costs microseconds per header line).
+    /// Whether `name` equals `lowercase` ignoring ASCII case.
     static func asciiCaseInsensitiveEqual(_ name: String, _ lowercase: StaticString) -> Bool {
-        let target = UnsafeBufferPointer(start: lowercase.utf8Start, count: lowercase.utf8CodeUnitCount)
-        guard name.utf8.count == target.count else { return false }
-        return zip(name.utf8, target).allSatisfy { ($0 | 0x20) == $1 }
-    }
-
-    /// Codings libcurl decodes (Debian's build: gzip, deflate, br, zstd).
-    private static let knownCodings: Set<String> = ["gzip", "x-gzip", "deflate", "br", "zstd", "identity", "chunked"]
-
-    /// Whether every coding a Content-Encoding value lists is one libcurl decodes.
-    static func decodableCodings(_ value: String) -> Bool {
-        value.split(separator: ",").allSatisfy { coding in
-            let name = coding.trimmingCharacters(in: .whitespaces).lowercased()
-            return name.isEmpty || knownCodings.contains(name)
-        }
+        ResponseHeadParser.asciiCaseInsensitiveEqual(name, lowercase)
     }
 
     /// Hands the final head to the observer once.
     @discardableResult
     func deliverHead() -> Bool {
         guard !headDelivered else { return true }
-        guard status >= 200 else {
+        guard let final = head.finalHead else {
             failure = .badResponse("no final status line")
             return false
         }
         headDelivered = true
-        observer.transferDidReceiveHead(ResponseHead(status: status, httpVersion: httpVersion, headers: headers))
+        observer.transferDidReceiveHead(final)
         return true
     }
 

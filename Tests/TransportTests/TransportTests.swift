@@ -392,3 +392,53 @@ final class Recorder: TransferObserver {
         #expect(TransferError.cancelled.failure == .cancelled)
     }
 }
+
+/// The response-head parser with bytes, no sockets.
+@Suite struct ResponseHeadParserTests {
+    static func feed(_ lines: [String], limit: Int = 1 << 16) -> (ResponseHeadParser, [ResponseHeadParser.Event]) {
+        var parser = ResponseHeadParser(maximumBytes: limit)
+        var events: [ResponseHeadParser.Event] = []
+        for line in lines {
+            let bytes = Array(line.utf8)
+            events.append(bytes.withUnsafeBytes { parser.line($0) })
+        }
+        return (parser, events)
+    }
+
+    @Test("A head: status, version, fields in order with names' case kept; interim heads forgotten; obs-fold joined")
+    func heads() throws {
+        let (parser, events) = Self.feed([
+            "HTTP/1.1 100 Continue\r\n", "\r\n",
+            "HTTP/1.1 200 OK\r\n", "Content-Type: text/plain\r\n", "X-Folded: a\r\n", "\t b\r\n", "x-empty:\r\n", "\r\n",
+        ])
+        #expect(events.last == .endOfHead && !events.contains { if case .failed = $0 { true } else { false } })
+        let head = try #require(parser.finalHead)
+        #expect(head.status == 200 && head.httpVersion == "HTTP/1.1")
+        #expect(head.headers.map { "\($0.name)=\($0.value)" } == ["Content-Type=text/plain", "X-Folded=a b", "x-empty="])
+        let (interimOnly, _) = Self.feed(["HTTP/1.1 103 Early Hints\r\n", "Link: </a>\r\n", "\r\n"])
+        #expect(interimOnly.finalHead == nil)
+    }
+
+    @Test("Malformed status and field lines, and heads past the limit, fail the transfer")
+    func failures() {
+        for lines in [["HTTP/1.1 2000 OK\r\n"], ["HTTP/1.1 abc\r\n"], ["HTTP/1.1\r\n"], ["HTTP/1.1 200 OK\r\n", "No colon here\r\n"],
+                      ["HTTP/1.1 200 OK\r\n", "Bad Name: x\r\n"], ["HTTP/1.1 200 OK\r\n", ": empty name\r\n"]] {
+            let (_, events) = Self.feed(lines)
+            guard case .failed(let error) = events.last else {
+                Issue.record("accepted \(lines)")
+                continue
+            }
+            #expect(error.failure == .badResponse)
+        }
+        let (_, events) = Self.feed(["HTTP/1.1 200 OK\r\n", "X-Long: " + String(repeating: "a", count: 100) + "\r\n"], limit: 64)
+        #expect(events.last == .failed(.headTooLarge(64)))
+    }
+
+    @Test("A content or transfer coding libcurl does not decode is reported, known ones are not")
+    func codings() {
+        let (_, events) = Self.feed([
+            "HTTP/1.1 200 OK\r\n", "Content-Encoding: gzip\r\n", "Content-Encoding: x-custom\r\n", "Transfer-Encoding: chunked\r\n",
+        ])
+        #expect(events == [.none, .none, .undecodableCoding, .none])
+    }
+}

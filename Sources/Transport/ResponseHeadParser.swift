@@ -1,0 +1,108 @@
+/// The response head as libcurl hands it over, one line at a time, parsed
+/// into a status, a version and header fields: a pure state machine, tested
+/// with bytes.
+///
+/// ```
+/// awaiting status line ─"HTTP/x nnn"→ in head ─field lines (obs-fold joins)→ in head
+///        ↑                                 └─blank line→ 1xx (not 101): forgotten, awaiting the next head
+///        └──────────────────────────────────────────────  else: the final head is complete
+/// any line past `maximumBytes` in all, a malformed status or field line → failed
+/// ```
+package struct ResponseHeadParser {
+    /// What one line did.
+    package enum Event: Equatable {
+        /// Nothing to act on yet.
+        case none
+        /// A field names a content or transfer coding libcurl does not
+        /// decode: the body must go through untouched.
+        case undecodableCoding
+        /// The blank line of a head (interim heads are forgotten).
+        case endOfHead
+        /// The head cannot be used; the transfer stops.
+        case failed(TransferError)
+    }
+
+    /// Bytes of head (all heads of the response) taken in all.
+    package let maximumBytes: Int
+    package private(set) var status = 0
+    package private(set) var httpVersion = ""
+    package private(set) var headers: [(name: String, value: String)] = []
+    private var bytes = 0
+
+    package init(maximumBytes: Int) {
+        self.maximumBytes = maximumBytes
+    }
+
+    /// The final head, once its status line came (nil before, or while only
+    /// interim heads arrived).
+    package var finalHead: ResponseHead? {
+        status >= 200 ? ResponseHead(status: status, httpVersion: httpVersion, headers: headers) : nil
+    }
+
+    /// Takes one line, with its CR LF.
+    package mutating func line(_ raw: UnsafeRawBufferPointer) -> Event {
+        bytes += raw.count
+        guard bytes <= maximumBytes else { return .failed(.headTooLarge(maximumBytes)) }
+        // Work on bytes: as Characters "\r\n" is one grapheme, and Foundation's
+        // trimming costs more than the whole line.
+        var end = raw.count
+        while end > 0, raw[end - 1] == 0x0A || raw[end - 1] == 0x0D { end -= 1 }
+        if end == 0 {
+            if (100..<200).contains(status) && status != 101 { status = 0 }
+            return .endOfHead
+        }
+        let line = UnsafeRawBufferPointer(rebasing: raw[0..<end])
+        func isSpace(_ byte: UInt8) -> Bool { byte == 0x20 || byte == 0x09 }
+        func text(_ range: Range<Int>) -> String {
+            var lower = range.lowerBound, upper = range.upperBound
+            while lower < upper, isSpace(line[lower]) { lower += 1 }
+            while upper > lower, isSpace(line[upper - 1]) { upper -= 1 }
+            return String(decoding: UnsafeRawBufferPointer(rebasing: line[lower..<upper]), as: UTF8.self)
+        }
+        if line.starts(with: "HTTP/".utf8) {
+            // A new status line: an interim (1xx) head before it is forgotten.
+            let parts = text(0..<line.count).split(separator: " ", maxSplits: 2, omittingEmptySubsequences: true)
+            guard parts.count >= 2, parts[1].utf8.count == 3, let code = Int(parts[1]), (100...999).contains(code) else {
+                return .failed(.badResponse("malformed status line"))
+            }
+            status = code
+            httpVersion = String(parts[0])
+            headers = []
+            return .none
+        }
+        if isSpace(line[0]) {
+            // obs-fold (RFC 9112 §5.2): a continuation of the previous line.
+            guard !headers.isEmpty else { return .failed(.badResponse("malformed header line")) }
+            headers[headers.count - 1].value += " " + text(0..<line.count)
+            return .none
+        }
+        guard let colon = line.firstIndex(of: UInt8(ascii: ":")), colon > 0,
+              !line[0..<colon].contains(where: isSpace) else {
+            return .failed(.badResponse("malformed header line"))
+        }
+        let field = (name: text(0..<colon), value: text((colon + 1)..<line.count))
+        headers.append(field)
+        let isCoding = Self.asciiCaseInsensitiveEqual(field.name, "content-encoding")
+            || Self.asciiCaseInsensitiveEqual(field.name, "transfer-encoding")
+        return isCoding && !Self.decodableCodings(field.value) ? .undecodableCoding : .none
+    }
+
+    /// Whether `name` equals `lowercase` ignoring ASCII case (Foundation's
+    /// caseInsensitiveCompare costs microseconds per header line).
+    static func asciiCaseInsensitiveEqual(_ name: String, _ lowercase: StaticString) -> Bool {
+        let target = UnsafeBufferPointer(start: lowercase.utf8Start, count: lowercase.utf8CodeUnitCount)
+        guard name.utf8.count == target.count else { return false }
+        return zip(name.utf8, target).allSatisfy { ($0 | 0x20) == $1 }
+    }
+
+    /// Codings libcurl decodes (Debian's build: gzip, deflate, br, zstd).
+    private static let knownCodings: Set<String> = ["gzip", "x-gzip", "deflate", "br", "zstd", "identity", "chunked"]
+
+    /// Whether every coding a Content-Encoding value lists is one libcurl decodes.
+    static func decodableCodings(_ value: String) -> Bool {
+        value.split(separator: ",").allSatisfy { coding in
+            let name = coding.trimmingCharacters(in: .whitespaces).lowercased()
+            return name.isEmpty || knownCodings.contains(name)
+        }
+    }
+}
