@@ -40,6 +40,10 @@ package final class CurlMulti: Sendable {
     /// Identifies a transfer for `cancel` and `unpause`.
     package struct TransferID: Hashable, Sendable {
         let raw: UInt64
+
+        /// An identifier with this number (the transport numbers its
+        /// transfers; state-machine tests make their own).
+        package init(_ raw: UInt64) { self.raw = raw }
     }
 
     private enum Command {
@@ -110,7 +114,7 @@ package final class CurlMulti: Sendable {
     @discardableResult
     package func start(_ request: TransferRequest, observer: any TransferObserver) -> TransferID {
         let (id, idle) = loop.shared.withLock { state -> (TransferID, UnsafeMutableRawPointer?) in
-            let id = TransferID(raw: state.nextID)
+            let id = TransferID(state.nextID)
             state.nextID += 1
             return (id, state.shutDown ? nil : state.idleHandles.popLast()?.pointer)
         }

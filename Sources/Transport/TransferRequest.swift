@@ -87,11 +87,22 @@ package struct TransferRequest: Sendable {
 }
 
 /// The status line and header fields of a final response.
-package struct ResponseHead: Sendable {
+package struct ResponseHead: Sendable, Equatable {
     package var status: Int
     /// "HTTP/1.1", "HTTP/2", ...
     package var httpVersion: String
     package var headers: [(name: String, value: String)]
+
+    package init(status: Int, httpVersion: String, headers: [(name: String, value: String)]) {
+        self.status = status
+        self.httpVersion = httpVersion
+        self.headers = headers
+    }
+
+    package static func == (a: ResponseHead, b: ResponseHead) -> Bool {
+        a.status == b.status && a.httpVersion == b.httpVersion && a.headers.count == b.headers.count
+            && zip(a.headers, b.headers).allSatisfy { $0.name == $1.name && $0.value == $1.value }
+    }
 }
 
 /// Figures libcurl kept about one transfer (SPEC S4 metrics).

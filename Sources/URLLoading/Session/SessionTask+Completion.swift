@@ -37,7 +37,7 @@ extension SessionTask {
             let metrics = TaskMetrics(
                 transactions: inner.transactions,
                 taskInterval: DateInterval(start: inner.started ?? Date(), end: max(Date(), inner.started ?? Date())),
-                redirectCount: inner.redirectCount)
+                redirectCount: inner.machine.redirects)
             defer {
                 inner.buffer = Data()
                 inner.download = nil

@@ -29,7 +29,6 @@ extension SessionTask {
         var buffer = Data()
         var download: (handle: FileHandle, url: URL)?
         var transactions: [TaskMetrics.Transaction] = []
-        var redirectCount = 0
         var started: Date?
         /// The status of the current hop's head.
         var hopStatus: Int?
@@ -50,8 +49,6 @@ extension SessionTask {
         var cacheBodyLimit = 0
         /// Body bytes handed to the delegate's context and not yet delivered.
         var queuedForDelegate = 0
-        /// waitsForConnectivity: retries made so far.
-        var connectivityRetries = 0
         /// Request coalescing: this task leads for the key, or waited once already.
         var leadsKey: String?
         var coalesced = false

@@ -46,10 +46,10 @@ extension SessionTask {
             return
         }
         if let redirect = Self.redirectRequest(from: request, status: head.status, headers: head.headers) {
-            let tooMany = state.withLock { $0.redirectCount >= session.configuration.httpMaximumRedirects }
-            if tooMany {
-                perform(state.withLock { $0.machine.fail(SessionError(
-                    .httpTooManyRedirects, failingURL: url, message: "more than \(session.configuration.httpMaximumRedirects) redirects")) })
+            let maximum = session.configuration.httpMaximumRedirects
+            // Past the limit the delegate is not asked: following fails at once.
+            if state.withLock({ $0.machine.redirects >= maximum }) {
+                perform(state.withLock { $0.machine.follow(.redirect, url: url, maximumRedirects: maximum) })
                 return
             }
             events.enqueue { [self] in
@@ -68,9 +68,8 @@ extension SessionTask {
                             inner.transactions.append(Self.transaction(url: url, status: inner.hopStatus, metrics: nil))
                         }
                         inner.currentRequest = chosen
-                        inner.redirectCount += 1
                         inner.hopStatus = nil
-                        return inner.machine.follow(.redirect, url: url)
+                        return inner.machine.follow(.redirect, url: url, maximumRedirects: maximum)
                     })
                 } else {
                     self.acceptResponse(head, url: url, session: session)

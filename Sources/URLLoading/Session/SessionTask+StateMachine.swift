@@ -3,15 +3,20 @@ import Transport
 extension SessionTask {
     /// The life of a task as pure state: events come in, actions go out; the
     /// task applies them under its lock and performs them after releasing it
-    /// (transport commands, delegate calls). Events of a hop that is no
-    /// longer current (after a redirect or cancel) are ignored.
+    /// (transport commands, delegate calls).
     ///
     /// ```
-    /// suspended ─resume→ starting ─started→ awaitingHead ─head→ deciding ─allow→ receiving ─done→ finished
-    ///                                            ↑                  │ follow redirect                 ↑
-    ///                                            └──────────────────┘                                 │
-    ///        any state ─cancel / error───────────────────────────────────────────────────────────────┘
+    /// initial ─resume→ starting ─proceed→ awaitingHead ─head→ deciding ─allow→ receiving ─done→ finished
+    ///                                       ↑   │ started(id)     │ follow (redirect, challenge)      ↑
+    ///                                       └───┴─────────────────┘                                   │
+    ///        any state ─cancel / fail / finishWithoutTransfer──────────────────────────────────────────┘
     /// ```
+    ///
+    /// Two kinds of late events are expected and ignored: any event once the
+    /// task is finished (a cancel raced the transport), and transport events
+    /// of a hop that is no longer current (after a redirect or challenge).
+    /// Any other event out of its phase is a bug of ours: it changes nothing
+    /// and comes back as `.impossible`, which the task logs.
     struct StateMachine {
         enum Phase: Equatable {
             case initial
@@ -22,18 +27,30 @@ extension SessionTask {
             case finished
         }
 
-        enum Action {
+        enum Action: Equatable {
             case runInterceptors
             case startTransfer(hop: Int)
             case cancelTransfer(CurlMulti.TransferID)
             case unpause(CurlMulti.TransferID)
             case decide(ResponseHead, hop: Int)
             case complete(Result<TransferMetrics?, SessionError>)
+            /// An event that cannot happen in this phase: nothing changed.
+            case impossible(String)
+        }
+
+        /// Why a task sends another request.
+        enum FollowReason: Equatable {
+            case redirect
+            case authentication
         }
 
         private(set) var phase: Phase = .initial
         private(set) var hop = 0
         private(set) var suspended = true
+        /// Redirects followed (metrics, and the configuration's limit).
+        private(set) var redirects = 0
+        /// Tries after the host could not be reached (waitsForConnectivity).
+        private(set) var connectivityRetries = 0
         private var transfer: CurlMulti.TransferID?
         private var refusedChunk = false
         /// A transfer that ended while its head (or a multipart part's) was being decided.
@@ -44,6 +61,10 @@ extension SessionTask {
         private var openPartDecisions = 0
 
         var isFinished: Bool { phase == .finished }
+
+        private func impossible(_ event: String) -> [Action] {
+            [.impossible("\(event) in phase \(phase) of hop \(hop)")]
+        }
 
         mutating func resume() -> [Action] {
             guard phase != .finished, suspended else { return [] }
@@ -61,16 +82,13 @@ extension SessionTask {
 
         mutating func cancel() -> [Action] {
             guard phase != .finished else { return [] }
-            phase = .finished
-            var actions: [Action] = []
-            if let transfer { actions.append(.cancelTransfer(transfer)) }
-            actions.append(.complete(.failure(SessionError(.cancelled, failingURL: nil, message: "the task was cancelled"))))
-            return actions
+            return finish(.failure(SessionError(.cancelled, failingURL: nil, message: "the task was cancelled")))
         }
 
         /// Interceptors let the request through: start the first hop.
         mutating func proceed() -> [Action] {
-            guard phase == .starting else { return [] }
+            guard phase != .finished else { return [] }
+            guard phase == .starting else { return impossible("proceed") }
             phase = .awaitingHead
             return [.startTransfer(hop: hop)]
         }
@@ -79,24 +97,20 @@ extension SessionTask {
         /// without (more of) a transfer.
         mutating func finishWithoutTransfer(_ result: Result<TransferMetrics?, SessionError>) -> [Action] {
             guard phase != .finished else { return [] }
-            phase = .finished
-            var actions: [Action] = []
-            if let transfer { actions.append(.cancelTransfer(transfer)) }
-            transfer = nil
-            actions.append(.complete(result))
-            return actions
+            return finish(result)
         }
 
+        /// The hop's transfer was handed to the transport.
         mutating func started(_ id: CurlMulti.TransferID, hop: Int) -> [Action] {
-            guard hop == self.hop else { return [.cancelTransfer(id)] }
-            guard phase != .finished else { return [.cancelTransfer(id)] }
+            guard hop == self.hop, phase != .finished else { return [.cancelTransfer(id)] }
             transfer = id
             // A chunk refused before the id was known still needs its unpause.
             return unpauseIfRefused()
         }
 
         mutating func head(_ head: ResponseHead, hop: Int) -> [Action] {
-            guard hop == self.hop, phase == .awaitingHead else { return [] }
+            guard hop == self.hop, phase != .finished else { return [] }
+            guard phase == .awaitingHead else { return impossible("a second head") }
             phase = .deciding
             return [.decide(head, hop: hop)]
         }
@@ -109,8 +123,8 @@ extension SessionTask {
             return false
         }
 
-        /// A consumer further on (a byte stream) could not take a consumed
-        /// chunk: the transfer pauses until `continueDelivery`.
+        /// A consumer further on (a byte stream, a slow delegate) could not
+        /// take a consumed chunk: the transfer pauses until `continueDelivery`.
         mutating func refuseChunk() {
             refusedChunk = true
         }
@@ -120,39 +134,48 @@ extension SessionTask {
             unpauseIfRefused()
         }
 
-        /// Why a task sends another request.
-        enum FollowReason: Equatable {
-            case redirect
-            case authentication
-        }
-
         /// The delegate (or the session) decided to follow a redirect, or to
-        /// answer a challenge. Past `maximumHops` requests the task fails.
-        mutating func follow(_ reason: FollowReason, url: URL?) -> [Action] {
-            guard phase == .deciding else { return [] }
-            var actions: [Action] = []
-            if let transfer { actions.append(.cancelTransfer(transfer)) }
-            transfer = nil
+        /// answer a challenge. Past `maximumRedirects` redirects, or
+        /// `maximumHops` requests in all, the task fails.
+        mutating func follow(_ reason: FollowReason, url: URL?, maximumRedirects: Int = .max) -> [Action] {
+            guard phase != .finished else { return [] }
+            guard phase == .deciding else { return impossible("follow") }
+            if reason == .redirect, redirects >= maximumRedirects {
+                return finish(.failure(SessionError(.httpTooManyRedirects, failingURL: url, message: "more than \(maximumRedirects) redirects")))
+            }
             guard hop + 1 < SessionTask.maximumHops else {
-                phase = .finished
                 let error = reason == .redirect
                     ? SessionError(.httpTooManyRedirects, failingURL: url, message: "more than \(SessionTask.maximumHops) requests for one task")
                     : SessionError(.userAuthenticationRequired, failingURL: url,
                                    message: "the server kept challenging: more than \(SessionTask.maximumHops) requests for one task")
-                actions.append(.complete(.failure(error)))
-                return actions
+                return finish(.failure(error))
             }
+            var actions: [Action] = []
+            if let transfer { actions.append(.cancelTransfer(transfer)) }
+            transfer = nil
             refusedChunk = false
             pendingCompletion = nil
+            if reason == .redirect { redirects += 1 }
             hop += 1
             phase = .awaitingHead
             actions.append(.startTransfer(hop: hop))
             return actions
         }
 
+        /// The host could not be reached and the task waits for connectivity
+        /// (the caller decides whether it may): the same hop goes again.
+        /// Returns the number of this try, from 1.
+        mutating func retryForConnectivity(hop: Int) -> Int? {
+            guard hop == self.hop, phase == .awaitingHead else { return nil }
+            transfer = nil
+            connectivityRetries += 1
+            return connectivityRetries
+        }
+
         /// The response is accepted: receive its body.
         mutating func allow() -> [Action] {
-            guard phase == .deciding else { return [] }
+            guard phase != .finished else { return [] }
+            guard phase == .deciding else { return impossible("allow") }
             phase = .receiving
             if let pending = pendingCompletion {
                 pendingCompletion = nil
@@ -161,14 +184,10 @@ extension SessionTask {
             return unpauseIfRefused()
         }
 
-        /// The task fails (delegate cancelled, too many redirects, ...).
+        /// The task fails (delegate cancelled, a limit reached, ...).
         mutating func fail(_ error: SessionError) -> [Action] {
             guard phase != .finished else { return [] }
-            phase = .finished
-            var actions: [Action] = []
-            if let transfer { actions.append(.cancelTransfer(transfer)) }
-            actions.append(.complete(.failure(error)))
-            return actions
+            return finish(.failure(error))
         }
 
         mutating func transferCompleted(_ result: Result<TransferMetrics, TransferError>, hop: Int) -> [Action] {
@@ -195,6 +214,15 @@ extension SessionTask {
             guard openPartDecisions == 0, phase == .receiving, let pending = pendingCompletion else { return [] }
             pendingCompletion = nil
             return completion(pending)
+        }
+
+        private mutating func finish(_ result: Result<TransferMetrics?, SessionError>) -> [Action] {
+            phase = .finished
+            var actions: [Action] = []
+            if let transfer { actions.append(.cancelTransfer(transfer)) }
+            transfer = nil
+            actions.append(.complete(result))
+            return actions
         }
 
         private mutating func completion(_ result: Result<TransferMetrics, TransferError>) -> [Action] {

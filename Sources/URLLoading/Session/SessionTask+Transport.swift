@@ -211,12 +211,11 @@ extension SessionTask {
               error.failure == .cannotFindHost || error.failure == .cannotConnect else { return false }
         let deadline = session.configuration.timeoutIntervalForResource
         let retry = state.withLock { inner -> Int? in
-            guard hop == inner.machine.hop, !inner.machine.isFinished,
-                  Date().timeIntervalSince(inner.started ?? Date()) < deadline else { return nil }
-            inner.connectivityRetries += 1
+            guard Date().timeIntervalSince(inner.started ?? Date()) < deadline,
+                  let retry = inner.machine.retryForConnectivity(hop: hop) else { return nil }
             // A retry never waits behind itself for its own cache key.
             inner.coalesced = true
-            return inner.connectivityRetries
+            return retry
         }
         guard let retry else { return false }
         if retry == 1, hasDelegate {

@@ -1,0 +1,175 @@
+import Foundation
+import Testing
+import Transport
+@testable import URLLoading
+
+/// A task's state machine with events and actions only: no socket, no
+/// session, no thread.
+@Suite struct TaskStateMachineTests {
+    typealias Machine = SessionTask.StateMachine
+    static let id = CurlMulti.TransferID(1)
+    static let other = CurlMulti.TransferID(2)
+    static let head = ResponseHead(status: 200, httpVersion: "HTTP/1.1", headers: [("Content-Length", "2")])
+    static let url = URL(string: "http://example.test/")
+
+    /// A machine whose first hop's head is being decided.
+    static func deciding() -> Machine {
+        var machine = Machine()
+        _ = machine.resume()
+        _ = machine.proceed()
+        _ = machine.started(id, hop: 0)
+        _ = machine.head(head, hop: 0)
+        return machine
+    }
+
+    @Test("The life of a plain exchange: resume, interceptors, transfer, head, body, end")
+    func plainExchange() {
+        var machine = Machine()
+        #expect(machine.suspended && machine.phase == .initial)
+        let r1 = machine.resume()
+        #expect(r1 == [.runInterceptors])
+        let r2 = machine.resume()
+        #expect(r2 == [])
+        let r3 = machine.proceed()
+        #expect(r3 == [.startTransfer(hop: 0)])
+        let r4 = machine.started(Self.id, hop: 0)
+        #expect(r4 == [])
+        let r5 = machine.chunk(hop: 0)
+        #expect(r5 == false, "no body before the head is decided")
+        let r6 = machine.head(Self.head, hop: 0)
+        #expect(r6 == [.decide(Self.head, hop: 0)])
+        let r7 = machine.allow()
+        #expect(r7 == [.unpause(Self.id)], "the refused chunk is asked for again")
+        let r8 = machine.chunk(hop: 0)
+        #expect(r8)
+        let r9 = machine.transferCompleted(.success(TransferMetrics()), hop: 0)
+        #expect(r9 == [.complete(.success(TransferMetrics()))])
+        #expect(machine.isFinished)
+    }
+
+    @Test("A transfer that ends while its head is decided completes when the decision comes")
+    func completionWaitsForDecision() {
+        var machine = Self.deciding()
+        let r10 = machine.transferCompleted(.success(TransferMetrics()), hop: 0)
+        #expect(r10 == [])
+        #expect(!machine.isFinished)
+        let r11 = machine.allow()
+        #expect(r11 == [.complete(.success(TransferMetrics()))])
+    }
+
+    @Test("Cancel in every phase: the transfer is cancelled once, the task completes once with cancelled")
+    func cancelEverywhere() {
+        let cancelled = SessionError(.cancelled, failingURL: nil, message: "the task was cancelled")
+        var initial = Machine()
+        let r12 = initial.cancel()
+        #expect(r12 == [.complete(.failure(cancelled))])
+        let r13 = initial.cancel()
+        let r14 = initial.resume()
+        #expect(r13 == [] && r14 == [])
+        var deciding = Self.deciding()
+        let r15 = deciding.cancel()
+        #expect(r15 == [.cancelTransfer(Self.id), .complete(.failure(cancelled))])
+        // Late events after the end change nothing and are not impossible.
+        let r16 = deciding.allow()
+        let r17 = deciding.head(Self.head, hop: 0)
+        #expect(r16 == [] && r17 == [])
+        let r18 = deciding.transferCompleted(.failure(.cancelled), hop: 0)
+        #expect(r18 == [])
+        let r19 = deciding.started(Self.other, hop: 0)
+        #expect(r19 == [.cancelTransfer(Self.other)])
+    }
+
+    @Test("Following a redirect or a challenge moves to the next hop; the old hop's events are dropped")
+    func follow() {
+        var machine = Self.deciding()
+        let r20 = machine.follow(.redirect, url: Self.url)
+        #expect(r20 == [.cancelTransfer(Self.id), .startTransfer(hop: 1)])
+        #expect(machine.hop == 1 && machine.redirects == 1)
+        let r21 = machine.head(Self.head, hop: 0)
+        #expect(r21 == [], "the old hop's head")
+        let r22 = machine.transferCompleted(.success(TransferMetrics()), hop: 0)
+        #expect(r22 == [])
+        let r23 = machine.chunk(hop: 0)
+        #expect(r23, "an old hop's bytes are consumed and dropped")
+        let r24 = machine.started(Self.other, hop: 1)
+        #expect(r24 == [])
+        let r25 = machine.head(Self.head, hop: 1)
+        #expect(r25 == [.decide(Self.head, hop: 1)])
+        let r26 = machine.follow(.authentication, url: Self.url)
+        #expect(r26 == [.cancelTransfer(Self.other), .startTransfer(hop: 2)])
+        #expect(machine.redirects == 1, "a challenge is no redirect")
+    }
+
+    @Test("The redirect limit and the one bound on all hops end the task with a clear error")
+    func bounds() {
+        var limited = Self.deciding()
+        guard case .complete(.failure(let error)) = limited.follow(.redirect, url: Self.url, maximumRedirects: 0).last else {
+            Issue.record("followed past the limit")
+            return
+        }
+        #expect(error.code == .httpTooManyRedirects && limited.isFinished)
+        var machine = Self.deciding()
+        var last: [Machine.Action] = []
+        for hop in 0..<SessionTask.maximumHops {
+            last = machine.follow(.authentication, url: Self.url)
+            if machine.isFinished { break }
+            _ = machine.head(Self.head, hop: hop + 1)
+        }
+        guard case .complete(.failure(let bound)) = last.last else {
+            Issue.record("no bound")
+            return
+        }
+        #expect(bound.code == .userAuthenticationRequired && machine.hop == SessionTask.maximumHops - 1)
+    }
+
+    @Test("Events out of their phase are reported as impossible and change nothing")
+    func impossibleEvents() {
+        var machine = Machine()
+        guard case .impossible = machine.allow().first else {
+            Issue.record("allow before anything was not reported")
+            return
+        }
+        guard case .impossible = machine.proceed().first else {
+            Issue.record("proceed before resume was not reported")
+            return
+        }
+        #expect(machine.phase == .initial)
+        var receiving = Self.deciding()
+        _ = receiving.allow()
+        guard case .impossible = receiving.head(Self.head, hop: 0).first else {
+            Issue.record("a second head was not reported")
+            return
+        }
+        #expect(receiving.phase == .receiving)
+    }
+
+    @Test("Suspend holds body bytes; resume asks for them again; waits for connectivity count tries")
+    func suspendAndRetries() {
+        var machine = Self.deciding()
+        _ = machine.allow()
+        machine.suspend()
+        let r27 = machine.chunk(hop: 0)
+        #expect(r27 == false)
+        let r28 = machine.resume()
+        #expect(r28 == [.unpause(Self.id)])
+        var waiting = Machine()
+        _ = waiting.resume()
+        _ = waiting.proceed()
+        let r29 = waiting.retryForConnectivity(hop: 0)
+        let r30 = waiting.retryForConnectivity(hop: 0)
+        #expect(r29 == 1 && r30 == 2)
+        let r31 = waiting.retryForConnectivity(hop: 1)
+        #expect(r31 == nil)
+    }
+
+    @Test("x-mixed-replace: the task completes only after every part's decision")
+    func partDecisions() {
+        var machine = Self.deciding()
+        _ = machine.allow()
+        machine.partDecisionOpened()
+        let r32 = machine.transferCompleted(.success(TransferMetrics()), hop: 0)
+        #expect(r32 == [])
+        let r33 = machine.partDecisionClosed()
+        #expect(r33 == [.complete(.success(TransferMetrics()))])
+    }
+}
