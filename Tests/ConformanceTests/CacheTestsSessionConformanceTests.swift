@@ -6,7 +6,8 @@ import TestSupport
 /// applies to a private cache, 32 at a time.
 ///
 /// Prints `conformance cache-tests: required R/137 optimal O/77 check C/86`,
-/// writes `Results/cache-tests.json` in the browsers' result shape, and fails
+/// writes `cache-tests.json` in the browsers' result shape (to
+/// `$URLLOADING_RESULTS_DIR`, else a temporary folder), and fails
 /// when a required test listed in `Results/cache-tests-required-passing.txt`
 /// (the ones that passed before) fails now.
 @Suite(.timeLimit(.minutes(5))) struct CacheTestsSessionConformanceTests {
@@ -99,8 +100,14 @@ import TestSupport
         func figure(_ kind: String) -> String { "\(counts[kind]?.passed ?? 0)/\(counts[kind]?.total ?? 0)" }
         print("conformance cache-tests: required \(figure("required")) optimal \(figure("optimal")) check \(figure("check"))")
         print(failures.sorted().joined(separator: "\n"))
+        // Results are output: never written into the tree (a clone stays clean).
         let json = try JSONSerialization.data(withJSONObject: results, options: [.prettyPrinted, .sortedKeys])
-        try? json.write(to: Self.resultsDirectory.appendingPathComponent("cache-tests.json"))
+        let output = ProcessInfo.processInfo.environment["URLLOADING_RESULTS_DIR"].map { URL(fileURLWithPath: $0) }
+            ?? FileManager.default.temporaryDirectory.appendingPathComponent("urlloading-conformance-results")
+        try FileManager.default.createDirectory(at: output, withIntermediateDirectories: true)
+        let file = output.appendingPathComponent("cache-tests.json")
+        try json.write(to: file)
+        print("cache-tests: per-test results in \(file.path)")
 
         for id in mustPass {
             #expect(results[id] as? Bool == true, "required cache-test \(id) passed before and fails now: \(final(id))")
