@@ -350,10 +350,13 @@ extension CacheMaintenance {
             // listed before the references are read (a new body is registered
             // before it is written), and an entry counts as missing its body
             // only if, read again after the second listing, it still is.
-            func files() -> Set<String> {
-                Set((try? FileManager.default.contentsOfDirectory(atPath: file.bodiesDirectory.path)) ?? [])
+            // A listing that fails is an error, never an empty folder: repair
+            // must not remove entries on the strength of a failed read.
+            func files() throws -> Set<String> {
+                guard FileManager.default.fileExists(atPath: file.bodiesDirectory.path) else { return [] }
+                return Set(try FileManager.default.contentsOfDirectory(atPath: file.bodiesDirectory.path))
             }
-            let listedFirst = files()
+            let listedFirst = try files()
             let referenced = Set(try file.database.read { connection in
                 try connection.query("SELECT body_file FROM entries WHERE body_file IS NOT NULL UNION SELECT name FROM pending_files") {
                     $0.text(0) ?? ""
@@ -368,15 +371,21 @@ extension CacheMaintenance {
                 }
             }
             let candidates = try rowsWithFiles()
-            let listedSecond = files()
+            // Names another program wrote into the database: damage, never paths.
+            let crafted = candidates.filter { !DiskTier.isBodyFileName($0.2) }
+            let listedSecond = try files()
             let stillThere = Set(try rowsWithFiles().map(\.0))
-            let missing = candidates.filter { !listedSecond.contains($0.2) && stillThere.contains($0.0) && !files().contains($0.2) }
+            let listedThird = try files()
+            let missing = candidates.filter {
+                DiskTier.isBodyFileName($0.2) && !listedSecond.contains($0.2) && stillThere.contains($0.0) && !listedThird.contains($0.2)
+            }
             if repair {
                 for name in orphans { unlink(file.bodiesDirectory.appendingPathComponent(name).path) }
-                try file.remove(ids: missing.map(\.0))
+                try file.remove(ids: missing.map(\.0) + crafted.map(\.0))
             }
+            let damage = crafted.map { "entry \($0.0): its body file name is not a name this library writes" }
             return CacheVerification(
-                path: file.database.path, integrityProblems: integrity == ["ok"] ? [] : integrity,
+                path: file.database.path, integrityProblems: (integrity == ["ok"] ? [] : integrity) + damage,
                 orphanFiles: orphans, missingBodies: missing.map(\.1), repaired: repair)
         } catch {
             throw StoreError.wrapping(error, path: file.database.path)

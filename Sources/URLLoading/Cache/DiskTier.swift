@@ -178,7 +178,12 @@ final class DiskTier: Sendable {
         }
         let body: Data
         if let name = row.bodyFile {
-            guard let data = try? Data(contentsOf: bodiesDirectory.appendingPathComponent(name)), data.count == row.bodySize else {
+            guard let file = bodyFileURL(name) else {
+                logger.warning("cache entry with a body file name this library does not write removed", metadata: ["id": "\(row.id)"])
+                try remove(ids: [row.id])
+                return nil
+            }
+            guard let data = try? Data(contentsOf: file), data.count == row.bodySize else {
                 // Removed by another process meanwhile, or lost: a miss, never a partial body.
                 if (try? database.read({ try $0.scalarInt("SELECT count(*) FROM entries WHERE id = ?", [.integer(row.id)]) })) == 1 {
                     try remove(ids: [row.id])
@@ -403,6 +408,30 @@ final class DiskTier: Sendable {
         }
     }
 
+    /// Whether `name` is one this library gives a body file: a lowercase
+    /// UUID. Names are read back from the database, which another program
+    /// may have written: anything else is damage, never a path.
+    static func isBodyFileName(_ name: String) -> Bool {
+        let bytes = Array(name.utf8)
+        guard bytes.count == 36 else { return false }
+        for (index, byte) in bytes.enumerated() {
+            if [8, 13, 18, 23].contains(index) {
+                guard byte == UInt8(ascii: "-") else { return false }
+            } else {
+                guard (byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9")) || (byte >= UInt8(ascii: "a") && byte <= UInt8(ascii: "f")) else {
+                    return false
+                }
+            }
+        }
+        return true
+    }
+
+    /// The path of body file `name` in the folder, or nil for a name this
+    /// library does not write (see `isBodyFileName`).
+    func bodyFileURL(_ name: String) -> URL? {
+        Self.isBodyFileName(name) ? bodiesDirectory.appendingPathComponent(name) : nil
+    }
+
     private func writeBodyFile(_ body: Data, now: Double) throws -> String {
         let name = UUID().uuidString.lowercased()
         try database.write { try $0.run("INSERT INTO pending_files(name, created) VALUES (?, ?)", [.text(name), .real(now)]) }
@@ -422,7 +451,8 @@ final class DiskTier: Sendable {
     func deleteFiles(_ names: [String]) {
         guard !names.isEmpty else { return }
         for name in names {
-            unlink(bodiesDirectory.appendingPathComponent(name).path)
+            // A crafted name is unregistered below, never unlinked.
+            if let file = bodyFileURL(name) { unlink(file.path) }
         }
         do {
             try database.write { connection in
@@ -443,7 +473,7 @@ final class DiskTier: Sendable {
                     "SELECT name FROM pending_files WHERE created < ? AND name NOT IN (SELECT body_file FROM entries WHERE body_file IS NOT NULL)",
                     [.real(cutoff)]) { $0.text(0) ?? "" }
             }
-            for name in orphans {
+            for name in orphans where Self.isBodyFileName(name) {
                 unlink(bodiesDirectory.appendingPathComponent(name + ".tmp").path)
             }
             deleteFiles(orphans)
