@@ -177,7 +177,7 @@ extension CacheTool {
             let headers = try parseHeaders(header)
             try reportingStoreErrors {
                 guard let snapshot = try CacheMaintenance.snapshot(in: store.cacheDirectory, url: target, requestHeaders: headers) else {
-                    FileHandle.standardError.write(Data("cachetool: nothing stored for \(url) (see `cachetool list`)\n".utf8))
+                    FileHandle.standardError.write(Data("cachetool: nothing stored for \(CachedURL.displayed(url)) (see `cachetool list`)\n".utf8))
                     throw ExitCode(ExitStatus.notFound)
                 }
                 let explanation = try CacheMaintenance.explain(in: store.cacheDirectory, url: target, requestHeaders: headers)
@@ -262,7 +262,7 @@ extension CacheTool {
                     try printJSON(explanation)
                     return
                 }
-                print("\(url): \(explanation.action)")
+                print("\(CachedURL.displayed(url)): \(explanation.action)")
                 if let lifetime = explanation.freshnessLifetime, let age = explanation.currentAge {
                     print("  freshness lifetime: \(formatDuration(lifetime)) (\(explanation.freshnessSource ?? "?"))")
                     print("  current age:        \(formatDuration(age))")

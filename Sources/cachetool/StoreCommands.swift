@@ -70,7 +70,7 @@ extension CacheTool {
                 }
                 await session.flush()
                 let http = response as? HTTPURLResponse
-                let report = Report(url: url, status: http?.statusCode ?? 0,
+                let report = Report(url: CachedURL.displayed(url), status: http?.statusCode ?? 0,
                                     cacheStatus: http?.value(forHTTPHeaderField: "Cache-Status"), bytes: data.count)
                 if let output {
                     if output == "-" {

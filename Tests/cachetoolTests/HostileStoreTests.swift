@@ -45,3 +45,40 @@ import TestSupport
         #expect(result.standardOutput.contains("not a name this library writes"), "\(result.standardOutput)")
     }
 }
+
+/// Secrets in stored URLs never reach cachetool's output (issue 18).
+@Suite(.timeLimit(.minutes(2))) struct CacheToolSecretTests {
+    static let secrets = ["s3cretpw", "tok3nvalue", "k3yvalue", "s1gvalue", "sessval"]
+
+    @Test("No command prints a password or a secret query value; URLs are stored without the password")
+    func noSecretsInOutput() async throws {
+        let directory = TemporaryDirectory()
+        let cache = try ResponseCache(memoryCapacity: 0, diskCapacity: 1 << 30, directory: directory.url)
+        let planted = [
+            "http://alice:s3cretpw@a.test/p?token=tok3nvalue&page=2",
+            "https://b.test/q?api_key=k3yvalue&X-Amz-Signature=s1gvalue&session_id=sessval&plain=visible",
+        ]
+        for url in planted {
+            cache.store(url: URL(string: url)!, status: 200, responseHeaders: [("Cache-Control", "max-age=600")], body: Data("b".utf8))
+        }
+        cache.flush()
+        let path = directory.url.path
+        var outputs: [String] = []
+        for arguments in [
+            ["list"], ["list", "--json"], ["stats"], ["stats", "--json"], ["info"], ["verify"], ["verify", "--json"],
+            ["show", planted[0]], ["show", planted[0], "--json"], ["show", planted[1]], ["explain", planted[1]],
+            ["explain", planted[1], "--json"], ["show", "https://b.test/none?token=tok3nvalue"],
+        ] {
+            let result = try await ChildProcess.run(CacheToolCommandTests.cachetool, arguments + ["--cache-dir", path])
+            outputs.append(result.standardOutput + result.standardError)
+            for secret in Self.secrets {
+                #expect(!(result.standardOutput + result.standardError).contains(secret), "\(arguments) printed \(secret)")
+            }
+        }
+        let all = outputs.joined()
+        #expect(all.contains("a.test/p?token=…&page=2") && all.contains("plain=visible"), "\(outputs[0])")
+        // The database itself holds no password.
+        let database = try Data(contentsOf: directory.url.appendingPathComponent("Cache.sqlite"))
+        #expect(database.range(of: Data("s3cretpw".utf8)) == nil)
+    }
+}

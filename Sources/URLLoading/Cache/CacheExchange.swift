@@ -180,7 +180,7 @@ package enum CacheExchange {
         guard CachePolicy.storability(method: method, requestHeaders: requestHeaders, status: status, responseHeaders: responseHeaders).allowed
         else { return nil }
         return StoredResponse(
-            url: url.absoluteString, key: key, status: status, responseHeaders: responseHeaders, requestHeaders: requestHeaders,
+            url: CachedURL.stored(url), key: key, status: status, responseHeaders: responseHeaders, requestHeaders: requestHeaders,
             body: body, requestTime: requestTime, responseTime: now, storedAt: now)
     }
 }

@@ -158,7 +158,7 @@ extension CacheMaintenance {
                     let isFresh = lifetime.seconds > age
                     if let fresh = query.fresh, fresh != isFresh { continue }
                     let info = CacheEntryInfo(
-                        url: url, host: statement.text(1) ?? "", status: statement.int(2), bodySize: statement.int(3),
+                        url: CachedURL.displayed(url), host: statement.text(1) ?? "", status: statement.int(2), bodySize: statement.int(3),
                         cost: statement.int(4), storedAt: statement.double(5), lastUsed: statement.double(6),
                         freshUntil: current + lifetime.seconds - age, isFresh: isFresh, freshnessSource: lifetime.source.rawValue,
                         contentType: headers["Content-Type"], tier: "disk")
@@ -386,7 +386,7 @@ extension CacheMaintenance {
             let damage = crafted.map { "entry \($0.0): its body file name is not a name this library writes" }
             return CacheVerification(
                 path: file.database.path, integrityProblems: (integrity == ["ok"] ? [] : integrity) + damage,
-                orphanFiles: orphans, missingBodies: missing.map(\.1), repaired: repair)
+                orphanFiles: orphans, missingBodies: missing.map { CachedURL.displayed($0.1) }, repaired: repair)
         } catch {
             throw StoreError.wrapping(error, path: file.database.path)
         }

@@ -34,7 +34,7 @@ public struct CacheEntrySnapshot: Sendable, Equatable {
     }
 
     init(_ stored: StoredResponse) {
-        url = stored.url
+        url = CachedURL.displayed(stored.url)
         status = stored.entry.status
         responseHeaders = stored.entry.responseHeaders.map { ($0.name, $0.value) }
         varyRequestHeaders = stored.entry.requestHeaders.map { ($0.name, $0.value) }
@@ -67,7 +67,7 @@ extension ResponseCache {
         guard let key = CachePolicy.primaryKey(url) else { return }
         let now = date.timeIntervalSince1970
         store(StoredResponse(
-            url: url.absoluteString, key: key, status: status,
+            url: CachedURL.stored(url), key: key, status: status,
             responseHeaders: HeaderFields(responseHeaders.map { HeaderFields.Field($0.name, $0.value) }),
             requestHeaders: HeaderFields(requestHeaders.map { HeaderFields.Field($0.name, $0.value) }),
             body: body, requestTime: now, responseTime: now, storedAt: now,

@@ -99,7 +99,7 @@ public final class ResponseCache: Sendable, CustomStringConvertible {
         }
         let now = Date().timeIntervalSince1970
         store(StoredResponse(
-            url: url.absoluteString, key: key, status: cachedResponse.response.statusCode,
+            url: CachedURL.stored(url), key: key, status: cachedResponse.response.statusCode,
             responseHeaders: headers, requestHeaders: HeaderFields(request.allHTTPHeaderFields ?? [:]),
             body: cachedResponse.data, requestTime: now, responseTime: now, storedAt: now,
             storagePolicy: cachedResponse.storagePolicy, userInfo: cachedResponse.userInfo))
