@@ -32,6 +32,10 @@ func redacted(_ field: (name: String, value: String)) -> (name: String, value: S
 /// UTC, `2026-11-22T06:03:38Z`, without a formatter per call (a listing
 /// prints two per line).
 func formatDate(_ seconds: Double) -> String {
+    // Times read from a store may be anything: years 1...9999 are shown, others named.
+    guard seconds.isFinite else { return "invalid" }
+    guard seconds >= -62_135_596_800 else { return "before year 1" }
+    guard seconds < 253_402_300_800 else { return "after year 9999" }
     var time = time_t(seconds.rounded(.down))
     var parts = tm()
     gmtime_r(&time, &parts)
@@ -41,6 +45,7 @@ func formatDate(_ seconds: Double) -> String {
 
 func formatDuration(_ seconds: Double) -> String {
     let value = abs(seconds)
+    guard value.isFinite, value < 1e15 else { return seconds.isNaN ? "invalid" : seconds < 0 ? "-forever" : "forever" }
     let text = value < 120 ? "\(Int(value))s" : value < 7200 ? "\(Int(value / 60))m" : value < 172_800 ? "\(Int(value / 3600))h" : "\(Int(value / 86_400))d"
     return seconds < 0 ? "-" + text : text
 }
@@ -48,12 +53,23 @@ func formatDuration(_ seconds: Double) -> String {
 /// `30s`, `15m`, `2h`, `7d`, `1w`.
 func parseDuration(_ text: String) throws -> TimeInterval {
     let units: [Character: Double] = ["s": 1, "m": 60, "h": 3600, "d": 86_400, "w": 604_800]
-    guard let unit = text.last, let factor = units[unit], let number = Double(text.dropLast()), number >= 0 else {
-        if let seconds = Double(text), seconds >= 0 { return seconds }
+    let seconds: Double
+    if let unit = text.last, let factor = units[unit], let number = Double(text.dropLast()), number >= 0 {
+        seconds = number * factor
+    } else if let number = Double(text), number >= 0 {
+        seconds = number
+    } else {
         throw ValidationError("a duration looks like 30s, 15m, 2h, 7d or 1w, not \(text)")
     }
-    return number * factor
+    // Numbers from the command line are checked before they are used.
+    guard seconds.isFinite, seconds <= maximumDuration else {
+        throw ValidationError("\(text) is longer than any age a store can hold (at most 10000 years)")
+    }
+    return seconds
 }
+
+/// The longest duration taken from the command line: 10,000 years.
+let maximumDuration: TimeInterval = 10_000 * 365.25 * 86_400
 
 /// `1048576`, `512K`, `10M`, `1G` (powers of 1024; a trailing B is allowed).
 func parseSize(_ text: String) throws -> Int {
@@ -61,7 +77,10 @@ func parseSize(_ text: String) throws -> Int {
     if body.hasSuffix("B") { body.removeLast() }
     let units: [Character: Int] = ["K": 1 << 10, "M": 1 << 20, "G": 1 << 30]
     if let unit = body.last, let factor = units[unit], let number = Double(body.dropLast()), number >= 0 {
-        return Int(number * Double(factor))
+        let bytes = number * Double(factor)
+        // Numbers from the command line are checked before conversion.
+        guard bytes.isFinite, bytes <= Double(1 << 60) else { throw ValidationError("\(text) is larger than any store (at most 1024P)") }
+        return Int(bytes)
     }
     guard let bytes = Int(body), bytes >= 0 else { throw ValidationError("a size looks like 1048576, 512K, 10M or 1G, not \(text)") }
     return bytes

@@ -82,3 +82,33 @@ import TestSupport
         #expect(database.range(of: Data("s3cretpw".utf8)) == nil)
     }
 }
+
+/// Numbers from the command line and from files are checked before
+/// arithmetic or conversion (issue 18): a usage error or a clamp, never a trap.
+@Suite(.timeLimit(.minutes(2))) struct CacheToolNumberTests {
+    @Test("Huge sizes and ages on the command line are usage errors (exit 2)")
+    func hugeArguments() async throws {
+        let directory = TemporaryDirectory()
+        try CacheToolCommandTests.makeCache(directory.url)
+        for arguments in [["prune", "--to-size", "1e30K"], ["prune", "--to-size", "infK"], ["prune", "--older-than", "1e300d"],
+                          ["prune", "--older-than", "nanw"]] {
+            let result = try await ChildProcess.run(CacheToolCommandTests.cachetool, arguments + ["--cache-dir", directory.url.path])
+            #expect(result.status == 2, "\(arguments): \(result.status) \(result.standardError)")
+        }
+    }
+
+    @Test("A cookies.txt line with an expiry of 2^63-1 is imported with at most 400 days, and listed")
+    func hugeCookieExpiry() async throws {
+        let directory = TemporaryDirectory()
+        let file = directory.url.appendingPathComponent("cookies.txt")
+        try Data("# Netscape HTTP Cookie File\n.example.test\tTRUE\t/\tFALSE\t9223372036854775807\tlong\tv\n".utf8).write(to: file)
+        let data = directory.url.appendingPathComponent("data").path
+        let imported = try await ChildProcess.run(CacheToolCommandTests.cachetool, ["cookies", "import", file.path, "--data-dir", data])
+        #expect(imported.status == 0, "\(imported.standardError)")
+        let listed = try await ChildProcess.run(CacheToolCommandTests.cachetool, ["cookies", "list", "--data-dir", data, "--json"])
+        #expect(listed.status == 0, "\(listed.standardError)")
+        let year = Calendar(identifier: .gregorian).component(.year, from: Date())
+        #expect(listed.standardOutput.contains("long") && (listed.standardOutput.contains("\(year)-") || listed.standardOutput.contains("\(year + 1)-")),
+                "\(listed.standardOutput)")
+    }
+}

@@ -59,7 +59,8 @@ enum NetscapeCookieFile {
             cookies.append(Cookie(
                 name: String(fields[5]), value: fields.count == 7 ? String(fields[6]) : "", domain: String(domain),
                 isHostOnly: !subdomains, path: String(fields[2]),
-                expiresDate: expires == 0 ? nil : Date(timeIntervalSince1970: Double(expires)),
+                // A file may say any number: no cookie lives longer than RFC 6265bis allows.
+                expiresDate: expires == 0 ? nil : Date(timeIntervalSince1970: min(Double(expires), now.timeIntervalSince1970 + CookieJar.maximumLifetime)),
                 creationDate: now, isSecure: secure, isHTTPOnly: httpOnly))
         }
         return (cookies, skipped)
