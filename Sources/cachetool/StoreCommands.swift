@@ -211,11 +211,13 @@ extension CacheTool {
             try reportingStoreErrors {
                 let cookies = try openCookies(store)
                 let text = cookies.exportNetscapeFormat()
-                guard FileManager.default.createFile(atPath: file, contents: Data(text.utf8), attributes: [.posixPermissions: 0o600]) else {
-                    FileHandle.standardError.write(Data("cachetool: cannot write \(file)\n".utf8))
+                do {
+                    // 0600 from the first byte: the file holds the cookies' values.
+                    try PrivateFile.replace(file, with: Data(text.utf8))
+                } catch {
+                    FileHandle.standardError.write(Data("cachetool: \(error.localizedDescription)\n".utf8))
                     throw ExitCode(ExitStatus.failure)
                 }
-                chmod(file, 0o600)
                 let count = cookies.allCookies.count
                 if store.json { try printJSON(["exported": count]) } else { print("exported \(count) cookies to \(file)") }
             }

@@ -112,3 +112,41 @@ import TestSupport
                 "\(listed.standardOutput)")
     }
 }
+
+/// Files holding secrets or cached bodies are created 0600 with O_EXCL from
+/// their first byte (issue 18), seen in the system calls themselves.
+@Suite(.timeLimit(.minutes(2))) struct PrivateFileModeTests {
+    /// The `open`/`openat` calls `arguments` made under strace.
+    static func opens(_ arguments: [String]) async throws -> (ChildProcess.Result, [String]) {
+        let log = TemporaryDirectory()
+        let trace = log.path("trace")
+        let result = try await ChildProcess.run(
+            URL(fileURLWithPath: "/usr/bin/strace"), ["-f", "-qq", "-e", "trace=open,openat,creat", "-o", trace, CacheToolCommandTests.cachetool.path] + arguments)
+        let lines = (try String(contentsOfFile: trace, encoding: .utf8)).split(separator: "\n").map(String.init)
+        return (result, lines)
+    }
+
+    @Test("cookies export and cached bodies over the inline size are created O_EXCL with mode 0600")
+    func createdPrivate() async throws {
+        let directory = TemporaryDirectory()
+        let data = directory.path("data")
+        let cookies = directory.url.appendingPathComponent("in.txt")
+        try Data(".example.test\tTRUE\t/\tFALSE\t0\tsid\tsecret-value\n".utf8).write(to: cookies)
+        _ = try await ChildProcess.run(CacheToolCommandTests.cachetool, ["cookies", "import", cookies.path, "--data-dir", data])
+        let exported = directory.path("out.txt")
+        let (export, exportOpens) = try await Self.opens(["cookies", "export", exported, "--data-dir", data])
+        #expect(export.status == 0, "\(export.standardError)")
+        let writes = exportOpens.filter { $0.contains(exported) && $0.contains("O_CREAT") }
+        #expect(!writes.isEmpty && writes.allSatisfy { $0.contains("O_EXCL") && $0.contains("0600") }, "\(writes)")
+
+        let origin = try await TestOrigin.start()
+        defer { Task { try await origin.shutdown() } }
+        origin.route("/big", response: ScriptedResponse(
+            headers: [HeaderField("Cache-Control", "max-age=600")], body: Array(repeating: 7, count: 300_000)))
+        let cache = directory.path("cache")
+        let (fetch, fetchOpens) = try await Self.opens(["fetch", origin.url("/big").absoluteString, "--cache-dir", cache, "--data-dir", data])
+        #expect(fetch.status == 0, "\(fetch.standardError)")
+        let bodies = fetchOpens.filter { $0.contains("/Bodies/") && $0.contains("O_CREAT") }
+        #expect(!bodies.isEmpty && bodies.allSatisfy { $0.contains("O_EXCL") && $0.contains("0600") }, "\(bodies)")
+    }
+}

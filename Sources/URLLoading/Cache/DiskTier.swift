@@ -438,7 +438,8 @@ final class DiskTier: Sendable {
         let final = bodiesDirectory.appendingPathComponent(name)
         let temporary = bodiesDirectory.appendingPathComponent(name + ".tmp")
         do {
-            try body.write(to: temporary)
+            // 0600 from the first byte: cached bodies may be private pages.
+            try PrivateFile.write(body, to: temporary.path)
             try FileManager.default.moveItem(at: temporary, to: final)
         } catch {
             try? FileManager.default.removeItem(at: temporary)

@@ -78,10 +78,7 @@ public struct MultipartFormData: Sendable {
     /// - Throws: The file system's error.
     public func writeBody() throws -> URL {
         let url = FileManager.default.temporaryDirectory.appendingPathComponent("form-\(UUID().uuidString).body")
-        guard FileManager.default.createFile(atPath: url.path, contents: nil, attributes: [.posixPermissions: 0o600]) else {
-            throw CocoaError(.fileWriteUnknown, userInfo: [NSFilePathErrorKey: url.path])
-        }
-        let output = try FileHandle(forWritingTo: url)
+        let output = try PrivateFile.create(url.path)
         defer { try? output.close() }
         for part in parts {
             try output.write(contentsOf: Data(opening(part).utf8))
