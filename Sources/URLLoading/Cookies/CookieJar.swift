@@ -174,6 +174,9 @@ struct CookieJar: Sendable {
             } else if publicSuffixes.isPublicSuffix(domain) {
                 // A public suffix is allowed only as the host itself, and then host-only.
                 guard domain == host else { return .failure(.publicSuffix) }
+            } else if !publicSuffixes.isAvailable {
+                // Without the list any domain may be a public suffix: keep it to the host.
+                guard Self.domainMatches(host, domain) else { return .failure(.domainMismatch) }
             } else {
                 guard Self.domainMatches(host, domain) else {
                     return .failure(.domainMismatch)

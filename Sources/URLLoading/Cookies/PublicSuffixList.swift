@@ -17,23 +17,28 @@ public struct PublicSuffixList: Sendable {
     private let wildcards: Set<String>
     /// `!www.ck` is stored as `www.ck`: not a public suffix despite a wildcard.
     private let exceptions: Set<String>
+    /// False for the stand-in used when the system's list cannot be read:
+    /// without it nobody can tell `co.uk` from `example.com`, so the cookie
+    /// store keeps Domain cookies host-only (safe) instead of trusting the
+    /// top-level domains alone.
+    public let isAvailable: Bool
 
     /// Where Debian's `publicsuffix` package puts the list.
     public static let systemListPath = "/usr/share/publicsuffix/public_suffix_list.dat"
 
     /// The system's list, read once per process. When the file is missing
-    /// or unreadable, only the implicit rule `*` applies (every top-level
-    /// domain is a public suffix) and a warning is logged once: cookies for
-    /// registrable domains like `example.com` still work, but cookies for
-    /// domains like `co.uk` are not refused.
+    /// or unreadable, a stand-in that is not `isAvailable` is used and a
+    /// warning is logged once: cookies still work, but a Domain attribute
+    /// makes a cookie host-only rather than shared with a domain that may
+    /// be a public suffix.
     public static let system: PublicSuffixList = {
         do {
             return try PublicSuffixList(contentsOf: URL(fileURLWithPath: systemListPath))
         } catch {
             Logger(label: "urlloading.cookies").warning(
-                "public suffix list unavailable; only top-level domains count as public suffixes (install Debian's publicsuffix package)",
+                "public suffix list unavailable; cookies with a Domain attribute are kept host-only (install Debian's publicsuffix package)",
                 metadata: ["path": "\(systemListPath)", "error": "\(error)"])
-            return PublicSuffixList(rules: "")
+            return PublicSuffixList.unavailable
         }
     }()
 
@@ -65,7 +70,18 @@ public struct PublicSuffixList: Sendable {
         self.exact = exact
         self.wildcards = wildcards
         self.exceptions = exceptions
+        self.isAvailable = true
     }
+
+    private init(unavailable: Void) {
+        exact = []
+        wildcards = []
+        exceptions = []
+        isAvailable = false
+    }
+
+    /// The stand-in for a list that could not be read (see `isAvailable`).
+    public static let unavailable = PublicSuffixList(unavailable: ())
 
     /// The number of rules, for diagnostics.
     public var ruleCount: Int { exact.count + wildcards.count + exceptions.count }

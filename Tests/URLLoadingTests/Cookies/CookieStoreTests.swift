@@ -271,3 +271,20 @@ extension CookieStoreTests {
         #expect(back.expiresDate.map { abs($0.timeIntervalSince(stored.expiresDate ?? .distantPast)) < 1 } == true)
     }
 }
+
+/// Without the Public Suffix List (issue 18 item 8).
+@Suite struct MissingPublicSuffixListTests {
+    @Test("Without the list, a Domain cookie is stored host-only: evil.co.uk cannot set one for co.uk's other sites")
+    func domainCookiesHostOnly() throws {
+        let store = MemoryCookieStore(publicSuffixes: .unavailable)
+        let evil = try #require(URL(string: "https://evil.co.uk/"))
+        let stored = store.setCookies(["a=1; Domain=co.uk", "b=2; Domain=evil.co.uk"], for: evil, mainDocumentURL: evil, policy: .always)
+        #expect(stored.map(\.name).sorted() == ["a", "b"])
+        #expect(stored.allSatisfy { $0.isHostOnly && $0.domain == "evil.co.uk" })
+        #expect(store.cookies(for: try #require(URL(string: "https://other.co.uk/")), mainDocumentURL: nil).isEmpty)
+        #expect(store.cookies(for: try #require(URL(string: "https://www.evil.co.uk/")), mainDocumentURL: nil).isEmpty)
+        #expect(store.cookies(for: evil, mainDocumentURL: nil).map(\.name).sorted() == ["a", "b"])
+        // With an empty but real list the old rule stands: only top-level domains are public.
+        #expect(PublicSuffixList(rules: "").isAvailable && !PublicSuffixList.unavailable.isAvailable)
+    }
+}
