@@ -189,6 +189,27 @@ case "big-transfer":
     } catch {
         fail("\(error)")
     }
+case "store-loop":
+    // As a short-lived program would: each round opens the cookie store and
+    // the cache afresh, sets a cookie, stores a response, and closes them.
+    let rest = Array(arguments.dropFirst())
+    guard rest.count == 3, let rounds = Int(rest[2]), rounds > 0 else { fail("usage: store-loop <cache-dir> <data-dir> <rounds>") }
+    for round in 0..<rounds {
+        do {
+            let cookies = try PersistentCookieStore(directory: URL(fileURLWithPath: rest[1]), keepSessionCookies: true)
+            let url = URL(string: "https://loop.test/\(getpid())/\(round)")!
+            guard cookies.setCookies(["c\(getpid())=\(round); Max-Age=600"], for: url, mainDocumentURL: url, policy: .always).count == 1 else {
+                fail("round \(round): the cookie was refused")
+            }
+            try cookies.flush()
+            let cache = try ResponseCache(memoryCapacity: 0, diskCapacity: 1 << 30, directory: URL(fileURLWithPath: rest[0]))
+            storeFixture(cache, url: url.absoluteString, index: round)
+            cache.flush()
+        } catch {
+            fail("round \(round): \(error)")
+        }
+    }
+    print("rounds \(rounds)")
 case "delegate-body":
     // A delegate data task over a body of any length; the delegate keeps
     // only a count and takes `micros` per chunk (a slow reader). Prints the
