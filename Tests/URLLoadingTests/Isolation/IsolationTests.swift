@@ -237,9 +237,9 @@ extension IsolationTests {
         }
         // sessionDidBecomeInvalid runs inside the session's last delegate job,
         // which lets go of the session when the call returns, on its own
-        // thread: give it turns (no event marks that moment; a leak keeps the
-        // session alive through all of them and fails below).
-        for _ in 0..<100_000 where weakSession != nil || weakCache != nil { await Task.yield() }
+        // thread: no event marks that moment, so the wait is bounded (a leak
+        // keeps the session alive through all of it and fails below).
+        _ = await eventually { weakSession == nil && weakCache == nil }
         #expect(weakSession == nil, "the invalidated session is still alive")
         #expect(weakCache == nil && weakCookies == nil && weakCredentials == nil, "an invalidated session's store is still alive")
         // A new session from the same configuration value, and from a new one, starts empty.

@@ -54,7 +54,7 @@ import TestSupport
     }
 
     static func waitForBytes(_ task: SessionTask, _ count: Int64) async {
-        while task.countOfBytesReceived < count { await Task.yield() }
+        #expect(await eventually(within: .seconds(30)) { task.countOfBytesReceived >= count }, "fewer than \(count) bytes arrived")
     }
 
     @Test("S7: cancel(byProducingResumeData:), then a task from the data sends Range and If-Range and appends the rest")

@@ -134,7 +134,10 @@ import TestSupport
         #expect(origin.requests.count == 2)
         let directory = TemporaryDirectory()
         var configuration = SessionConfiguration.default
+        // Every store in the temporary directory: nothing under the real home.
         configuration.urlCache = try ResponseCache(memoryCapacity: 0, diskCapacity: 1 << 20, directory: directory.url)
+        configuration.httpCookieStorage = try PersistentCookieStore(directory: directory.url)
+        configuration.urlCredentialStorage = MemoryCredentialStore()
         let persistent = try Session(configuration: configuration)
         _ = try await Self.get(persistent, origin.url("/p"))
         let reopened = try ResponseCache(memoryCapacity: 0, diskCapacity: 1 << 20, directory: directory.url)
@@ -290,7 +293,7 @@ extension ScriptedResponse {
         #expect(body == "stale but fine")
         #expect(response.value(forHTTPHeaderField: "Cache-Status") == "URLLoading; hit; detail=stale-while-revalidate")
         // The background revalidation reaches the origin, conditionally.
-        while origin.requests(to: "/swr").count < 2 { await Task.yield() }
+        #expect(await eventually { origin.requests(to: "/swr").count >= 2 }, "the background revalidation never reached the origin")
         #expect(origin.requests(to: "/swr")[1].header("If-None-Match") == "\"v1\"")
         session.finishTasksAndInvalidate()
         try await origin.shutdown()
