@@ -23,10 +23,10 @@ import Testing
         var exceptions: [String: String] = [:]
         let nameless = "RFC 6265bis §5.6: a Set-Cookie without '=' (or with an empty name) makes a nameless cookie sent as its value alone; RFC 6265 ignored it"
         for id in [
-            "0004", "0020", "0021", "0023", "0024", "0025", "0026", "0027", "0028",
-            "CHROMIUM0009", "CHROMIUM0010", "CHROMIUM0012", "CHROMIUM0018", "CHROMIUM0021",
-            "MOZILLA0012", "MOZILLA0013", "MOZILLA0014", "MOZILLA0015", "MOZILLA0016", "MOZILLA0017",
-            "NAME0017", "NAME0023", "NAME0025", "NAME0028", "NAME0029", "NAME0031", "NAME0032", "NAME0033",
+            "0004", "0021", "0023", "0024", "0025", "0026", "0027", "0028",
+            "CHROMIUM0009", "CHROMIUM0010", "CHROMIUM0012",
+            "MOZILLA0012", "MOZILLA0014", "MOZILLA0015", "MOZILLA0016", "MOZILLA0017",
+            "NAME0017", "NAME0023", "NAME0025", "NAME0028", "NAME0031", "NAME0032", "NAME0033",
         ] { exceptions[id] = nameless }
         return exceptions
     }()
@@ -50,6 +50,8 @@ import Testing
             let got = store.cookies(for: getFor).map { ($0.name, $0.value) }
             if got.elementsEqual(sent, by: ==) {
                 passed += 1
+                // An exception that passes is stale: it must leave the list.
+                if let reason = Self.httpStateExceptions[id] { Issue.record("http-state \(id) passes but is listed as an exception (\(reason))") }
                 continue
             }
             let reason = Self.httpStateExceptions[id]
@@ -63,6 +65,7 @@ import Testing
             }
         }
         print("conformance http-state: \(passed)/\(cases.count) (\(excepted.count) exceptions)")
+        #expect(cases.count == 222)
         #expect(passed + excepted.count == cases.count)
     }
 
@@ -97,7 +100,6 @@ import Testing
         "Update value via http.": "RFC 6265bis §5.7: Secure cookies set from http:// are refused",
         "Clear Secure flag from an http.": "RFC 6265bis §5.7: Secure cookies set from http:// are refused",
         "Retrieval of cookies with quoted values": "Go strips and re-adds DQUOTEs; RFC 6265 keeps them in the value",
-        "IPv6 zone is not treated as a host": "Foundation's URL reads [::1%25.example.com] as a host with a zone id",
     ]
 
     @Test func goCookiejar() throws {
@@ -107,6 +109,7 @@ import Testing
         let t0 = Date(timeIntervalSince1970: 1_357_041_600)
         let clock = TestClock(t0)
         var queries = 0, passed = 0, excepted = 0
+        var exceptionsThatFailed: Set<String> = []
         for group in groups {
             let shared = group["sharedJar"] as? Bool ?? false
             var store = MemoryCookieStore(publicSuffixes: list, clock: clock.now)
@@ -131,6 +134,7 @@ import Testing
                         passed += 1
                     } else if let reason = Self.goExceptions[description] {
                         excepted += 1
+                        exceptionsThatFailed.insert(description)
                         print("  exception go-cookiejar \(description) \(query["toURL"] ?? ""): \(reason)")
                     } else {
                         failures.append("\(query["toURL"] ?? ""): got \(got.debugDescription) want \(want.debugDescription)")
@@ -142,6 +146,10 @@ import Testing
             }
         }
         print("conformance go-cookiejar: \(passed)/\(queries) (\(excepted) exceptions)")
+        // Every exception names a test whose query still fails: a fixed one, or a key matching nothing, leaves the list.
+        for description in Self.goExceptions.keys where !exceptionsThatFailed.contains(description) {
+            Issue.record("go-cookiejar exception \(description.debugDescription) matches no failing query")
+        }
         #expect(queries == 212)
         #expect(passed + excepted == queries)
     }
@@ -201,7 +209,7 @@ import Testing
         print("conformance public-suffix: \(passed)/\(total) (Debian's list at \(PublicSuffixList.systemListPath): \(passedSystem)/\(total))")
         #expect(total == 78)
         #expect(passed == total)
-        #expect(passedSystem == total)
+        // Debian's copy depends on the machine: printed above, not asserted.
     }
 }
 
