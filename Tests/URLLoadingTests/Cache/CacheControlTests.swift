@@ -53,10 +53,13 @@ import Testing
     }
 
     @Test("Parsing never traps, and skips what it cannot read", arguments: [
-        "", ",,,", "=", "\"", "\"unterminated, max-age=5", "max-age=5, \"junk\", no-store", "a=\"\\", "\u{0}max-age=1",
+        ("", CacheControl.Seconds.absent), (",,,", .absent), ("=", .absent), ("\"", .absent),
+        ("\"unterminated, max-age=5", .absent), ("max-age=5, \"junk\", no-store", .valid(5)), ("a=\"\\", .absent),
+        ("\u{0}max-age=1", .absent), ("max-age=\"7\"", .valid(7)), ("max-age=-1", .invalid), ("max-age=1x", .valid(1)),
+        ("MAX-AGE=3", .valid(3)), ("max-age=99999999999999999999", .valid(CacheControl.maximumSeconds)),
     ])
-    func malformed(value: String) {
-        _ = CacheControl(value).maxAge
+    func malformed(value: String, maxAge: CacheControl.Seconds) {
+        #expect(CacheControl(value).maxAge == maxAge, "\(value.debugDescription)")
     }
 
     @Test("A directive after junk is still read")
