@@ -128,10 +128,14 @@ import TestSupport
             #expect(result.status == 0, "\(arguments): \(result.standardError)")
         }
         while stored < 100, let line = await writer.nextLine() { if line.hasPrefix("stored") { stored += 1 } }
+        // The writer said it stored 100 while the commands ran (a writer that
+        // died at once would have said nothing), and every one is there.
+        #expect(stored == 100, "the writer stopped after \(stored) entries")
         writer.kill(SIGKILL)
         _ = try? await writer.wait()
         let entries = try await Self.listed(directory.url)
-        #expect(entries.count >= stored)
+        #expect(entries.count >= 100)
+        #expect(Set(entries.map(\.url)).isSuperset(of: (0..<100).map { "https://fixture.test/loop/\($0)" }))
     }
 
     @Test("Missing, locked, damaged and newer stores: the documented exit code and a message naming the file")
@@ -192,7 +196,11 @@ import TestSupport
         #expect(try await run(["cookies", "clear"]).status == 0)
         #expect(try await run(["cookies", "import", exported]).standardOutput.contains("imported 3"))
         #expect(try await run(["credentials", "remove", "--host", "a.test", "--user", "ann"]).status == 0)
-        #expect(try await run(["credentials", "list", "--json"]).standardOutput.contains("[") )
+        // The removed user is gone from the parsed listing, whatever else it holds.
+        let remaining = try await run(["credentials", "list", "--json"])
+        let spaces = try JSONSerialization.jsonObject(with: Data(remaining.standardOutput.utf8)) as? [[String: Any]]
+        #expect(spaces != nil, "not a JSON array: \(remaining.standardOutput)")
+        #expect(!(spaces ?? []).contains { ($0["users"] as? [String] ?? []).contains("ann") }, "\(remaining.standardOutput)")
         for output in outputs {
             #expect(!output.contains("S3cretPassw0rd") && !output.contains("cookie-secret-value"))
         }
