@@ -210,6 +210,24 @@ case "store-loop":
         }
     }
     print("rounds \(rounds)")
+case "fetch-rss":
+    // One GET through an ephemeral session; prints how it ended and the
+    // process's peak RSS.
+    let rest = Array(arguments.dropFirst())
+    guard rest.count == 1, let url = URL(string: rest[0]) else { fail("usage: fetch-rss <url>") }
+    do {
+        let session = try Session(configuration: .ephemeral)
+        var outcome = "ok"
+        do {
+            _ = try await session.data(from: url)
+        } catch let error as SessionError {
+            outcome = "\(error.code)"
+        }
+        session.finishTasksAndInvalidate()
+        print("{\"outcome\": \"\(outcome)\", \"peakRSSKiB\": \(peakRSSKiB())}")
+    } catch {
+        fail("\(error)")
+    }
 case "delegate-body":
     // A delegate data task over a body of any length; the delegate keeps
     // only a count and takes `micros` per chunk (a slow reader). Prints the

@@ -25,6 +25,9 @@ final class Recorder: TransferObserver {
     /// Refuse (pause on) the next `count` chunks.
     func refuse(_ count: Int) { state.withLock { $0.refuseNext = count } }
 
+    /// Body bytes taken so far.
+    var bytesSoFar: Int { state.withLock { $0.outcome.body.count } }
+
     /// Waits until a chunk has been refused.
     func waitForRefusal() async {
         var iterator = refusals.makeAsyncIterator()
@@ -179,6 +182,8 @@ final class Recorder: TransferObserver {
         let multi = try CurlMulti()
         let recorder = Recorder()
         let id = multi.start(TransferRequest(url: origin.url("/slow").absoluteString), observer: recorder)
+        // Mid-transfer: the first byte arrived, the rest would take a minute.
+        #expect(await eventually { recorder.bytesSoFar > 0 }, "no byte arrived")
         multi.cancel(id)
         let outcome = await recorder.outcome()
         guard case .failure(let error) = outcome.result else { Issue.record("expected a failure"); return }

@@ -52,6 +52,30 @@ import TestSupport
     }
 }
 
+/// A head of 50 MB is refused at the transport's limit, without holding
+/// it: measured in a child process, which reports its own peak RSS.
+@Suite(.timeLimit(.minutes(2))) struct HugeHeadMemoryTests {
+    @Test("A 50 MB response head fails as a bad response, and the client's peak RSS stays far below 50 MB")
+    func hugeHead() async throws {
+        let origin = try await TestOrigin.start(ownThread: true)
+        defer { Task { try await origin.shutdown() } }
+        let line = Array("X-Filler: \(String(repeating: "a", count: 1000))\r\n".utf8)
+        var head = Array("HTTP/1.1 200 OK\r\n".utf8)
+        for _ in 0..<(50_000_000 / line.count) { head += line }
+        var response = ScriptedResponse(body: "x")
+        response.rawHead = head + Array("Content-Length: 1\r\n\r\n".utf8)
+        origin.route("/huge", response: response)
+        let result = try await ChildProcess.run(ChildProcess.helper, ["fetch-rss", origin.url("/huge").absoluteString])
+        #expect(result.status == 0, "\(result.standardError)")
+        struct Report: Decodable { var outcome: String; var peakRSSKiB: Int }
+        let line2 = try #require(result.standardOutput.split(separator: "\n").last, "no report")
+        let report = try JSONDecoder().decode(Report.self, from: Data(line2.utf8))
+        print("huge head: \(report)")
+        #expect(report.outcome == "bad server response", "\(report)")
+        #expect(report.peakRSSKiB > 0 && report.peakRSSKiB < 64 * 1024, "peak RSS (the program alone takes about 40 MiB; the head is 48 MiB) \(report.peakRSSKiB) KiB")
+    }
+}
+
 /// Download files live in a folder private to the user (SPEC S4, issue 16):
 /// another user's (or an open) `urlloading-downloads` is refused, never
 /// written into; files are 0600 from their first byte.

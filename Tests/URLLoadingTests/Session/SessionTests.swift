@@ -222,13 +222,19 @@ import TestSupport
     @Test("S4: cancel during the head and during the body")
     func cancelling() async throws {
         let origin = try await TestOrigin.start()
-        origin.route("/late", response: ScriptedResponse(body: "x").with(delayBeforeHead: .seconds(30)))
+        let asked = CompletionLatch()
+        origin.route("/late") { _ in
+            asked.open()
+            return ScriptedResponse(body: "x").with(delayBeforeHead: .seconds(30))
+        }
         origin.route("/body", response: ScriptedResponse(parts: [.bytes([1]), .pause(.seconds(30)), .bytes([2])], framing: .declaredLength(2)))
         for path in ["/late", "/body"] {
             let delegate = RecordingDelegate()
             let session = try Self.session(delegate)
             let task = session.dataTask(with: URLRequest(url: origin.url(path)))
             task.resume()
+            // During the head: the origin has the request and has not answered.
+            if path == "/late" { await asked.wait() }
             if path == "/body" {
                 // Under the whole suite's load this took up to ~30 s once (see the stop note).
                 #expect(await eventually(within: .seconds(45)) { task.countOfBytesReceived > 0 }, "no body byte arrived in 45 s")
