@@ -162,6 +162,7 @@ import TestSupport
         let newer = try await Self.run(["list", "--cache-dir", path])
         #expect(newer.status == 5 && newer.standardError.contains("Cache.sqlite"))
         try Data("garbage, not a database".utf8).write(to: URL(fileURLWithPath: database))
+        chmod(database, 0o600) // damaged, but private (one others can read is refused before)
         let damaged = try await Self.run(["stats", "--cache-dir", path])
         #expect(damaged.status == 5 && damaged.standardError.contains("Cache.sqlite"))
     }

@@ -57,6 +57,10 @@ import TestSupport
         let file = directory.appendingPathComponent("Cache.sqlite")
         let garbage = Data("not a database, but somebody's file\n".utf8)
         try garbage.write(to: file)
+        // Readable by others: refused before anything is read, and left alone.
+        let open = try await Self.run(["info", "--cache-dir", directory.path])
+        #expect(open.status == 1 && open.standardError.contains("can be read by other users"), "\(open.standardError)")
+        chmod(file.path, 0o600)
         for command in ["info", "verify"] {
             let result = try await Self.run([command, "--cache-dir", directory.path])
             #expect(result.status == 5, "\(command): \(result.standardError)")

@@ -63,6 +63,8 @@ final class DiskTier: Sendable {
         // Cached responses may be private to the user: owner only.
         options.fileMode = 0o600
         options.directoryMode = 0o700
+        // Cached responses may be private pages: a file others can read is refused.
+        options.requirePrivateFile = true
         options.onCorruption = recreateIfDamaged ? .recreate : .fail
         options.logger = logger
         let path = directory.appendingPathComponent(Self.databaseName).path

@@ -14,6 +14,8 @@ final class CookieDatabase: Sendable {
         // Cookie values are credentials: owner only.
         options.fileMode = 0o600
         options.directoryMode = 0o700
+        // Refused, as the credential store's, when others can read it.
+        options.requirePrivateFile = true
         // Cookies cannot be fetched again: keep a damaged file for inspection.
         options.onCorruption = .moveAside
         options.logger = logger

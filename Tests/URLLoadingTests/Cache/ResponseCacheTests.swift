@@ -162,6 +162,8 @@ import TestSupport
     func damagedDatabaseIsRecreated() throws {
         let directory = TemporaryDirectory()
         try Data("garbage, not a database".utf8).write(to: directory.url.appendingPathComponent("Cache.sqlite"))
+        // Damaged, but private as the library made it (one others can read is refused).
+        chmod(directory.path("Cache.sqlite"), 0o600)
         let cache = try ResponseCache(memoryCapacity: 0, diskCapacity: 1 << 20, directory: directory.url)
         cache.store(Self.stored("https://example.com/x", body: Data(count: 10)))
         #expect(cache.lookup(key: Self.key("https://example.com/x"), requestHeaders: []) != nil)

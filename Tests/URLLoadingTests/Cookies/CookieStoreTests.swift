@@ -234,6 +234,8 @@ import TestSupport
     func damagedFile() throws {
         let directory = TemporaryDirectory()
         try Data(repeating: 0x41, count: 8192).write(to: directory.url.appendingPathComponent("Cookies.sqlite"))
+        // Damaged, but private as the library made it (one others can read is refused).
+        chmod(directory.path("Cookies.sqlite"), 0o600)
         let store = try PersistentCookieStore(directory: directory.url, clock: Clock().now)
         #expect(store.allCookies.isEmpty)
         store.setCookies(["a=1"], for: Self.page)

@@ -48,6 +48,26 @@ import TestSupport
         }
     }
 
+    @Test("Cookie and cache databases that others can read are refused with the same error")
+    func refusesReadableCookieAndCacheFiles() throws {
+        let directory = TemporaryDirectory()
+        _ = try PersistentCookieStore(directory: directory.url)
+        _ = try ResponseCache(memoryCapacity: 0, diskCapacity: 1 << 20, directory: directory.url)
+        for name in ["Cookies.sqlite", "Cache.sqlite"] {
+            chmod(directory.path(name), 0o644)
+        }
+        #expect {
+            _ = try PersistentCookieStore(directory: directory.url)
+        } throws: { error in
+            (error as? StoreError)?.kind == .insecurePermissions && "\(error)".contains("Cookies.sqlite")
+        }
+        #expect {
+            _ = try ResponseCache(memoryCapacity: 0, diskCapacity: 1 << 20, directory: directory.url)
+        } throws: { error in
+            (error as? StoreError)?.kind == .insecurePermissions && "\(error)".contains("Cache.sqlite")
+        }
+    }
+
     @Test("A1: ~/.netrc entries become permanent credentials for their hosts; default and macdef entries are skipped")
     func netrc() throws {
         let directory = TemporaryDirectory()
