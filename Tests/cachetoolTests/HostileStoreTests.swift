@@ -33,6 +33,24 @@ import TestSupport
         }
     }
 
+    @Test("Crafted rows (a counter name twice, huge numbers) are shown, never trapped on")
+    func craftedRows() async throws {
+        let root = TemporaryDirectory()
+        let cacheDirectory = root.url.appendingPathComponent("cache", isDirectory: true)
+        try CacheToolCommandTests.makeCache(cacheDirectory)
+        let connection = try Connection(path: cacheDirectory.appendingPathComponent("Cache.sqlite").path, busyTimeout: .seconds(5))
+        try connection.execute("""
+            DROP TABLE counters; CREATE TABLE counters(name TEXT, value INTEGER);
+            INSERT INTO counters VALUES ('hits', 9223372036854775807), ('hits', 9223372036854775807), (NULL, 1), (NULL, 2);
+            UPDATE entries SET stored_at = 1e300, last_used = -1e300 WHERE url = 'https://a.test/fresh';
+            """)
+        for arguments in [["stats"], ["stats", "--json"], ["list"], ["list", "--json"], ["show", "https://a.test/fresh"]] {
+            let result = try await ChildProcess.run(CacheToolCommandTests.cachetool, arguments + ["--cache-dir", cacheDirectory.path])
+            #expect(result.status == 0 || result.status == 5, "\(arguments): status \(result.status) \(result.standardError)")
+            #expect(!result.signalled, "\(arguments) died: \(result.standardError)")
+        }
+    }
+
     @Test("verify reports a body file name that is not one the library writes as damage")
     func verifyReportsCraftedNames() async throws {
         let root = TemporaryDirectory()

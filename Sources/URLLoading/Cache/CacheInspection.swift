@@ -220,9 +220,10 @@ extension CacheMaintenance {
         do {
             let usage = try file.usage()
             return try file.database.read { connection in
-                let counters = Dictionary(uniqueKeysWithValues: try connection.query("SELECT name, value FROM counters") {
+                // Rows of a crafted file may repeat a name: summed, never trapped on.
+                let counters = Dictionary(try connection.query("SELECT name, value FROM counters") {
                     ($0.text(0) ?? "", $0.int(1))
-                })
+                }, uniquingKeysWith: { $0 &+ $1 })
                 let hosts = try connection.query(
                     "SELECT host, COUNT(*), SUM(cost) FROM entries GROUP BY host ORDER BY 2 DESC, 1 LIMIT 10"
                 ) { CacheStats.Host(host: $0.text(0) ?? "", entries: $0.int(1), bytes: $0.int(2)) }
