@@ -76,6 +76,8 @@ package final class CurlMulti: Sendable {
         /// needs a wake-up for new commands; otherwise it finds them on its
         /// next turn, and the wake-up's system call is saved.
         var polling = false
+        /// The loop cleaned up its multi handle: nobody may wake it any more.
+        var multiClosed = false
     }
 
     private let loop: Loop
@@ -145,18 +147,21 @@ package final class CurlMulti: Sendable {
 
     /// Cancels every transfer and ends the thread.
     package func shutdown() {
-        let first = loop.shared.withLock { state -> Bool in
+        loop.shared.withLock { state in
             defer { state.shutDown = true }
-            if !state.shutDown { state.commands.append(.shutdown) }
-            return !state.shutDown
+            guard !state.shutDown else { return }
+            state.commands.append(.shutdown)
+            loop.hasCommands.store(true, ordering: .releasing)
+            // Under the lock: the loop frees its multi handle under it too.
+            if !state.multiClosed { loop.wakeHoldingLock() }
         }
-        if first { loop.wake() }
     }
 
     /// What the loop thread owns. Other threads touch only `shared` (behind
-    /// its lock), `hasCommands` (atomic), and `send` and `wake`, which use
-    /// those two and `curl_multi_wakeup` (thread-safe); everything else runs
-    /// on the loop thread, which is why the class may cross to it.
+    /// its lock), `hasCommands` (atomic), and `send` and `wakeHoldingLock`,
+    /// which use those two and `curl_multi_wakeup` (thread-safe) under the
+    /// lock the loop frees the multi handle under; everything else runs on
+    /// the loop thread, which is why the class may cross to it.
     private final class Loop: @unchecked Sendable {
         /// Commands from other threads; the one piece of shared state.
         let shared = Mutex(Shared())
@@ -183,7 +188,10 @@ package final class CurlMulti: Sendable {
             self.multi = multi
         }
 
-        func wake() {
+        /// Wakes the loop from `curl_multi_poll`. Called only while holding
+        /// `shared`'s lock, under which the loop frees the multi handle: a
+        /// wake-up after the loop ended would touch freed memory.
+        func wakeHoldingLock() {
             curl_multi_wakeup(multi)
         }
 
@@ -242,8 +250,9 @@ package final class CurlMulti: Sendable {
             shared.withLock { state in
                 state.idleHandles.forEach { curl_easy_cleanup($0.pointer) }
                 state.idleHandles.removeAll()
+                state.multiClosed = true
+                curl_multi_cleanup(multi)
             }
-            curl_multi_cleanup(multi)
         }
 
         /// Waits without sleeping, at most `spinNanoseconds`, for a command
@@ -289,14 +298,13 @@ package final class CurlMulti: Sendable {
         /// wakes the loop if it sleeps; false after shutdown (not queued).
         @discardableResult
         func send(_ command: Command) -> Bool {
-            let (accepted, wake) = shared.withLock { state -> (Bool, Bool) in
-                guard !state.shutDown else { return (false, false) }
+            shared.withLock { state -> Bool in
+                guard !state.shutDown else { return false }
                 state.commands.append(command)
                 hasCommands.store(true, ordering: .releasing)
-                return (true, state.polling)
+                if state.polling, !state.multiClosed { wakeHoldingLock() }
+                return true
             }
-            if wake { self.wake() }
-            return accepted
         }
 
         /// Removes a transfer and tells its observer, exactly once.

@@ -176,6 +176,37 @@ final class Recorder: TransferObserver {
         try await origin.shutdown()
     }
 
+    @Test("Loops shut down while other threads cancel and unpause their transfers (tools/test --sanitize=address finds a use after free)")
+    func shutdownWhileOthersSend() async throws {
+        let origin = try await TestOrigin.start()
+        defer { Task { try await origin.shutdown() } }
+        origin.route("/slow", response: ScriptedResponse(parts: [.bytes([1]), .pause(.seconds(5)), .bytes([2])], framing: .contentLength))
+        var completed = 0
+        for _ in 0..<40 {
+            let multi = try CurlMulti()
+            let recorders = (0..<4).map { _ in Recorder() }
+            let ids = recorders.map { multi.start(TransferRequest(url: origin.url("/slow").absoluteString), observer: $0) }
+            let group = DispatchGroup()
+            for _ in 0..<3 {
+                group.enter()
+                Thread {
+                    for _ in 0..<50 {
+                        for id in ids {
+                            multi.unpause(id)
+                            multi.cancel(id)
+                        }
+                    }
+                    group.leave()
+                }.start()
+            }
+            multi.shutdown()
+            await withCheckedContinuation { continuation in group.notify(queue: .global()) { continuation.resume() } }
+            for recorder in recorders where (await recorder.outcome()).result != nil { completed += 1 }
+        }
+        // Every transfer of every loop ended (cancelled or shut down), once.
+        #expect(completed == 160)
+    }
+
     @Test func cancelEndsATransferThatWouldNeverFinish() async throws {
         let origin = try await TestOrigin.start()
         origin.route("/slow", response: ScriptedResponse(parts: [.bytes([1]), .pause(.seconds(60)), .bytes([2])], framing: .contentLength))
