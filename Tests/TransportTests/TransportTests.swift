@@ -159,7 +159,8 @@ final class Recorder: TransferObserver {
         try await origin.shutdown()
     }
 
-    @Test func hugeHeadIsRefusedWithoutUnboundedMemory() async throws {
+    @Test("A head past the transport's limit fails as headTooLarge (its memory is measured in HugeHeadMemoryTests)")
+    func hugeHeadIsRefused() async throws {
         let origin = try await TestOrigin.start()
         // 50 MB of header lines.
         let line = Array("X-Filler: \(String(repeating: "a", count: 1000))\r\n".utf8)
