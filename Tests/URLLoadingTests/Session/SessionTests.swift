@@ -265,7 +265,7 @@ import TestSupport
         // transport's thread; once it is handled nothing keeps the task (no
         // cycle through the awaiting side's hand-over). Turns for that
         // thread, bounded.
-        #expect(await eventually { task == nil }, "the cancelled task is still alive after 10 s")
+        #expect(await eventually { task == nil }, "the cancelled task is still alive after 45 s")
         session.finishTasksAndInvalidate()
         try await origin.shutdown()
     }
