@@ -66,7 +66,7 @@ extension SessionTask {
                         var partBytes = 0
                         for case .data(let data) in events { partBytes += data.count }
                         inner.queuedForDelegate -= chunk.count - partBytes
-                        return .parts(events, inner.session)
+                        return .parts(events, inner.delegate != nil || inner.session?.delegate != nil ? inner.session : nil)
                     } catch {
                         return .malformed(error.message)
                     }
@@ -80,7 +80,7 @@ extension SessionTask {
                         inner.buffer = Data()
                     }
                 }
-                return .deliver(inner.session)
+                return .deliver(inner.delegate != nil || inner.session?.delegate != nil ? inner.session : nil)
             case .data, .raw:
                 Self.append(chunk, to: &inner.buffer)
                 return .buffered
@@ -94,14 +94,23 @@ extension SessionTask {
         case .refuse: return false
         case .drop, .buffered: return true
         case .deliver(let session):
-            guard let session, hasDelegate else { return true }
+            // nil: no delegate hears of it; nothing waits for one either.
+            guard let session else {
+                delegateTook(chunk.count)
+                return true
+            }
             let data = Data(chunk) // the one copy
             events.enqueueSync { [self] in
                 self.callDelegate { $0.session(session, dataTask: self, didReceive: data) }
                 self.delegateTook(data.count)
             }
         case .parts(let parts, let session):
-            guard let session, hasDelegate else { return true }
+            guard let session else {
+                var partBytes = 0
+                for case .data(let data) in parts { partBytes += data.count }
+                delegateTook(partBytes)
+                return true
+            }
             deliverParts(parts, session: session)
         case .malformed(let message):
             perform(state.withLock { $0.machine.fail(SessionError(.badServerResponse, failingURL: currentRequest?.url, message: message)) })

@@ -1,4 +1,7 @@
 import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
 import Testing
 import TestSupport
 @testable import URLLoading
@@ -107,5 +110,22 @@ import TestSupport
         let viaLink = try await Self.run(tmp: linked.url.path, origin: origin)
         #expect(viaLink.contains("not a folder"), "\(viaLink)")
         #expect(try FileManager.default.contentsOfDirectory(atPath: folder).isEmpty)
+    }
+}
+
+/// A task made for a delegate on a session that has none still reads its
+/// whole body: with nobody to deliver to, nothing waits in the backlog.
+@Suite(.timeLimit(.minutes(1))) struct NoDelegateBacklogTests {
+    @Test("A delegate data task without any delegate completes a body far past the 2 MiB backlog")
+    func noDelegateNoBacklog() async throws {
+        let origin = try await TestOrigin.start()
+        defer { Task { try await origin.shutdown() } }
+        origin.route("/big", response: ScriptedResponse(parts: [.pattern(offset: 0, count: 8 << 20)], framing: .contentLength))
+        let session = try Session(configuration: .ephemeral)
+        defer { session.finishTasksAndInvalidate() }
+        let task = session.dataTask(with: URLRequest(url: origin.url("/big")))
+        task.resume()
+        #expect(await eventually { task.taskState == SessionTask.State.completed }, "the task stalled after \(task.countOfBytesReceived) bytes")
+        #expect(task.countOfBytesReceived == Int64(8 << 20) && task.error == nil)
     }
 }
