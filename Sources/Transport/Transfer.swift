@@ -119,7 +119,7 @@ final class Transfer {
         // Waiting for a connection that may multiplex only makes sense where
         // HTTP/2 can happen (TLS): over plain http a new request would wait
         // for the first response on the host's first connection.
-        if Self.asciiCaseInsensitiveEqual(String(request.url.prefix(6)), "https:") { try set(CURLOPT_PIPEWAIT, 1) }
+        if ResponseHeadParser.asciiCaseInsensitiveEqual(String(request.url.prefix(6)), "https:") { try set(CURLOPT_PIPEWAIT, 1) }
         try set(CURLOPT_TCP_KEEPALIVE, 1)
         try set(CURLOPT_PROTOCOLS_STR, "http,https")
         if request.decodeContent { try set(CURLOPT_ACCEPT_ENCODING, "") }
@@ -398,11 +398,6 @@ final class Transfer {
             failure = error
             return false
         }
-    }
-
-    /// Whether `name` equals `lowercase` ignoring ASCII case.
-    static func asciiCaseInsensitiveEqual(_ name: String, _ lowercase: StaticString) -> Bool {
-        ResponseHeadParser.asciiCaseInsensitiveEqual(name, lowercase)
     }
 
     /// Hands the final head to the observer once.

@@ -104,14 +104,7 @@ package struct CacheControl: Sendable, Equatable {
 
     // MARK: Parsing
 
-    private static func isTokenChar(_ byte: UInt8) -> Bool {
-        switch byte {
-        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"):
-            return true
-        default:
-            return "!#$%&'*+-.^_`|~".utf8.contains(byte)
-        }
-    }
+    private static func isTokenChar(_ byte: UInt8) -> Bool { FieldSyntax.isTokenByte(byte) }
 
     private static func isWhitespace(_ byte: UInt8) -> Bool { byte == 0x20 || byte == 0x09 }
 

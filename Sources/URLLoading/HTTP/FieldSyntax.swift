@@ -50,15 +50,11 @@ enum FieldSyntax {
 
     /// Fields the session sends itself, whatever the caller set (as Apple's
     /// session does): the length and framing follow the body, the host the URL.
-    static let sessionOwnedFields: [StaticString] = ["content-length", "transfer-encoding", "host", "connection"]
+    static let sessionOwnedFields = ["Content-Length", "Transfer-Encoding", "Host", "Connection"]
 
     /// Whether `name` is one of `sessionOwnedFields`.
     static func isSessionOwned(_ name: String) -> Bool {
-        sessionOwnedFields.contains { owned in
-            let target = UnsafeBufferPointer(start: owned.utf8Start, count: owned.utf8CodeUnitCount)
-            guard name.utf8.count == target.count else { return false }
-            return zip(name.utf8, target).allSatisfy { ($0 | 0x20) == $1 }
-        }
+        sessionOwnedFields.contains { HeaderFields.namesEqual(name, $0) }
     }
 }
 
