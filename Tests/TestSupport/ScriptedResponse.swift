@@ -89,6 +89,18 @@ public struct ScriptedResponse: Sendable {
         self.init(status: status, headers: headers, parts: [.bytes(body)])
     }
 
+    /// A 200 whose head holds about `bytes` of header lines (1 KB each), for
+    /// clients that must refuse a head without holding it.
+    public static func hugeHead(bytes: Int) -> ScriptedResponse {
+        let line = Array("X-Filler: \(String(repeating: "a", count: 1000))\r\n".utf8)
+        var head = Array("HTTP/1.1 200 OK\r\n".utf8)
+        head.reserveCapacity(bytes + 64)
+        for _ in 0..<(bytes / line.count) { head += line }
+        var response = ScriptedResponse(body: "x")
+        response.rawHead = head + Array("Content-Length: 1\r\n\r\n".utf8)
+        return response
+    }
+
     /// Adds a header field.
     public func adding(_ name: String, _ value: String) -> ScriptedResponse {
         var copy = self

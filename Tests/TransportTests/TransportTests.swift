@@ -163,12 +163,7 @@ final class Recorder: TransferObserver {
     func hugeHeadIsRefused() async throws {
         let origin = try await TestOrigin.start()
         // 50 MB of header lines.
-        let line = Array("X-Filler: \(String(repeating: "a", count: 1000))\r\n".utf8)
-        var head = Array("HTTP/1.1 200 OK\r\n".utf8)
-        for _ in 0..<(50_000_000 / line.count) { head += line }
-        var response = ScriptedResponse(body: "x")
-        response.rawHead = head + Array("Content-Length: 1\r\n\r\n".utf8)
-        origin.route("/huge", response: response)
+        origin.route("/huge", response: .hugeHead(bytes: 50_000_000))
         let multi = try CurlMulti()
         let outcome = await Self.transfer(multi, TransferRequest(url: origin.url("/huge").absoluteString))
         guard case .failure(let error) = outcome.result else { Issue.record("expected a failure"); return }

@@ -7,14 +7,19 @@ import TestSupport
 /// A cache database crafted by somebody else (issue 18): names read from it
 /// never become paths outside the cache's folder.
 @Suite(.timeLimit(.minutes(2))) struct HostileStoreTests {
+    /// The test cache in `root/cache`, and a connection to its database to craft rows with.
+    static func craftable(_ root: TemporaryDirectory) throws -> (URL, Connection) {
+        let cacheDirectory = root.url.appendingPathComponent("cache", isDirectory: true)
+        try CacheToolCommandTests.makeCache(cacheDirectory)
+        return (cacheDirectory, try Connection(path: cacheDirectory.appendingPathComponent("Cache.sqlite").path, busyTimeout: .seconds(5)))
+    }
+
     @Test("Body file names from the database that are not the library's own touch nothing outside the folder; verify reports them")
     func craftedNamesTouchNothing() async throws {
         let root = TemporaryDirectory()
-        let cacheDirectory = root.url.appendingPathComponent("cache", isDirectory: true)
-        try CacheToolCommandTests.makeCache(cacheDirectory)
+        let (cacheDirectory, connection) = try Self.craftable(root)
         let victims = ["victim1.txt", "victim2.txt", "victim3.txt"].map { root.url.appendingPathComponent($0) }
         for victim in victims { try Data("keep me".utf8).write(to: victim) }
-        let connection = try Connection(path: cacheDirectory.appendingPathComponent("Cache.sqlite").path, busyTimeout: .seconds(5))
         try connection.execute("INSERT INTO pending_files(name, created) VALUES ('../../victim1.txt', 0)")
         try connection.execute("INSERT INTO pending_files(name, created) VALUES ('../../victim2.txt', 0)")
         try connection.execute("UPDATE entries SET body_file = '../../victim3.txt', body_size = 7 WHERE url = 'https://a.test/fresh'")
@@ -36,9 +41,7 @@ import TestSupport
     @Test("Crafted rows (a counter name twice, huge numbers) are shown, never trapped on")
     func craftedRows() async throws {
         let root = TemporaryDirectory()
-        let cacheDirectory = root.url.appendingPathComponent("cache", isDirectory: true)
-        try CacheToolCommandTests.makeCache(cacheDirectory)
-        let connection = try Connection(path: cacheDirectory.appendingPathComponent("Cache.sqlite").path, busyTimeout: .seconds(5))
+        let (cacheDirectory, connection) = try Self.craftable(root)
         try connection.execute("""
             DROP TABLE counters; CREATE TABLE counters(name TEXT, value INTEGER);
             INSERT INTO counters VALUES ('hits', 9223372036854775807), ('hits', 9223372036854775807), (NULL, 1), (NULL, 2);
@@ -54,9 +57,7 @@ import TestSupport
     @Test("verify reports a body file name that is not one the library writes as damage")
     func verifyReportsCraftedNames() async throws {
         let root = TemporaryDirectory()
-        let cacheDirectory = root.url.appendingPathComponent("cache", isDirectory: true)
-        try CacheToolCommandTests.makeCache(cacheDirectory)
-        let connection = try Connection(path: cacheDirectory.appendingPathComponent("Cache.sqlite").path, busyTimeout: .seconds(5))
+        let (cacheDirectory, connection) = try Self.craftable(root)
         try connection.execute("UPDATE entries SET body_file = '../elsewhere' WHERE url = 'https://a.test/fresh'")
         let result = try await ChildProcess.run(CacheToolCommandTests.cachetool, ["verify", "--cache-dir", cacheDirectory.path, "--json"])
         #expect(result.status == 5, "a damaged store: \(result.standardOutput) \(result.standardError)")

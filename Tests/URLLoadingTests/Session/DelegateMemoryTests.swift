@@ -62,12 +62,7 @@ import TestSupport
     func hugeHead() async throws {
         let origin = try await TestOrigin.start(ownThread: true)
         defer { Task { try await origin.shutdown() } }
-        let line = Array("X-Filler: \(String(repeating: "a", count: 1000))\r\n".utf8)
-        var head = Array("HTTP/1.1 200 OK\r\n".utf8)
-        for _ in 0..<(50_000_000 / line.count) { head += line }
-        var response = ScriptedResponse(body: "x")
-        response.rawHead = head + Array("Content-Length: 1\r\n\r\n".utf8)
-        origin.route("/huge", response: response)
+        origin.route("/huge", response: .hugeHead(bytes: 50_000_000))
         let result = try await ChildProcess.run(ChildProcess.helper, ["fetch-rss", origin.url("/huge").absoluteString])
         #expect(result.status == 0, "\(result.standardError)")
         struct Report: Decodable { var outcome: String; var peakRSSKiB: Int }
