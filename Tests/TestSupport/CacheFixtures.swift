@@ -11,9 +11,14 @@ public enum CacheFixtures {
         var bytes = [UInt8](repeating: 0, count: size)
         var state: UInt64 = 1469598103934665603
         for byte in seed { state = (state ^ UInt64(byte)) &* 1099511628211 }
-        for i in 0..<size {
-            state = state &* 6364136223846793005 &+ 1442695040888963407
-            bytes[i] = UInt8(truncatingIfNeeded: state >> 33)
+        // Through a pointer: Array's checked subscript made this loop hold a
+        // cooperative thread for seconds in debug builds.
+        bytes.withUnsafeMutableBufferPointer { buffer in
+            guard let base = buffer.baseAddress else { return }
+            for i in 0..<size {
+                state = state &* 6364136223846793005 &+ 1442695040888963407
+                base[i] = UInt8(truncatingIfNeeded: state >> 33)
+            }
         }
         return Data(bytes)
     }

@@ -150,15 +150,33 @@ public final class TestOrigin: Sendable {
         try await ownGroup?.shutdownGracefully()
     }
 
-    /// Byte `index` of the deterministic body pattern of `.pattern` parts:
-    /// not periodic at any power of two, so a misplaced range shows.
+    /// The pattern's period: a prime, so the pattern is not periodic at
+    /// any power of two and a misplaced range shows.
+    static let patternPeriod = 1_048_573
+
+    /// One period of the pattern, computed once: slices of it are copied,
+    /// not computed byte by byte (a debug build's per-byte loop on the
+    /// shared event loop threads delayed every test's origin).
+    static let patternTable: [UInt8] = (0..<patternPeriod).map {
+        UInt8(truncatingIfNeeded: ($0 &* 2_654_435_761) >> 13 ^ $0)
+    }
+
+    /// Byte `index` of the deterministic body pattern of `.pattern` parts.
     public static func patternByte(at index: Int) -> UInt8 {
-        UInt8(truncatingIfNeeded: (index &* 2_654_435_761) >> 13 ^ index)
+        patternTable[index % patternPeriod]
     }
 
     /// Bytes `offset..<offset+count` of the pattern.
     public static func pattern(offset: Int, count: Int) -> [UInt8] {
-        (offset..<(offset + count)).map(patternByte(at:))
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(count)
+        var index = offset % patternPeriod
+        while bytes.count < count {
+            let take = min(count - bytes.count, patternPeriod - index)
+            bytes += patternTable[index..<(index + take)]
+            index = 0
+        }
+        return bytes
     }
 }
 

@@ -156,7 +156,7 @@ import TestSupport
         return Array(whole[..<total])
     }
 
-    @Test("S7: resumed after the server dropped the connection, or after a cancel, at several offsets: the file's SHA-256 is the original's",
+    @Test("S7: resumed after the server dropped the connection, or after a cancel, at several offsets: the file is the original, byte for byte",
           arguments: [(1, true), (65_536, true), (1_000_003, true), (3_999_999, true), (1, false), (2_500_000, false)])
     func resumeAtOffsets(offset: Int, drop: Bool) async throws {
         let origin = try await TestOrigin.start()
@@ -182,7 +182,9 @@ import TestSupport
             }.resume()
         }
         #expect(contents.count == original.count)
-        #expect(Hex.string(SHA256.hash(contents)) == Hex.string(SHA256.hash(original)))
+        // Byte equality (memcmp): hashing megabytes in a debug build held a
+        // cooperative thread for seconds, and the suite's other tests with it.
+        #expect(contents == Data(original))
         #expect(origin.requests(to: "/cut").last?.header("Range") == "bytes=\(offset)-")
         session.finishTasksAndInvalidate()
         try await origin.shutdown()

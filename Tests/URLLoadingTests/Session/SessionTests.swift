@@ -193,10 +193,7 @@ import TestSupport
         let origin = try await TestOrigin.start()
         origin.route("/short", response: ScriptedResponse(parts: [.bytes([1, 2, 3]), .closeConnection], framing: .declaredLength(1000)))
         origin.route("/stall", response: ScriptedResponse(parts: [.bytes([1]), .pause(.seconds(30)), .bytes([2])], framing: .declaredLength(2)))
-        let line = Array("X-Filler: \(String(repeating: "a", count: 1000))\r\n".utf8)
-        var huge = ScriptedResponse(body: "x")
-        huge.rawHead = Array("HTTP/1.1 200 OK\r\n".utf8) + Array((0..<2_000).map { _ in line }.joined()) + Array("Content-Length: 1\r\n\r\n".utf8)
-        origin.route("/huge", response: huge)
+        origin.route("/huge", response: ScriptedResponse.hugeHead(bytes: 2_000_000))
         let session = try Self.session()
         let impatient = try Self.session { $0.timeoutIntervalForRequest = 1 }
         func code(_ url: URL, in session: Session? = nil) async -> SessionError.Code? {
