@@ -45,7 +45,7 @@ extension Session {
     /// Downloads `request` to a file that the caller owns (and must delete).
     public func download(for request: URLRequest, delegate: (any SessionDelegate)? = nil) async throws -> (URL, URLResponse) {
         try await run(delegate: delegate) { deliver, runner in
-            makeTask(.download, request, body: Self.body(of: request), delivery: .download { location, response, error in
+            makeTask(.download, request, body: Self.body(of: request), sink: DownloadSink { location, response, error in
                 deliver(Result { () throws -> (URL, URLResponse) in
                     if let error { throw error }
                     guard let location, let response else {

@@ -79,7 +79,7 @@ public final class Session: Sendable, CustomStringConvertible {
 
     /// A data task whose response and data go to the delegate.
     public func dataTask(with request: URLRequest) -> SessionTask {
-        makeTask(.data, request, body: Self.body(of: request), delivery: .delegate)
+        makeTask(.data, request, body: Self.body(of: request), sink: DelegateDataSink())
     }
 
     /// A data task for `url`.
@@ -90,29 +90,29 @@ public final class Session: Sendable, CustomStringConvertible {
     /// A data task that hands the whole body to `completionHandler` (on the
     /// session's delegate context) and makes no response or data delegate calls.
     public func dataTask(with request: URLRequest, completionHandler: @escaping @Sendable (Data?, URLResponse?, (any Error)?) -> Void) -> SessionTask {
-        makeTask(.data, request, body: Self.body(of: request), delivery: .data(completionHandler))
+        makeTask(.data, request, body: Self.body(of: request), sink: CollectingSink.completionHandler(completionHandler))
     }
 
     /// An upload task sending `bodyData` (the request's own body is ignored).
     public func uploadTask(with request: URLRequest, from bodyData: Data) -> SessionTask {
-        makeTask(.upload, Self.uploading(request), body: .data(bodyData), delivery: .delegate)
+        makeTask(.upload, Self.uploading(request), body: .data(bodyData), sink: DelegateDataSink())
     }
 
     /// An upload task with a completion handler.
     public func uploadTask(with request: URLRequest, from bodyData: Data,
                            completionHandler: @escaping @Sendable (Data?, URLResponse?, (any Error)?) -> Void) -> SessionTask {
-        makeTask(.upload, Self.uploading(request), body: .data(bodyData), delivery: .data(completionHandler))
+        makeTask(.upload, Self.uploading(request), body: .data(bodyData), sink: CollectingSink.completionHandler(completionHandler))
     }
 
     /// An upload task streaming the file at `fileURL` from disk.
     public func uploadTask(with request: URLRequest, fromFile fileURL: URL) -> SessionTask {
-        makeTask(.upload, Self.uploading(request), body: Self.fileBody(fileURL), delivery: .delegate)
+        makeTask(.upload, Self.uploading(request), body: Self.fileBody(fileURL), sink: DelegateDataSink())
     }
 
     /// An upload task from a file, with a completion handler.
     public func uploadTask(with request: URLRequest, fromFile fileURL: URL,
                            completionHandler: @escaping @Sendable (Data?, URLResponse?, (any Error)?) -> Void) -> SessionTask {
-        makeTask(.upload, Self.uploading(request), body: Self.fileBody(fileURL), delivery: .data(completionHandler))
+        makeTask(.upload, Self.uploading(request), body: Self.fileBody(fileURL), sink: CollectingSink.completionHandler(completionHandler))
     }
 
     /// An upload task whose body comes from streams: the delegate's
@@ -124,19 +124,19 @@ public final class Session: Sendable, CustomStringConvertible {
     public func uploadTask(withStreamedRequest request: URLRequest) -> SessionTask {
         var prepared = Self.uploading(request)
         prepared.httpBodyStream = nil
-        return makeTask(.upload, prepared, body: .none, delivery: .delegate, streamsBody: true)
+        return makeTask(.upload, prepared, body: .none, sink: DelegateDataSink(), streamsBody: true)
     }
 
     /// A download task: the body goes to a temporary file handed to
     /// `didFinishDownloadingTo`, deleted when that method returns.
     public func downloadTask(with request: URLRequest) -> SessionTask {
-        makeTask(.download, request, body: Self.body(of: request), delivery: .delegate)
+        makeTask(.download, request, body: Self.body(of: request), sink: DownloadSink())
     }
 
     /// A download task with a completion handler; the file is deleted when
     /// the handler returns.
     public func downloadTask(with request: URLRequest, completionHandler: @escaping @Sendable (URL?, URLResponse?, (any Error)?) -> Void) -> SessionTask {
-        makeTask(.download, request, body: Self.body(of: request), delivery: .download(completionHandler))
+        makeTask(.download, request, body: Self.body(of: request), sink: DownloadSink(handler: completionHandler))
     }
 
     /// A data (or upload) task for the async APIs: the response is built by
@@ -148,13 +148,13 @@ public final class Session: Sendable, CustomStringConvertible {
                  completionRunner: (@Sendable (@escaping @Sendable () -> Void) -> Void)? = nil,
                  handler: @escaping @Sendable (Data?, SessionError?) -> Void) -> SessionTask {
         let prepared = kind == .upload ? Self.uploading(request) : request
-        return makeTask(kind, prepared, body: body ?? Self.body(of: request), delivery: .raw(handler), completionRunner: completionRunner)
+        return makeTask(kind, prepared, body: body ?? Self.body(of: request), sink: CollectingSink.asyncCall(handler), completionRunner: completionRunner)
     }
 
     static func fileBodyOf(_ url: URL) -> TransferRequest.Body { fileBody(url) }
 
     func streamTask(with request: URLRequest, buffer: ByteStreamBuffer) -> SessionTask {
-        makeTask(.data, request, body: Self.body(of: request), delivery: .stream(buffer))
+        makeTask(.data, request, body: Self.body(of: request), sink: StreamSink(buffer: buffer))
     }
 
     /// Every task not yet completed.
@@ -164,7 +164,7 @@ public final class Session: Sendable, CustomStringConvertible {
 
     /// - Parameter streamsBody: The body comes from the delegate's streams
     ///   (a streamed upload task); a request with an `httpBodyStream` streams too.
-    func makeTask(_ kind: SessionTask.Kind, _ request: URLRequest, body: TransferRequest.Body, delivery: SessionTask.Delivery,
+    func makeTask(_ kind: SessionTask.Kind, _ request: URLRequest, body: TransferRequest.Body, sink: any ResponseSink,
                   streamsBody: Bool = false, completionRunner: (@Sendable (@escaping @Sendable () -> Void) -> Void)? = nil) -> SessionTask {
         var request = request
         for (name, value) in configuration.httpAdditionalHeaders where request.value(forHTTPHeaderField: name) == nil {
@@ -173,7 +173,7 @@ public final class Session: Sendable, CustomStringConvertible {
         let streamed = streamsBody || (request.httpBodyStream != nil && request.httpBody == nil)
         let length = streamed ? request.value(forHTTPHeaderField: "Content-Length").flatMap(FieldNumber.length) ?? -1 : nil
         return state.withLock { state in
-            let task = SessionTask(session: self, identifier: state.nextIdentifier, kind: kind, request: request, body: body, delivery: delivery,
+            let task = SessionTask(session: self, identifier: state.nextIdentifier, kind: kind, request: request, body: body, sink: sink,
                                    streamedBodyLength: length, completionRunner: completionRunner)
             state.nextIdentifier += 1
             if !state.invalidated && !state.invalidating { state.tasks[task.taskIdentifier] = task }

@@ -31,7 +31,7 @@ extension SessionTask {
     /// After a response from the network: store it when RFC 9111 and the
     /// storage rules allow (SPEC C4); invalidate after an unsafe method (§4.4).
     @discardableResult
-    func updateCache(session: Session, body: Data) -> StoredResponse? {
+    func updateCache(session: Session, body: Data?) -> StoredResponse? {
         guard let cache = session.urlCache, let request = currentRequest, let url = request.url else { return nil }
         let (key, headers, status, requestTime, fromCache, cookie, credentials) = state.withLock { inner in
             (inner.cacheKey, inner.networkHeaders, inner.head?.head.status, inner.requestTime, inner.networkHeaders == nil, inner.sentCookie,
@@ -53,13 +53,13 @@ extension SessionTask {
             }
             return nil
         }
-        guard usesCache, let key, request.cachePolicy != .reloadIgnoringLocalAndRemoteCacheData else { return nil }
-        if case .delegate = delivery, !state.withLock({ $0.keepsBodyForCache }) { return nil }
+        // No body: the sink kept none (a delegate's body past the limit).
+        guard usesCache, let key, let body, request.cachePolicy != .reloadIgnoringLocalAndRemoteCacheData else { return nil }
         guard let candidate = CacheExchange.storeCandidate(
             url: url, key: key, method: method, status: status, responseHeaders: headers, requestHeaders: requestHeaders,
             body: body, requestTime: requestTime, now: now) else { return nil }
         // A delegate-driven task asks willCacheResponse first (SPEC S6).
-        if case .delegate = delivery { return candidate }
+        if state.withLock({ $0.sink.asksDelegate }) { return candidate }
         cache.store(candidate, now: now)
         return nil
     }

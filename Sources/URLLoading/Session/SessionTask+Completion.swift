@@ -26,11 +26,7 @@ extension SessionTask {
 
     func complete(_ result: Result<TransferMetrics?, SessionError>) {
         let url = currentRequest?.url
-        let (tail, tailSession) = state.withLock { inner in (inner.mixedReplace?.finish() ?? [], inner.session) }
-        if case .success = result, !tail.isEmpty, let tailSession, hasDelegate {
-            deliverParts(tail, session: tailSession)
-        }
-        let (session, buffer, download, metrics) = state.withLock { inner in
+        let (session, contents, metrics) = state.withLock { inner in
             if case .failure(let error) = result {
                 inner.error = SessionError(error.code, failingURL: error.failingURL ?? url, message: error.message)
             }
@@ -38,15 +34,14 @@ extension SessionTask {
                 transactions: inner.transactions,
                 taskInterval: DateInterval(start: inner.started ?? Date(), end: max(Date(), inner.started ?? Date())),
                 redirectCount: inner.machine.redirects)
-            defer {
-                inner.buffer = Data()
-                inner.download = nil
-            }
-            return (inner.session, inner.buffer, inner.download, metrics)
+            return (inner.session, inner.sink.close(), metrics)
+        }
+        if case .success = result, !contents.tail.isEmpty, let session, hasDelegate {
+            deliverParts(contents.tail, session: session)
         }
         var failure = self.error
-        try? download?.handle.close()
-        let (resume, resumeHandler) = state.withLock { inner in (resumeData(inner, download: download), inner.resumeDataHandler) }
+        try? contents.file?.handle.close()
+        let (resume, resumeHandler) = state.withLock { inner in (resumeData(inner, file: contents.file), inner.resumeDataHandler) }
         if let resume, let sessionFailure = failure as? SessionError, resumeHandler == nil {
             var carrying = sessionFailure
             carrying.resumeData = resume.encoded()
@@ -54,34 +49,14 @@ extension SessionTask {
             state.withLock { $0.error = carrying }
         }
         let error = failure
-        // A file that resume data points to stays; every other goes when the task is done.
-        let keptFile = resume != nil
         if let resumeHandler { resumeHandler(resume?.encoded()) }
         guard let session else { return }
+        let sink = state.withLock { $0.sink }
+        // A file that resume data points to stays; every other goes when the task is done.
+        let ending = SinkEnding(task: self, session: session, error: error, keepsFile: resume != nil, metrics: metrics)
+        let buffer = contents.body
         let finish: @Sendable () -> Void = { [self] in
-            switch delivery {
-            case .delegate:
-                if let download, error == nil {
-                    self.callDelegate { $0.session(session, downloadTask: self, didFinishDownloadingTo: download.url) }
-                }
-                if let download, !keptFile { try? FileManager.default.removeItem(at: download.url) }
-            case .data(let handler):
-                self.callDelegate { $0.session(session, task: self, didFinishCollecting: metrics) }
-                handler(error == nil ? buffer : nil, self.response, error)
-            case .raw(let handler):
-                self.callDelegate { $0.session(session, task: self, didFinishCollecting: metrics) }
-                handler(error == nil ? buffer : nil, error as? SessionError)
-            case .download(let handler):
-                self.callDelegate { $0.session(session, task: self, didFinishCollecting: metrics) }
-                handler(error == nil ? download?.url : nil, self.response, error)
-                if let download, !keptFile { try? FileManager.default.removeItem(at: download.url) }
-            case .stream(let stream):
-                self.callDelegate { $0.session(session, task: self, didFinishCollecting: metrics) }
-                stream.finish(error as? SessionError)
-            }
-            if case .delegate = delivery {
-                self.callDelegate { $0.session(session, task: self, didFinishCollecting: metrics) }
-            }
+            sink.end(contents, ending)
             self.callDelegate { $0.session(session, task: self, didCompleteWithError: error) }
             self.state.withLock { $0.session = nil; $0.delegate = nil }
             session.taskDidComplete(self)

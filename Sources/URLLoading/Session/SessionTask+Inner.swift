@@ -9,6 +9,8 @@ extension SessionTask {
     /// All of a task's mutable state, behind the task's one lock.
     struct Inner {
         var machine = StateMachine()
+        /// Where the response goes (delegate, handler, file, stream).
+        var sink: any ResponseSink
         var session: Session?
         var delegate: (any SessionDelegate)?
         var currentRequest: URLRequest?
@@ -26,8 +28,6 @@ extension SessionTask {
         var bytesExpectedToSend: Int64 = 0
         var taskDescription: String?
         var priority: Float = 0.5
-        var buffer = Data()
-        var download: (handle: FileHandle, url: URL)?
         var transactions: [TaskMetrics.Transaction] = []
         var started: Date?
         /// The status of the current hop's head.
@@ -41,14 +41,8 @@ extension SessionTask {
         var requestTime: Double = 0
         /// The final response's fields as received, for storing.
         var networkHeaders: HeaderFields?
-        /// A delegate-driven task keeps a copy of a storable body for the cache.
-        var keepsBodyForCache = false
         /// Who the current hop's credentials say the user is (for the cache).
         var credentialIdentity: String?
-        /// The most body bytes kept for the cache (the largest tier's 5%).
-        var cacheBodyLimit = 0
-        /// Body bytes handed to the delegate's context and not yet delivered.
-        var queuedForDelegate = 0
         /// Request coalescing: this task leads for the key, or waited once already.
         var leadsKey: String?
         var coalesced = false
@@ -67,12 +61,8 @@ extension SessionTask {
         var resumeDataHandler: (@Sendable (Data?) -> Void)?
         /// The task goes on from this resume data.
         var resumeFrom: ResumeData?
-        /// Bytes of the file that were there before this task's response.
-        var downloadOffset: Int64 = 0
         /// A failure known before the task starts (resume data refused).
         var startupError: SessionError?
-        /// A multipart/x-mixed-replace body being split into parts (delegate data tasks).
-        var mixedReplace: MixedReplaceParser?
         /// The request body comes from streams (`httpBodyStream`, `needNewBodyStream`).
         var streamedBody: StreamedBody?
         /// The trust probe failed: the real transfer reports why.

@@ -90,26 +90,27 @@ extension SessionTask {
             inner.response = nil
             inner.bytesExpectedToReceive = length
             updateProgress(inner)
-            // One allocation for a body of known length, instead of doubling.
-            switch delivery {
-            case .data, .raw:
-                if length > 0, length < 1 << 30 { inner.buffer.reserveCapacity(Int(length)) }
-            case .delegate where inner.cacheKey != nil && inner.kind == .data:
-                // Keep a copy only of what the cache could store (the 5% rule's largest tier).
+            // A delegate's data task keeps a copy of a storable body, up to
+            // what the cache could store (the 5% rule's largest tier).
+            var limit = 0
+            if inner.sink.asksDelegate, inner.cacheKey != nil, inner.kind == .data {
                 let request = inner.currentRequest
-                let limit = max(session.urlCache?.memoryCapacity ?? 0, session.urlCache?.diskCapacity ?? 0) / 20
-                inner.cacheBodyLimit = limit
-                inner.keepsBodyForCache = length <= Int64(limit) && CachePolicy.storability(
+                let storable = CachePolicy.storability(
                     method: request?.httpMethod ?? "GET", requestHeaders: HeaderFields(request?.allHTTPHeaderFields ?? [:]),
                     status: head.status, responseHeaders: inner.networkHeaders ?? []).allowed
-            default: break
+                if storable { limit = max(session.urlCache?.memoryCapacity ?? 0, session.urlCache?.diskCapacity ?? 0) / 20 }
             }
+            inner.sink.accept(length: length, cacheCopyLimit: limit)
         }
         if kind == .download {
             guard prepareDownloadFile(head, url: url, session: session) else { return }
         }
-        if case .stream(let buffer) = delivery, let response = httpResponse { buffer.publish(response) }
-        guard case .delegate = delivery, kind != .download else {
+        let asksDelegate = state.withLock { inner in
+            let sink = inner.sink
+            sink.publish { Self.response(of: &inner) }
+            return sink.asksDelegate
+        }
+        guard asksDelegate else {
             perform(state.withLock { $0.machine.allow() })
             return
         }
@@ -117,8 +118,7 @@ extension SessionTask {
            let boundary = MixedReplaceParser.boundary(ofContentType: contentType) {
             // Each part gets its own didReceiveResponse, when it begins.
             perform(state.withLock { inner in
-                inner.mixedReplace = MixedReplaceParser(boundary: boundary)
-                inner.keepsBodyForCache = false
+                inner.sink.splitParts(boundary: boundary)
                 return inner.machine.allow()
             })
             return
@@ -137,10 +137,11 @@ extension SessionTask {
                 })
             case .becomeDownload:
                 // No body byte was delivered yet (it waits for this answer): all of it goes to the file.
-                guard self.openDownloadFile(url: url) else { return }
+                guard let file = self.createDownloadFile(url: url) else { return }
                 self.state.withLock { inner in
                     inner.kind = .download
-                    inner.keepsBodyForCache = false
+                    inner.sink = DownloadSink(file: file)
+                    inner.sink.accept(length: inner.bytesExpectedToReceive, cacheCopyLimit: 0)
                 }
                 self.callDelegate { $0.session(session, dataTask: self, didBecomeDownloadTask: self) }
                 self.perform(self.state.withLock { $0.machine.allow() })
@@ -148,16 +149,22 @@ extension SessionTask {
         }
     }
 
-    /// Creates the temporary file a download streams into; false (the task
-    /// failed) when it cannot.
+    /// Creates the temporary file a download streams into and gives it to
+    /// the sink; false (the task failed) when it cannot.
     func openDownloadFile(url: URL) -> Bool {
+        guard let file = createDownloadFile(url: url) else { return false }
+        _ = state.withLock { $0.sink.attach(file) }
+        return true
+    }
+
+    /// A new private download file; nil (the task failed) when it cannot be made.
+    func createDownloadFile(url: URL) -> DownloadFile? {
         do {
             let file = try DownloadFiles.create()
-            state.withLock { $0.download = file }
-            return true
+            return DownloadFile(handle: file.handle, url: file.url)
         } catch {
             perform(state.withLock { $0.machine.fail(SessionError(.cannotWriteFile, failingURL: url, message: error.message)) })
-            return false
+            return nil
         }
     }
 

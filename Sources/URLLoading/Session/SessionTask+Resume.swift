@@ -36,17 +36,17 @@ extension SessionTask {
     }
 
     /// The resume data of a failed or cancelled download, when it may resume.
-    func resumeData(_ inner: Inner, download: (handle: FileHandle, url: URL)?) -> ResumeData? {
-        guard let download, let validators = inner.resumable, let failure = inner.error else { return nil }
+    func resumeData(_ inner: Inner, file: DownloadFile?) -> ResumeData? {
+        guard let file, let validators = inner.resumable, let failure = inner.error else { return nil }
         let resumableFailure = [SessionError.Code.timedOut, .networkConnectionLost].contains(failure.code)
         guard resumableFailure || (failure.code == .cancelled && inner.resumeDataHandler != nil) else { return nil }
-        let offset = inner.downloadOffset + inner.bytesReceived
-        guard offset > 0, let url = inner.currentRequest?.url else { return nil }
+        let (offset, overflow) = file.offset.addingReportingOverflow(inner.bytesReceived)
+        guard !overflow, offset > 0, let url = inner.currentRequest?.url else { return nil }
         return ResumeData(
             url: url.absoluteString, headers: ResumeData.keptHeaders(inner.resumeFrom?.request ?? originalRequest),
-            file: download.url.lastPathComponent, offset: offset, entityTag: validators.entityTag,
+            file: file.url.lastPathComponent, offset: offset, entityTag: validators.entityTag,
             lastModified: validators.lastModified,
-            expectedLength: inner.bytesExpectedToReceive >= 0 ? inner.downloadOffset + inner.bytesExpectedToReceive : nil)
+            expectedLength: inner.bytesExpectedToReceive >= 0 ? Self.sum(file.offset, inner.bytesExpectedToReceive) : nil)
     }
 
     /// Opens the download's file: a new one, or for a resumed task the
@@ -62,25 +62,27 @@ extension SessionTask {
         let continues = head.status == 206 && range.map { Self.rangeStart($0) == resume.offset } == true
         let offset = continues ? resume.offset : 0
         do {
-            let file = try DownloadFiles.reopen(resume.file)
-            try file.handle.truncate(atOffset: UInt64(offset))
-            try file.handle.seekToEnd()
-            state.withLock { inner in
-                inner.download = file
-                inner.downloadOffset = offset
-            }
+            let reopened = try DownloadFiles.reopen(resume.file)
+            try reopened.handle.truncate(atOffset: UInt64(offset))
+            try reopened.handle.seekToEnd()
+            let file = DownloadFile(handle: reopened.handle, url: reopened.url, offset: offset)
+            guard state.withLock({ $0.sink.attach(file) }), hasDelegate else { return true }
         } catch {
             let message = (error as? SessionError)?.message ?? "cannot reopen the partial download: \(error.localizedDescription)"
             perform(state.withLock { $0.machine.fail(SessionError(.cannotWriteFile, failingURL: url, message: message)) })
             return false
         }
-        if hasDelegate, case .delegate = delivery {
-            let total = expected >= 0 ? offset + expected : -1
-            events.enqueueSync { [self] in
-                self.callDelegate { $0.session(session, downloadTask: self, didResumeAtOffset: offset, expectedTotalBytes: total) }
-            }
+        let total = expected >= 0 ? Self.sum(offset, expected) ?? -1 : -1
+        events.enqueueSync { [self] in
+            self.callDelegate { $0.session(session, downloadTask: self, didResumeAtOffset: offset, expectedTotalBytes: total) }
         }
         return true
+    }
+
+    /// `a + b`, or nil past Int64's range (a length a server sent).
+    static func sum(_ a: Int64, _ b: Int64) -> Int64? {
+        let (sum, overflow) = a.addingReportingOverflow(b)
+        return overflow ? nil : sum
     }
 
     /// The first byte of `bytes FIRST-LAST/TOTAL`.
@@ -96,26 +98,26 @@ extension Session {
     /// that is damaged, forged or whose file is gone makes a task that fails
     /// with `.cannotDecodeResumeData` when resumed.
     public func downloadTask(withResumeData resumeData: Data) -> SessionTask {
-        resumedTask(resumeData, delivery: .delegate)
+        resumedTask(resumeData, sink: DownloadSink())
     }
 
     /// The same, with a completion handler (the file is deleted when it returns).
     public func downloadTask(withResumeData resumeData: Data, completionHandler: @escaping @Sendable (URL?, URLResponse?, (any Error)?) -> Void) -> SessionTask {
-        resumedTask(resumeData, delivery: .download(completionHandler))
+        resumedTask(resumeData, sink: DownloadSink(handler: completionHandler))
     }
 
-    private func resumedTask(_ data: Data, delivery: SessionTask.Delivery) -> SessionTask {
+    private func resumedTask(_ data: Data, sink: any ResponseSink) -> SessionTask {
         do {
             let resume = try ResumeData.decode(data, directory: DownloadFiles.directory)
             guard let request = resume.request else {
                 throw SessionError(.cannotDecodeResumeData, failingURL: nil, message: "resume data refused: no request")
             }
-            let task = makeTask(.download, request, body: Self.body(of: request), delivery: delivery)
+            let task = makeTask(.download, request, body: Self.body(of: request), sink: sink)
             task.state.withLock { $0.resumeFrom = resume }
             return task
         } catch {
             // Force-unwrap: a literal URL.
-            let task = makeTask(.download, URLRequest(url: URL(string: "http://resume-data.invalid/")!), body: .none, delivery: delivery)
+            let task = makeTask(.download, URLRequest(url: URL(string: "http://resume-data.invalid/")!), body: .none, sink: sink)
             task.state.withLock { $0.startupError = error as? SessionError }
             return task
         }

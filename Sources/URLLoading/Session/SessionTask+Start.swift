@@ -53,8 +53,10 @@ extension SessionTask {
             updateProgress(inner)
         }
         guard let session else { return }
-        switch delivery {
-        case .delegate:
+        switch state.withLock({ $0.sink.serve(response, data) }) {
+        case .finish:
+            perform(state.withLock { $0.machine.finishWithoutTransfer(.success(nil)) })
+        case .askDelegate:
             events.enqueue { [self] in
                 let disposition = await self.askDelegate { await $0.session(session, dataTask: self, didReceive: response) } ?? .allow
                 if disposition == .allow, !data.isEmpty { self.callDelegate { $0.session(session, dataTask: self, didReceive: data) } }
@@ -63,13 +65,6 @@ extension SessionTask {
                         : $0.machine.finishWithoutTransfer(.failure(SessionError(.cancelled, failingURL: response.url, message: "the delegate cancelled the task")))
                 })
             }
-        case .stream(let stream):
-            stream.publish(response)
-            if !data.isEmpty { _ = stream.offer(data) }
-            perform(state.withLock { $0.machine.finishWithoutTransfer(.success(nil)) })
-        case .data, .download, .raw:
-            state.withLock { $0.buffer = data }
-            perform(state.withLock { $0.machine.finishWithoutTransfer(.success(nil)) })
         }
     }
 

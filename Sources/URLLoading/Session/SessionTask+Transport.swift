@@ -19,108 +19,43 @@ extension SessionTask {
     }
 
     func received(_ chunk: UnsafeRawBufferPointer, hop: Int) -> Bool {
-        enum Next {
-            case refuse, drop, buffered
-            case deliver(Session?)
-            case parts([MixedReplaceParser.Event], Session?)
-            case malformed(String)
-            case write(FileHandle, Int64, Int64, Session?)
-        }
-        if case .stream(let buffer) = delivery {
-            // Under the task's lock, so a consumer's `continueDelivery` cannot
-            // slip between a full buffer and the refusal.
-            return state.withLock { inner -> Bool in
-                guard inner.machine.chunk(hop: hop) else { return false }
-                guard hop == inner.machine.hop, !inner.machine.isFinished else { return true }
-                guard buffer.offer(Data(chunk)) else {
-                    inner.machine.refuseChunk()
-                    return false
-                }
-                inner.bytesReceived += Int64(chunk.count)
-                updateProgress(inner)
-                return true
-            }
-        }
-        let next = state.withLock { inner -> Next in
-            guard inner.machine.chunk(hop: hop) else { return .refuse }
-            guard hop == inner.machine.hop, !inner.machine.isFinished else { return .drop }
-            if case .delegate = delivery, inner.kind != .download {
-                // Back-pressure: past the backlog the transfer pauses until
-                // the delegate's context has taken half of it.
-                guard inner.queuedForDelegate < Self.delegateBacklog else {
-                    inner.machine.refuseChunk()
-                    return .refuse
-                }
-                inner.queuedForDelegate += chunk.count
+        // The sink decides under the task's lock, so a consumer's
+        // `continueDelivery` cannot slip between a refusal and the pause.
+        let (step, session) = state.withLock { inner -> (SinkStep, Session?) in
+            guard inner.machine.chunk(hop: hop) else { return (.refuse, nil) }
+            guard hop == inner.machine.hop, !inner.machine.isFinished else { return (.taken, nil) }
+            let listens = inner.delegate != nil || inner.session?.delegate != nil
+            let step = inner.sink.take(chunk, delegateListens: listens)
+            if step == .refuse {
+                inner.machine.refuseChunk()
+                return (.refuse, nil)
             }
             inner.bytesReceived += Int64(chunk.count)
             updateProgress(inner)
-            switch delivery {
-            case .delegate where inner.kind != .download:
-                if var parser = inner.mixedReplace {
-                    inner.mixedReplace = nil // one owner of its buffer while it parses
-                    defer { inner.mixedReplace = parser }
-                    do throws(MixedReplaceParser.Failure) {
-                        let events = try parser.feed(chunk)
-                        // Only the parts' bytes wait for the delegate (delimiters and part heads do not).
-                        var partBytes = 0
-                        for case .data(let data) in events { partBytes += data.count }
-                        inner.queuedForDelegate -= chunk.count - partBytes
-                        return .parts(events, inner.delegate != nil || inner.session?.delegate != nil ? inner.session : nil)
-                    } catch {
-                        return .malformed(error.message)
-                    }
-                }
-                if inner.keepsBodyForCache {
-                    if inner.buffer.count + chunk.count <= inner.cacheBodyLimit {
-                        Self.append(chunk, to: &inner.buffer)
-                    } else {
-                        // Too large for any tier (decoded bytes count): keep nothing.
-                        inner.keepsBodyForCache = false
-                        inner.buffer = Data()
-                    }
-                }
-                return .deliver(inner.delegate != nil || inner.session?.delegate != nil ? inner.session : nil)
-            case .data, .raw:
-                Self.append(chunk, to: &inner.buffer)
-                return .buffered
-            default:
-                guard let download = inner.download else { return .drop }
-                let expected = inner.bytesExpectedToReceive >= 0 ? inner.downloadOffset + inner.bytesExpectedToReceive : -1
-                return .write(download.handle, inner.downloadOffset + inner.bytesReceived, expected, inner.session)
-            }
+            return (step, inner.session)
         }
-        switch next {
+        switch step {
         case .refuse: return false
-        case .drop, .buffered: return true
-        case .deliver(let session):
-            // nil: no delegate hears of it; nothing waits for one either.
-            guard let session else {
-                delegateTook(chunk.count)
-                return true
-            }
+        case .taken: return true
+        case .deliver:
+            guard let session else { return true }
             let data = Data(chunk) // the one copy
             events.enqueueSync { [self] in
                 self.callDelegate { $0.session(session, dataTask: self, didReceive: data) }
                 self.delegateTook(data.count)
             }
-        case .parts(let parts, let session):
-            guard let session else {
-                var partBytes = 0
-                for case .data(let data) in parts { partBytes += data.count }
-                delegateTook(partBytes)
-                return true
-            }
+        case .parts(let parts):
+            guard let session else { return true }
             deliverParts(parts, session: session)
         case .malformed(let message):
             perform(state.withLock { $0.machine.fail(SessionError(.badServerResponse, failingURL: currentRequest?.url, message: message)) })
-        case .write(let handle, let total, let expected, let session):
+        case .write(let handle, let total, let expected, let report):
             if let failure = Self.writeAll(chunk, to: handle.fileDescriptor) {
                 // A full disk or a lost file: the task fails with what the system said.
                 perform(state.withLock { $0.machine.fail(SessionError(.cannotWriteFile, failingURL: nil, message: "writing the download failed: \(failure)")) })
                 return true
             }
-            if let session, case .delegate = delivery, hasDelegate {
+            if report, let session {
                 let written = Int64(chunk.count)
                 events.enqueueSync { [self] in
                     self.callDelegate {
@@ -132,25 +67,12 @@ extension SessionTask {
         return true
     }
 
-    /// Body bytes a delegate data task may have waiting for its delegate
-    /// before the transfer pauses: enough to keep a fast delegate busy,
-    /// bounded whatever the body's length and the delegate's speed.
-    static let delegateBacklog = 2 << 20
-
-    /// The delegate's context delivered `count` body bytes: below half the
-    /// backlog, a transfer paused for it goes on.
+    /// The delegate's context delivered `count` body bytes: a transfer
+    /// paused for it goes on once the sink has room.
     func delegateTook(_ count: Int) {
         perform(state.withLock { inner in
-            inner.queuedForDelegate -= count
-            return inner.queuedForDelegate <= Self.delegateBacklog / 2 ? inner.machine.continueDelivery() : []
+            inner.sink.delegateTook(count) ? inner.machine.continueDelivery() : []
         })
-    }
-
-    /// Appends a transport chunk with one copy (Data's generic
-    /// `append(contentsOf:)` walks a raw buffer byte by byte).
-    static func append(_ chunk: UnsafeRawBufferPointer, to buffer: inout Data) {
-        guard let start = chunk.baseAddress else { return }
-        buffer.append(start.assumingMemoryBound(to: UInt8.self), count: chunk.count)
     }
 
     /// Writes all of `bytes` to `descriptor` straight from the transport's

@@ -15,21 +15,6 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
     /// Apple's `URLSessionTask.State`.
     public enum State: Sendable, Equatable { case running, suspended, canceling, completed }
 
-    /// How the task hands its result back.
-    enum Delivery {
-        /// Delegate calls for response and data.
-        case delegate
-        /// A completion handler with the whole body; no response or data delegate calls (SPEC S5).
-        case data(@Sendable (Data?, URLResponse?, (any Error)?) -> Void)
-        /// A completion handler with the downloaded file, deleted when it returns.
-        case download(@Sendable (URL?, URLResponse?, (any Error)?) -> Void)
-        /// A byte stream read by `Session.bytes(for:)`.
-        case stream(ByteStreamBuffer)
-        /// The async APIs: the body and the task, whose `response` the
-        /// awaiting Swift task builds, off the transport's thread.
-        case raw(@Sendable (Data?, SessionError?) -> Void)
-    }
-
     /// Unique among the session's tasks.
     public let taskIdentifier: Int
     /// The task's progress: bytes received (bytes sent, for an upload task)
@@ -56,7 +41,6 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
     public let originalRequest: URLRequest?
 
     let body: TransferRequest.Body
-    let delivery: Delivery
     /// Where a transfer's end is handled, when not on the transport's
     /// thread (set by the async APIs before the task starts).
     let completionRunner: (@Sendable (@escaping @Sendable () -> Void) -> Void)?
@@ -68,14 +52,13 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
 
     /// - Parameter streamedBodyLength: Non-nil when the body comes from
     ///   streams: the length the request declares, or -1.
-    init(session: Session, identifier: Int, kind: Kind, request: URLRequest, body: TransferRequest.Body, delivery: Delivery,
+    init(session: Session, identifier: Int, kind: Kind, request: URLRequest, body: TransferRequest.Body, sink: any ResponseSink,
          streamedBodyLength: Int64? = nil, completionRunner: (@Sendable (@escaping @Sendable () -> Void) -> Void)? = nil) {
         self.taskIdentifier = identifier
         self.originalRequest = request
         self.body = body
-        self.delivery = delivery
         self.completionRunner = completionRunner
-        var inner = Inner()
+        var inner = Inner(sink: sink)
         inner.kind = kind
         inner.session = session
         inner.currentRequest = request
@@ -100,12 +83,15 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
     public var response: URLResponse? { httpResponse }
 
     var httpResponse: HTTPURLResponse? {
-        state.withLock { inner in
-            if inner.response == nil, let (url, head) = inner.head {
-                inner.response = Self.makeResponse(url: url, head: head)
-            }
-            return inner.response
+        state.withLock { Self.response(of: &$0) }
+    }
+
+    /// The response as the user sees it, built on first use.
+    static func response(of inner: inout Inner) -> HTTPURLResponse? {
+        if inner.response == nil, let (url, head) = inner.head {
+            inner.response = makeResponse(url: url, head: head)
         }
+        return inner.response
     }
 
     static func makeResponse(url: URL, head: ResponseHead) -> HTTPURLResponse? {
@@ -247,13 +233,9 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
         }
     }
 
-    /// Whether this task reads and fills the cache: data tasks that keep the
-    /// whole body (completion handlers, async APIs).
+    /// Whether this task reads and fills the cache: data tasks whose sink
+    /// keeps the body (completion handlers, async APIs, a delegate's copy).
     var usesCache: Bool {
-        guard kind == .data else { return false }
-        switch delivery {
-        case .data, .raw, .delegate: return true
-        default: return false
-        }
+        state.withLock { $0.kind == .data && $0.sink.usesCache }
     }
 }

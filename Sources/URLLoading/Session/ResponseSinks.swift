@@ -1,0 +1,223 @@
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// The whole body, kept for a completion handler or an async call (no
+/// response or data delegate calls, SPEC S5).
+struct CollectingSink: ResponseSink {
+    /// Hands the body (nil on failure) and the error to the caller.
+    let deliver: @Sendable (Data?, SessionTask, (any Error)?) -> Void
+    private(set) var body = Data()
+
+    init(deliver: @escaping @Sendable (Data?, SessionTask, (any Error)?) -> Void) {
+        self.deliver = deliver
+    }
+
+    /// A completion handler with the body and the response.
+    static func completionHandler(_ handler: @escaping @Sendable (Data?, URLResponse?, (any Error)?) -> Void) -> CollectingSink {
+        CollectingSink { data, task, error in handler(data, task.response, error) }
+    }
+
+    /// The async APIs: the awaiting Swift task builds the response itself.
+    static func asyncCall(_ handler: @escaping @Sendable (Data?, SessionError?) -> Void) -> CollectingSink {
+        CollectingSink { data, _, error in handler(data, error as? SessionError) }
+    }
+
+    var usesCache: Bool { true }
+
+    mutating func accept(length: Int64, cacheCopyLimit: Int) {
+        // One allocation for a body of known length, instead of doubling.
+        if length > 0, length < 1 << 30 { body.reserveCapacity(Int(length)) }
+    }
+
+    mutating func take(_ chunk: UnsafeRawBufferPointer, delegateListens: Bool) -> SinkStep {
+        appendChunk(chunk, to: &body)
+        return .taken
+    }
+
+    mutating func serve(_ response: HTTPURLResponse, _ data: Data) -> ServeStep {
+        body = data
+        return .finish
+    }
+
+    mutating func close() -> SinkContents {
+        defer { body = Data() }
+        return SinkContents(body: body)
+    }
+
+    func end(_ contents: SinkContents, _ ending: SinkEnding) {
+        ending.reportMetrics()
+        deliver(ending.error == nil ? contents.body ?? Data() : nil, ending.task, ending.error)
+    }
+}
+
+/// The delegate's data task: it decides on the response and hears the body
+/// chunk by chunk, with back-pressure; a copy of a storable body is kept
+/// for the cache up to a limit; a multipart/x-mixed-replace body is split
+/// into parts.
+struct DelegateDataSink: ResponseSink {
+    /// Body bytes the delegate may have waiting before the transfer pauses:
+    /// enough to keep a fast delegate busy, bounded whatever the body's
+    /// length and the delegate's speed.
+    static let backlog = 2 << 20
+
+    /// Body bytes handed to the delegate's context and not yet delivered.
+    private(set) var queued = 0
+    private var cacheCopy: Data?
+    private var cacheCopyLimit = 0
+    private var parts: MixedReplaceParser?
+
+    var asksDelegate: Bool { true }
+    var usesCache: Bool { true }
+
+    mutating func accept(length: Int64, cacheCopyLimit: Int) {
+        // Keep a copy only of what the cache could store.
+        self.cacheCopyLimit = cacheCopyLimit
+        cacheCopy = cacheCopyLimit > 0 && length <= Int64(cacheCopyLimit) ? Data() : nil
+    }
+
+    mutating func splitParts(boundary: String) {
+        parts = MixedReplaceParser(boundary: boundary)
+        cacheCopy = nil
+    }
+
+    mutating func take(_ chunk: UnsafeRawBufferPointer, delegateListens: Bool) -> SinkStep {
+        if delegateListens {
+            // Back-pressure: past the backlog the transfer pauses until the
+            // delegate's context has taken half of it.
+            guard queued < Self.backlog else { return .refuse }
+            queued += chunk.count
+            if var parser = parts {
+                parts = nil // one owner of its buffer while it parses
+                defer { parts = parser }
+                do throws(MixedReplaceParser.Failure) {
+                    let events = try parser.feed(chunk)
+                    // Only the parts' bytes wait for the delegate (delimiters and part heads do not).
+                    var partBytes = 0
+                    for case .data(let data) in events { partBytes += data.count }
+                    queued -= chunk.count - partBytes
+                    return .parts(events)
+                } catch {
+                    return .malformed(error.message)
+                }
+            }
+        }
+        if var copy = cacheCopy {
+            cacheCopy = nil // one owner while it grows
+            // Past the limit (decoded bytes count) nothing is kept.
+            if copy.count + chunk.count <= cacheCopyLimit {
+                appendChunk(chunk, to: &copy)
+                cacheCopy = copy
+            }
+        }
+        return delegateListens ? .deliver : .taken
+    }
+
+    mutating func delegateTook(_ count: Int) -> Bool {
+        queued -= count
+        return queued <= Self.backlog / 2
+    }
+
+    mutating func serve(_ response: HTTPURLResponse, _ data: Data) -> ServeStep {
+        .askDelegate
+    }
+
+    mutating func close() -> SinkContents {
+        defer { cacheCopy = nil }
+        let tail = parts?.finish() ?? []
+        parts = nil
+        return SinkContents(body: cacheCopy, tail: tail)
+    }
+
+    func end(_ contents: SinkContents, _ ending: SinkEnding) {
+        ending.reportMetrics()
+    }
+}
+
+/// A download: the body streams into a private file, handed to the
+/// delegate's `didFinishDownloadingTo` or to a completion handler, and
+/// deleted when that returns (unless resume data points at it).
+struct DownloadSink: ResponseSink {
+    /// nil: the delegate hears of the download.
+    let handler: (@Sendable (URL?, URLResponse?, (any Error)?) -> Void)?
+    private(set) var file: DownloadFile?
+    private var expected: Int64 = -1
+    private var written: Int64 = 0
+
+    init(handler: (@Sendable (URL?, URLResponse?, (any Error)?) -> Void)? = nil, file: DownloadFile? = nil) {
+        self.handler = handler
+        self.file = file
+    }
+
+    mutating func accept(length: Int64, cacheCopyLimit: Int) {
+        expected = length
+    }
+
+    mutating func attach(_ file: DownloadFile) -> Bool {
+        self.file = file
+        written = 0
+        return handler == nil
+    }
+
+    mutating func take(_ chunk: UnsafeRawBufferPointer, delegateListens: Bool) -> SinkStep {
+        guard let file else { return .taken }
+        written += Int64(chunk.count)
+        // The offset is the partial file's size and the length the server's:
+        // checked, so a lying length cannot trap.
+        let (total, overflow) = file.offset.addingReportingOverflow(written)
+        let (whole, wholeOverflow) = file.offset.addingReportingOverflow(expected)
+        return .write(file.handle, total: overflow ? .max : total, expected: expected < 0 || wholeOverflow ? -1 : whole,
+                      report: handler == nil && delegateListens)
+    }
+
+    mutating func serve(_ response: HTTPURLResponse, _ data: Data) -> ServeStep {
+        handler == nil ? .askDelegate : .finish
+    }
+
+    mutating func close() -> SinkContents {
+        defer { file = nil }
+        return SinkContents(file: file)
+    }
+
+    func end(_ contents: SinkContents, _ ending: SinkEnding) {
+        if let handler {
+            ending.reportMetrics()
+            handler(ending.error == nil ? contents.file?.url : nil, ending.task.response, ending.error)
+            ending.removeFile(contents)
+            return
+        }
+        if let file = contents.file, ending.error == nil {
+            ending.task.callDelegate { $0.session(ending.session, downloadTask: ending.task, didFinishDownloadingTo: file.url) }
+        }
+        ending.removeFile(contents)
+        ending.reportMetrics()
+    }
+}
+
+/// `Session.bytes(for:)`: the body goes to a byte stream that its reader
+/// drains; a full stream pauses the transfer.
+struct StreamSink: ResponseSink {
+    let buffer: ByteStreamBuffer
+
+    func publish(_ response: () -> HTTPURLResponse?) {
+        if let response = response() { buffer.publish(response) }
+    }
+
+    mutating func take(_ chunk: UnsafeRawBufferPointer, delegateListens: Bool) -> SinkStep {
+        buffer.offer(Data(chunk)) ? .taken : .refuse
+    }
+
+    mutating func serve(_ response: HTTPURLResponse, _ data: Data) -> ServeStep {
+        buffer.publish(response)
+        if !data.isEmpty { _ = buffer.offer(data) }
+        return .finish
+    }
+
+    mutating func close() -> SinkContents { SinkContents() }
+
+    func end(_ contents: SinkContents, _ ending: SinkEnding) {
+        ending.reportMetrics()
+        buffer.finish(ending.error as? SessionError)
+    }
+}
