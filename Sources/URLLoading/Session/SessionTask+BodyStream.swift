@@ -39,6 +39,7 @@ extension SessionTask {
             return streamed.next == nil
         }
         guard missing else { return false }
+        guard state.withLock({ $0.machine.wait(.bodyStream, hop: hop) }) else { return true }
         events.enqueue { [self] in
             let owned = await self.askDelegate { delegate -> OwnedInputStream? in
                 await delegate.session(session, needNewBodyStreamFor: self).map(OwnedInputStream.init)
@@ -53,12 +54,11 @@ extension SessionTask {
                 })
                 return
             }
-            let current = self.state.withLock { inner -> Bool in
-                guard hop == inner.machine.hop, !inner.machine.isFinished else { return false }
+            self.perform(self.state.withLock { inner in
+                guard hop == inner.machine.hop, !inner.machine.isFinished else { return [] }
                 inner.streamedBody?.next = OwnedInputStream(stream: stream)
-                return true
-            }
-            if current { self.startTransfer(hop: hop) }
+                return inner.machine.proceedHop(hop)
+            })
         }
         return true
     }

@@ -19,7 +19,6 @@ extension SessionTask {
         var response: HTTPURLResponse?
         var head: (url: URL, head: ResponseHead)?
         var error: SessionError?
-        var canceling = false
         var bytesReceived: Int64 = 0
         var bytesSent: Int64 = 0
         /// The hop whose body `bytesSent` counts.

@@ -37,11 +37,11 @@ extension SessionTask {
 
     /// The resume data of a failed or cancelled download, when it may resume.
     func resumeData(_ inner: Inner, file: DownloadFile?) -> ResumeData? {
-        guard let file, let validators = inner.resumable, let failure = inner.error else { return nil }
-        let resumableFailure = [SessionError.Code.timedOut, .networkConnectionLost].contains(failure.code)
-        guard resumableFailure || (failure.code == .cancelled && inner.resumeDataHandler != nil) else { return nil }
+        guard let file, let failure = inner.error else { return nil }
         let (offset, overflow) = file.offset.addingReportingOverflow(inner.bytesReceived)
-        guard !overflow, offset > 0, let url = inner.currentRequest?.url else { return nil }
+        guard !overflow, StateMachine.leavesResumeData(
+            failure: failure.code, askedForResumeData: inner.resumeDataHandler != nil, resumable: inner.resumable != nil, bytesOnDisk: offset),
+            let validators = inner.resumable, let url = inner.currentRequest?.url else { return nil }
         return ResumeData(
             url: url.absoluteString, headers: ResumeData.keptHeaders(inner.resumeFrom?.request ?? originalRequest),
             file: file.url.lastPathComponent, offset: offset, entityTag: validators.entityTag,

@@ -46,6 +46,7 @@ extension SessionTask {
             return false
         case nil:
             if state.withLock({ $0.skipsTrustProbe }) { return false }
+            guard state.withLock({ $0.machine.wait(.serverTrust, hop: hop) }) else { return true }
             probe(transfer, verifying: true, host: host, port: port, url: url, hop: hop, session: session)
             return true
         }
@@ -79,8 +80,10 @@ extension SessionTask {
         guard !state.withLock({ $0.machine.isFinished || $0.machine.hop != hop }) else { return }
         guard case .success(let metrics) = result, !metrics.certificateChain.isEmpty else {
             // The real transfer reports the failure (cannot connect, handshake) as it is.
-            state.withLock { $0.skipsTrustProbe = true }
-            startTransfer(hop: hop)
+            perform(state.withLock { inner in
+                inner.skipsTrustProbe = true
+                return inner.machine.proceedHop(hop)
+            })
             return
         }
         let trust = ServerTrust(host: host, port: port, certificates: metrics.certificateChain, isTrustedByRoots: trusted)
@@ -105,7 +108,7 @@ extension SessionTask {
                     .cancelled, failingURL: url, message: "the delegate cancelled the server-trust challenge")) })
                 return
             }
-            self.startTransfer(hop: hop)
+            self.perform(self.state.withLock { $0.machine.proceedHop(hop) })
         }
     }
 
@@ -128,9 +131,13 @@ extension SessionTask {
     func handleClientCertificateRequest(after error: TransferError, hop: Int) -> Bool {
         guard let session, let url = currentRequest?.url, url.scheme?.lowercased() == "https", let host = url.host,
               Self.asksForClientCertificate(error),
-              state.withLock({ $0.clientIdentity == nil && !$0.askedForClientCertificate && $0.machine.hop == hop })
+              state.withLock({ inner in
+                  guard inner.clientIdentity == nil, !inner.askedForClientCertificate,
+                        inner.machine.wait(.clientCertificate, hop: hop) else { return false }
+                  inner.askedForClientCertificate = true
+                  return true
+              })
         else { return false }
-        state.withLock { $0.askedForClientCertificate = true }
         let space = ProtectionSpace(host: host, port: url.port ?? 443, protocol: "https", authenticationMethod: .clientCertificate)
         let stored = session.credentialStore?.defaultCredential(for: space)
         let challenge = AuthenticationChallenge(
@@ -151,9 +158,11 @@ extension SessionTask {
                     .clientCertificateRejected, failingURL: url, message: "the server requires a client certificate and none was given")) })
                 return
             }
-            self.state.withLock { $0.clientIdentity = credential }
             if credential.persistence != .none { session.credentialStore?.set(credential, for: space) }
-            self.startTransfer(hop: hop)
+            self.perform(self.state.withLock { inner in
+                inner.clientIdentity = credential
+                return inner.machine.proceedHop(hop)
+            })
         }
         return true
     }

@@ -117,11 +117,15 @@ extension SessionTask {
             case .network(let revalidating, let status):
                 // Identical GETs wait for the one in flight and read its stored result.
                 if revalidating == nil, policy == .useProtocolCachePolicy, !state.withLock({ $0.coalesced }) {
+                    guard state.withLock({ $0.machine.wait(.otherRequest, hop: 0) }) else { return }
                     let waits = session.joinInFlight(key: key) { [self] in
-                        self.state.withLock { $0.coalesced = true }
-                        self.startTransfer(hop: 0)
+                        self.perform(self.state.withLock { inner in
+                            inner.coalesced = true
+                            return inner.machine.proceedHop(0)
+                        })
                     }
                     if waits { return }
+                    _ = state.withLock { $0.machine.proceedHop(0) } // leads: goes on at once
                     state.withLock { $0.leadsKey = key }
                 }
                 state.withLock { inner in

@@ -3,13 +3,17 @@ import Transport
 extension SessionTask {
     /// The life of a task as pure state: events come in, actions go out; the
     /// task applies them under its lock and performs them after releasing it
-    /// (transport commands, delegate calls).
+    /// (transport commands, delegate calls). Each phase carries what only it
+    /// needs; the counts that span hops (hop, redirects, connectivity tries)
+    /// sit beside it.
     ///
     /// ```
-    /// initial ─resume→ starting ─proceed→ awaitingHead ─head→ deciding ─allow→ receiving ─done→ finished
-    ///                                       ↑   │ started(id)     │ follow (redirect, challenge)      ↑
-    ///                                       └───┴─────────────────┘                                   │
-    ///        any state ─cancel / fail / finishWithoutTransfer──────────────────────────────────────────┘
+    /// suspended ─resume→ intercepting ─proceed→ awaitingHead ─head→ deciding ─allow→ receiving ─done→ finished
+    ///                                       ↑ │ ↑   │ started(id)   │ follow (redirect, challenge)   ↑
+    ///                         proceedHop ───┘ │ └───┴───────────────┘                                │
+    ///                                    wait ↓                                                        │
+    ///             waiting(body stream, server trust, client certificate, connectivity, other request)  │
+    ///        any phase ─cancel / fail / finishWithoutTransfer────────────────────────────────────────────┘
     /// ```
     ///
     /// Two kinds of late events are expected and ignored: any event once the
@@ -19,12 +23,52 @@ extension SessionTask {
     /// and comes back as `.impossible`, which the task logs.
     struct StateMachine {
         enum Phase: Equatable {
-            case initial
-            case starting
-            case awaitingHead
-            case deciding
-            case receiving
-            case finished
+            /// Made and never resumed.
+            case suspended
+            /// Interceptors and the cache are consulted.
+            case intercepting
+            /// The hop's transfer waits before it starts (again).
+            case waiting(Wait)
+            /// The hop's transfer runs; its head has not come.
+            case awaitingHead(Exchange)
+            /// The head is decided (cookies, challenges, redirects, the delegate).
+            case deciding(Exchange)
+            /// The body flows to the sink.
+            case receiving(Exchange)
+            case finished(Outcome)
+        }
+
+        /// What a hop waits for before its transfer starts.
+        enum Wait: Equatable {
+            /// The delegate's `needNewBodyStream`.
+            case bodyStream
+            /// The server-trust probe and the delegate's answer.
+            case serverTrust
+            /// The delegate's client identity, after the server asked for one.
+            case clientCertificate
+            /// The host could not be reached; the hop goes again later.
+            case connectivity
+            /// An identical request in flight, whose stored result may serve this one.
+            case otherRequest
+        }
+
+        /// One hop's transfer, as the phases from its start to its end see it.
+        struct Exchange: Equatable {
+            var transfer: CurlMulti.TransferID?
+            /// A body chunk was refused: the transfer is paused until unpaused.
+            var refusedChunk = false
+            /// A transfer that ended while its head (or a multipart part's) was being decided.
+            var pendingCompletion: Result<TransferMetrics, TransferError>?
+            /// Parts of a multipart/x-mixed-replace body whose didReceiveResponse
+            /// is not answered yet: the task does not complete before they are,
+            /// so that a `.cancel` still ends it.
+            var openPartDecisions = 0
+        }
+
+        enum Outcome: Equatable {
+            case succeeded
+            case failed
+            case cancelled
         }
 
         enum Action: Equatable {
@@ -44,89 +88,140 @@ extension SessionTask {
             case authentication
         }
 
-        private(set) var phase: Phase = .initial
+        private(set) var phase: Phase = .suspended
         private(set) var hop = 0
-        private(set) var suspended = true
+        /// `suspend()` was called on a started task: no body byte is taken.
+        private(set) var paused = false
         /// Redirects followed (metrics, and the configuration's limit).
         private(set) var redirects = 0
+        /// Challenges answered by sending the request again.
+        private(set) var authentications = 0
         /// Tries after the host could not be reached (waitsForConnectivity).
         private(set) var connectivityRetries = 0
-        private var transfer: CurlMulti.TransferID?
-        private var refusedChunk = false
-        /// A transfer that ended while its head (or a multipart part's) was being decided.
-        private var pendingCompletion: Result<TransferMetrics, TransferError>?
-        /// Parts of a multipart/x-mixed-replace body whose didReceiveResponse
-        /// is not answered yet: the task does not complete before they are,
-        /// so that a `.cancel` still ends it.
-        private var openPartDecisions = 0
 
-        var isFinished: Bool { phase == .finished }
+        var isFinished: Bool {
+            if case .finished = phase { return true }
+            return false
+        }
+
+        /// Apple's suspended state: never resumed, or suspended since.
+        var isSuspended: Bool { phase == .suspended || (paused && !isFinished) }
+
+        /// How the task ended; nil while it runs.
+        var outcome: Outcome? {
+            if case .finished(let outcome) = phase { return outcome }
+            return nil
+        }
+
+        /// The current hop's exchange, in the phases that have one.
+        private var exchange: Exchange? {
+            switch phase {
+            case .awaitingHead(let exchange), .deciding(let exchange), .receiving(let exchange): exchange
+            default: nil
+            }
+        }
+
+        /// Changes the current exchange in place, keeping the phase.
+        private mutating func updateExchange(_ change: (inout Exchange) -> Void) {
+            switch phase {
+            case .awaitingHead(var exchange): change(&exchange); phase = .awaitingHead(exchange)
+            case .deciding(var exchange): change(&exchange); phase = .deciding(exchange)
+            case .receiving(var exchange): change(&exchange); phase = .receiving(exchange)
+            default: break
+            }
+        }
 
         private func impossible(_ event: String) -> [Action] {
             [.impossible("\(event) in phase \(phase) of hop \(hop)")]
         }
 
         mutating func resume() -> [Action] {
-            guard phase != .finished, suspended else { return [] }
-            suspended = false
-            if phase == .initial {
-                phase = .starting
+            guard !isFinished else { return [] }
+            if phase == .suspended {
+                phase = .intercepting
                 return [.runInterceptors]
             }
+            guard paused else { return [] }
+            paused = false
             return unpauseIfRefused()
         }
 
         mutating func suspend() {
-            if phase != .finished && phase != .initial { suspended = true }
+            if !isFinished && phase != .suspended { paused = true }
         }
 
         mutating func cancel() -> [Action] {
-            guard phase != .finished else { return [] }
+            guard !isFinished else { return [] }
             return finish(.failure(SessionError(.cancelled, failingURL: nil, message: "the task was cancelled")))
         }
 
         /// Interceptors let the request through: start the first hop.
         mutating func proceed() -> [Action] {
-            guard phase != .finished else { return [] }
-            guard phase == .starting else { return impossible("proceed") }
-            phase = .awaitingHead
+            guard !isFinished else { return [] }
+            guard phase == .intercepting else { return impossible("proceed") }
+            phase = .awaitingHead(Exchange())
             return [.startTransfer(hop: hop)]
+        }
+
+        /// The hop waits before its transfer starts (again). False when the
+        /// hop is no longer current or the task is over: the caller stops.
+        mutating func wait(_ reason: Wait, hop: Int) -> Bool {
+            guard hop == self.hop, case .awaitingHead = phase else { return false }
+            if reason == .connectivity { connectivityRetries += 1 }
+            phase = .waiting(reason)
+            return true
+        }
+
+        /// What the hop waited for is there: its transfer starts.
+        mutating func proceedHop(_ hop: Int) -> [Action] {
+            guard hop == self.hop, !isFinished else { return [] }
+            guard case .waiting = phase else { return impossible("proceedHop") }
+            phase = .awaitingHead(Exchange())
+            return [.startTransfer(hop: hop)]
+        }
+
+        /// The host could not be reached and the task waits for connectivity
+        /// (the caller decides whether it may): the same hop goes again.
+        /// Returns the number of this try, from 1.
+        mutating func retryForConnectivity(hop: Int) -> Int? {
+            wait(.connectivity, hop: hop) ? connectivityRetries : nil
         }
 
         /// An interceptor or the cache answered (or failed): the task ends
         /// without (more of) a transfer.
         mutating func finishWithoutTransfer(_ result: Result<TransferMetrics?, SessionError>) -> [Action] {
-            guard phase != .finished else { return [] }
+            guard !isFinished else { return [] }
             return finish(result)
         }
 
         /// The hop's transfer was handed to the transport.
         mutating func started(_ id: CurlMulti.TransferID, hop: Int) -> [Action] {
-            guard hop == self.hop, phase != .finished else { return [.cancelTransfer(id)] }
-            transfer = id
+            guard hop == self.hop, case .awaitingHead(var exchange) = phase else { return [.cancelTransfer(id)] }
+            exchange.transfer = id
+            phase = .awaitingHead(exchange)
             // A chunk refused before the id was known still needs its unpause.
             return unpauseIfRefused()
         }
 
         mutating func head(_ head: ResponseHead, hop: Int) -> [Action] {
-            guard hop == self.hop, phase != .finished else { return [] }
-            guard phase == .awaitingHead else { return impossible("a second head") }
-            phase = .deciding
+            guard hop == self.hop, !isFinished else { return [] }
+            guard case .awaitingHead(let exchange) = phase else { return impossible("a second head") }
+            phase = .deciding(exchange)
             return [.decide(head, hop: hop)]
         }
 
         /// Whether a body chunk may be consumed now.
         mutating func chunk(hop: Int) -> Bool {
             guard hop == self.hop else { return true } // a stale hop's bytes are dropped
-            if phase == .receiving && !suspended { return true }
-            refusedChunk = true
-            return false
+            if case .receiving = phase, !paused { return true }
+            refuseChunk()
+            return isFinished // a finished task's bytes are dropped
         }
 
         /// A consumer further on (a byte stream, a slow delegate) could not
         /// take a consumed chunk: the transfer pauses until `continueDelivery`.
         mutating func refuseChunk() {
-            refusedChunk = true
+            updateExchange { $0.refusedChunk = true }
         }
 
         /// The consumer has room again.
@@ -138,8 +233,8 @@ extension SessionTask {
         /// answer a challenge. Past `maximumRedirects` redirects, or
         /// `maximumHops` requests in all, the task fails.
         mutating func follow(_ reason: FollowReason, url: URL?, maximumRedirects: Int = .max) -> [Action] {
-            guard phase != .finished else { return [] }
-            guard phase == .deciding else { return impossible("follow") }
+            guard !isFinished else { return [] }
+            guard case .deciding(let exchange) = phase else { return impossible("follow") }
             if reason == .redirect, redirects >= maximumRedirects {
                 return finish(.failure(SessionError(.httpTooManyRedirects, failingURL: url, message: "more than \(maximumRedirects) redirects")))
             }
@@ -151,89 +246,99 @@ extension SessionTask {
                 return finish(.failure(error))
             }
             var actions: [Action] = []
-            if let transfer { actions.append(.cancelTransfer(transfer)) }
-            transfer = nil
-            refusedChunk = false
-            pendingCompletion = nil
-            if reason == .redirect { redirects += 1 }
+            if let transfer = exchange.transfer { actions.append(.cancelTransfer(transfer)) }
+            switch reason {
+            case .redirect: redirects += 1
+            case .authentication: authentications += 1
+            }
             hop += 1
-            phase = .awaitingHead
+            phase = .awaitingHead(Exchange())
             actions.append(.startTransfer(hop: hop))
             return actions
         }
 
-        /// The host could not be reached and the task waits for connectivity
-        /// (the caller decides whether it may): the same hop goes again.
-        /// Returns the number of this try, from 1.
-        mutating func retryForConnectivity(hop: Int) -> Int? {
-            guard hop == self.hop, phase == .awaitingHead else { return nil }
-            transfer = nil
-            connectivityRetries += 1
-            return connectivityRetries
-        }
-
         /// The response is accepted: receive its body.
         mutating func allow() -> [Action] {
-            guard phase != .finished else { return [] }
-            guard phase == .deciding else { return impossible("allow") }
-            phase = .receiving
-            if let pending = pendingCompletion {
-                pendingCompletion = nil
+            guard !isFinished else { return [] }
+            guard case .deciding(var exchange) = phase else { return impossible("allow") }
+            if let pending = exchange.pendingCompletion {
                 return completion(pending)
             }
+            exchange.pendingCompletion = nil
+            phase = .receiving(exchange)
             return unpauseIfRefused()
         }
 
         /// The task fails (delegate cancelled, a limit reached, ...).
         mutating func fail(_ error: SessionError) -> [Action] {
-            guard phase != .finished else { return [] }
+            guard !isFinished else { return [] }
             return finish(.failure(error))
         }
 
         mutating func transferCompleted(_ result: Result<TransferMetrics, TransferError>, hop: Int) -> [Action] {
-            guard hop == self.hop, phase != .finished else { return [] }
-            if phase == .deciding, case .success = result {
-                pendingCompletion = result
+            guard hop == self.hop, !isFinished else { return [] }
+            switch phase {
+            case .deciding(var exchange) where (try? result.get()) != nil:
+                exchange.pendingCompletion = result
+                phase = .deciding(exchange)
                 return []
-            }
-            if phase == .receiving, openPartDecisions > 0 {
-                pendingCompletion = result
+            case .receiving(var exchange) where exchange.openPartDecisions > 0:
+                exchange.pendingCompletion = result
+                phase = .receiving(exchange)
                 return []
+            default:
+                return completion(result)
             }
-            return completion(result)
         }
 
         /// A part's response goes to the delegate.
         mutating func partDecisionOpened() {
-            openPartDecisions += 1
+            updateExchange { $0.openPartDecisions += 1 }
         }
 
         /// The delegate allowed a part (a cancel goes through `fail`).
         mutating func partDecisionClosed() -> [Action] {
-            openPartDecisions = max(0, openPartDecisions - 1)
-            guard openPartDecisions == 0, phase == .receiving, let pending = pendingCompletion else { return [] }
-            pendingCompletion = nil
+            guard case .receiving(var exchange) = phase else { return [] }
+            exchange.openPartDecisions = max(0, exchange.openPartDecisions - 1)
+            phase = .receiving(exchange)
+            guard exchange.openPartDecisions == 0, let pending = exchange.pendingCompletion else { return [] }
             return completion(pending)
         }
 
+        /// Whether a download that ended this way leaves resume data (SPEC
+        /// S7): the response allowed resuming, bytes arrived, and it failed
+        /// in a way worth resuming (a timeout, a lost connection) or was
+        /// cancelled by `cancel(byProducingResumeData:)`.
+        static func leavesResumeData(failure: SessionError.Code, askedForResumeData: Bool, resumable: Bool, bytesOnDisk: Int64) -> Bool {
+            guard resumable, bytesOnDisk > 0 else { return false }
+            return failure == .timedOut || failure == .networkConnectionLost || (failure == .cancelled && askedForResumeData)
+        }
+
         private mutating func finish(_ result: Result<TransferMetrics?, SessionError>) -> [Action] {
-            phase = .finished
             var actions: [Action] = []
-            if let transfer { actions.append(.cancelTransfer(transfer)) }
-            transfer = nil
+            if let transfer = exchange?.transfer { actions.append(.cancelTransfer(transfer)) }
+            phase = .finished(Self.outcome(of: result))
             actions.append(.complete(result))
             return actions
         }
 
         private mutating func completion(_ result: Result<TransferMetrics, TransferError>) -> [Action] {
-            phase = .finished
-            transfer = nil
-            return [.complete(result.map { Optional($0) }.mapError { SessionError(transfer: $0) })]
+            let converted = result.map { Optional($0) }.mapError { SessionError(transfer: $0) }
+            phase = .finished(Self.outcome(of: converted))
+            return [.complete(converted)]
+        }
+
+        private static func outcome(of result: Result<TransferMetrics?, SessionError>) -> Outcome {
+            switch result {
+            case .success: .succeeded
+            case .failure(let error): error.code == .cancelled ? .cancelled : .failed
+            }
         }
 
         private mutating func unpauseIfRefused() -> [Action] {
-            guard refusedChunk, phase == .receiving, !suspended, let transfer else { return [] }
-            refusedChunk = false
+            guard case .receiving(var exchange) = phase, exchange.refusedChunk, !paused, let transfer = exchange.transfer else { return [] }
+            exchange.refusedChunk = false
+            phase = .receiving(exchange)
             return [.unpause(transfer)]
         }
     }

@@ -154,8 +154,7 @@ extension SessionTask {
         }
         let delay = min(4.0, 0.25 * pow(2.0, Double(retry - 1)))
         DispatchQueue.global().asyncAfter(deadline: .now() + delay) { [self] in
-            guard !self.state.withLock({ $0.machine.isFinished }) else { return }
-            self.startTransfer(hop: hop)
+            self.perform(self.state.withLock { $0.machine.proceedHop(hop) })
         }
         return true
     }

@@ -139,8 +139,9 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
     /// Running, suspended, canceling or completed.
     public var taskState: State {
         state.withLock { inner in
-            if inner.machine.isFinished { return inner.canceling && inner.session != nil ? .canceling : .completed }
-            return inner.machine.suspended ? .suspended : .running
+            // Cancelled and still delivering its last calls: canceling.
+            if let outcome = inner.machine.outcome { return outcome == .cancelled && inner.session != nil ? .canceling : .completed }
+            return inner.machine.isSuspended ? .suspended : .running
         }
     }
 
@@ -179,10 +180,7 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
 
     /// Cancels the task: it completes with `SessionError.Code.cancelled`.
     public func cancel() {
-        perform(state.withLock { inner -> [StateMachine.Action] in
-            inner.canceling = true
-            return inner.machine.cancel()
-        })
+        perform(state.withLock { $0.machine.cancel() })
     }
 
     // MARK: Running

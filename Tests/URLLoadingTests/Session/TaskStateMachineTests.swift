@@ -25,7 +25,7 @@ import Transport
     @Test("The life of a plain exchange: resume, interceptors, transfer, head, body, end")
     func plainExchange() {
         var machine = Machine()
-        #expect(machine.suspended && machine.phase == .initial)
+        #expect(machine.isSuspended && machine.phase == .suspended)
         let r1 = machine.resume()
         #expect(r1 == [.runInterceptors])
         let r2 = machine.resume()
@@ -133,14 +133,14 @@ import Transport
             Issue.record("proceed before resume was not reported")
             return
         }
-        #expect(machine.phase == .initial)
+        #expect(machine.phase == .suspended)
         var receiving = Self.deciding()
         _ = receiving.allow()
         guard case .impossible = receiving.head(Self.head, hop: 0).first else {
             Issue.record("a second head was not reported")
             return
         }
-        #expect(receiving.phase == .receiving)
+        #expect(receiving.phase == .receiving(Machine.Exchange(transfer: Self.id)))
     }
 
     @Test("Suspend holds body bytes; resume asks for them again; waits for connectivity count tries")
@@ -156,6 +156,9 @@ import Transport
         _ = waiting.resume()
         _ = waiting.proceed()
         let r29 = waiting.retryForConnectivity(hop: 0)
+        #expect(waiting.phase == .waiting(.connectivity))
+        let again = waiting.proceedHop(0)
+        #expect(again == [.startTransfer(hop: 0)])
         let r30 = waiting.retryForConnectivity(hop: 0)
         #expect(r29 == 1 && r30 == 2)
         let r31 = waiting.retryForConnectivity(hop: 1)
@@ -171,5 +174,70 @@ import Transport
         #expect(r32 == [])
         let r33 = machine.partDecisionClosed()
         #expect(r33 == [.complete(.success(TransferMetrics()))])
+    }
+
+    @Test("A hop waits for a body stream, the server's trust, a client certificate or another request, then starts; a cancel while waiting ends it")
+    func waits() {
+        for reason in [Machine.Wait.bodyStream, .serverTrust, .clientCertificate, .otherRequest] {
+            var machine = Machine()
+            _ = machine.resume()
+            _ = machine.proceed()
+            let waits = machine.wait(reason, hop: 0)
+            #expect(waits && machine.phase == .waiting(reason))
+            let again = machine.wait(reason, hop: 0)
+            #expect(again == false, "already waiting")
+            let stale = machine.proceedHop(1)
+            #expect(stale == [], "another hop's answer")
+            let go = machine.proceedHop(0)
+            #expect(go == [.startTransfer(hop: 0)])
+            guard case .impossible = machine.proceedHop(0).first else {
+                Issue.record("a second answer to one wait was not reported")
+                return
+            }
+            var cancelled = Machine()
+            _ = cancelled.resume()
+            _ = cancelled.proceed()
+            _ = cancelled.wait(reason, hop: 0)
+            _ = cancelled.cancel()
+            let late = cancelled.proceedHop(0)
+            #expect(late == [] && cancelled.outcome == .cancelled, "the answer after a cancel starts nothing")
+        }
+    }
+
+    @Test("How a task ended: succeeded, failed, or cancelled by the user or the delegate")
+    func outcomes() {
+        var succeeded = Self.deciding()
+        _ = succeeded.allow()
+        _ = succeeded.transferCompleted(.success(TransferMetrics()), hop: 0)
+        #expect(succeeded.outcome == .succeeded)
+        var failed = Self.deciding()
+        _ = failed.fail(SessionError(.badServerResponse, failingURL: nil, message: "x"))
+        #expect(failed.outcome == .failed)
+        var delegateCancelled = Self.deciding()
+        _ = delegateCancelled.fail(SessionError(.cancelled, failingURL: nil, message: "the delegate cancelled the task"))
+        #expect(delegateCancelled.outcome == .cancelled)
+        #expect(Machine().outcome == nil)
+    }
+
+    @Test("Resume data: a timeout or a lost connection after bytes, or a cancel asking for it, when the response allowed resuming")
+    func resumeDataDecision() {
+        #expect(Machine.leavesResumeData(failure: .timedOut, askedForResumeData: false, resumable: true, bytesOnDisk: 1))
+        #expect(Machine.leavesResumeData(failure: .networkConnectionLost, askedForResumeData: false, resumable: true, bytesOnDisk: 1))
+        #expect(Machine.leavesResumeData(failure: .cancelled, askedForResumeData: true, resumable: true, bytesOnDisk: 1))
+        #expect(!Machine.leavesResumeData(failure: .cancelled, askedForResumeData: false, resumable: true, bytesOnDisk: 1))
+        #expect(!Machine.leavesResumeData(failure: .timedOut, askedForResumeData: false, resumable: false, bytesOnDisk: 1))
+        #expect(!Machine.leavesResumeData(failure: .timedOut, askedForResumeData: false, resumable: true, bytesOnDisk: 0))
+        #expect(!Machine.leavesResumeData(failure: .badServerResponse, askedForResumeData: true, resumable: true, bytesOnDisk: 1))
+    }
+
+    @Test("Redirects and authentications are counted apart")
+    func counts() {
+        var machine = Self.deciding()
+        _ = machine.follow(.authentication, url: Self.url)
+        _ = machine.head(Self.head, hop: 1)
+        _ = machine.follow(.redirect, url: Self.url)
+        _ = machine.head(Self.head, hop: 2)
+        _ = machine.follow(.authentication, url: Self.url)
+        #expect(machine.redirects == 1 && machine.authentications == 2 && machine.hop == 3)
     }
 }
