@@ -195,10 +195,14 @@ extension SessionTask {
         }
 
         /// The hop's transfer was handed to the transport.
+        /// The id comes back from the transport after the transfer started
+        /// on its thread: its head (even its body) may have come first.
         mutating func started(_ id: CurlMulti.TransferID, hop: Int) -> [Action] {
-            guard hop == self.hop, case .awaitingHead(var exchange) = phase else { return [.cancelTransfer(id)] }
-            exchange.transfer = id
-            phase = .awaitingHead(exchange)
+            guard hop == self.hop, exchange?.transfer == nil else { return [.cancelTransfer(id)] }
+            switch phase {
+            case .awaitingHead, .deciding, .receiving: updateExchange { $0.transfer = id }
+            default: return [.cancelTransfer(id)]
+            }
             // A chunk refused before the id was known still needs its unpause.
             return unpauseIfRefused()
         }

@@ -240,4 +240,20 @@ import Transport
         _ = machine.follow(.authentication, url: Self.url)
         #expect(machine.redirects == 1 && machine.authentications == 2 && machine.hop == 3)
     }
+
+    @Test("The transfer's id may come back after its head and first chunk: it is kept, and the refused chunk asked for again")
+    func idAfterHead() {
+        var machine = Machine()
+        _ = machine.resume()
+        _ = machine.proceed()
+        let head = machine.head(Self.head, hop: 0)
+        #expect(head == [.decide(Self.head, hop: 0)], "the head came before the id")
+        let early = machine.chunk(hop: 0)
+        #expect(early == false)
+        _ = machine.allow()
+        let started = machine.started(Self.id, hop: 0)
+        #expect(started == [.unpause(Self.id)], "the live transfer is kept, never cancelled")
+        let second = machine.started(Self.other, hop: 0)
+        #expect(second == [.cancelTransfer(Self.other)], "a second id for one hop is a stray transfer")
+    }
 }
