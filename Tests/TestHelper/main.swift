@@ -37,6 +37,12 @@
 //       and the error. A process of its own, so that the peak RSS is this
 //       transfer's alone and not that of tests running beside it.
 //
+//   urlloading-test-helper full-disk-fetch <cache-dir> <cookie-dir> <url> <count>
+//       GETs <url> <count> times through an ephemeral session whose cache
+//       lives in <cache-dir> and whose cookie store in <cookie-dir> (a
+//       nearly full file system, made by the test); prints "status <code>
+//       bytes <n>" per fetch. The store failures go to standard error.
+//
 //   urlloading-test-helper isolation-run ephemeral|default <base-url> <work-dir>
 //       Runs one session of that configuration through every feature against
 //       the isolation origin (Tests/URLLoadingTests/Isolation): cached GETs
@@ -158,6 +164,27 @@ case "cookie-fetch":
         let (_, response) = try await session.data(from: url)
         print("status \((response as? HTTPURLResponse)?.statusCode ?? 0)")
         print("cookies \((session.cookieStore?.allCookies ?? []).map(\.name).sorted().joined(separator: ","))")
+        session.finishTasksAndInvalidate()
+    } catch {
+        fail("\(error)")
+    }
+case "full-disk-fetch":
+    let rest = Array(arguments.dropFirst())
+    guard rest.count == 4, let url = URL(string: rest[2]), let count = Int(rest[3]), (1...100).contains(count) else {
+        fail("usage: full-disk-fetch <cache-dir> <cookie-dir> <url> <count>")
+    }
+    do {
+        var configuration = SessionConfiguration.ephemeral
+        configuration.urlCache = try ResponseCache(memoryCapacity: 0, diskCapacity: 100 << 20, directory: URL(fileURLWithPath: rest[0]))
+        configuration.httpCookieStorage = try PersistentCookieStore(directory: URL(fileURLWithPath: rest[1]))
+        let session = try Session(configuration: configuration)
+        for _ in 0..<count {
+            // Each request asks the network: a stored copy would hide a write that failed.
+            var request = URLRequest(url: url)
+            request.cachePolicy = .reloadIgnoringLocalCacheData
+            let (data, response) = try await session.data(for: request)
+            print("status \((response as? HTTPURLResponse)?.statusCode ?? 0) bytes \(data.count)")
+        }
         session.finishTasksAndInvalidate()
     } catch {
         fail("\(error)")

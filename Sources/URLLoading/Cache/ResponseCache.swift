@@ -3,6 +3,7 @@ public import Foundation
 public import FoundationNetworking
 #endif
 import Logging
+import Synchronization
 
 /// The HTTP cache (Apple's `URLCache`, SPEC C1–C7): a memory tier and an
 /// SQLite disk tier, each bounded by a capacity in bytes and evicting the
@@ -17,6 +18,8 @@ public final class ResponseCache: Sendable, CustomStringConvertible {
     private let memory: MemoryTier
     private let disk: DiskTier?
     private let logger: Logger
+    /// The disk's writes are failing (full, read-only): logged once, until one works again.
+    private let writesFailing = Atomic<Bool>(false)
 
     /// A cache with a memory tier and, when `directory` is given, a disk tier
     /// in that directory (created if needed, mode 0700; a damaged database
@@ -214,11 +217,20 @@ public final class ResponseCache: Sendable, CustomStringConvertible {
         try disk?.usage() ?? (0, 0)
     }
 
+    /// Runs a disk write. A failure is logged once, not per request (a
+    /// full disk fails every store until there is room), and again after a
+    /// write has worked in between; the caller's fetch never fails for it.
     private func logging(_ operation: String, _ body: () throws -> Void) {
         do {
             try body()
+            if writesFailing.exchange(false, ordering: .relaxed) {
+                logger.notice("cache writes work again")
+            }
         } catch {
-            logger.error("cache \(operation) failed", metadata: ["error": "\(error)"])
+            if !writesFailing.exchange(true, ordering: .relaxed) {
+                logger.error("cache \(operation) failed; further failures are not logged until a write works",
+                             metadata: ["error": "\(error)"])
+            }
         }
     }
 }

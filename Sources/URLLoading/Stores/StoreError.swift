@@ -48,6 +48,12 @@ public struct StoreError: Error, CustomStringConvertible, Sendable {
         path.map { "\(message) [\($0)]" } ?? message
     }
 
+    /// A storage error's message and cause, without its path (the store
+    /// error shows the path once).
+    private static func withoutPath(_ error: StorageError) -> String {
+        error.underlying.map { "\(error.message) (\($0))" } ?? error.message
+    }
+
     /// Maps the storage layer's errors to this public shape.
     static func wrapping(_ error: any Error, path: String) -> StoreError {
         if let error = error as? StoreError { return error }
@@ -56,11 +62,11 @@ public struct StoreError: Error, CustomStringConvertible, Sendable {
             case .newerSchema:
                 return StoreError(kind: .newerSchema, message: error.message, path: error.path ?? path)
             case .corrupt, .unknownMigration:
-                return StoreError(kind: .corrupt, message: error.description, path: error.path ?? path)
+                return StoreError(kind: .corrupt, message: Self.withoutPath(error), path: error.path ?? path)
             case .fileAccessibleByOthers:
                 return StoreError(kind: .insecurePermissions, message: error.message, path: error.path ?? path)
             default:
-                return StoreError(kind: .ioError, message: error.description, path: error.path ?? path)
+                return StoreError(kind: .ioError, message: Self.withoutPath(error), path: error.path ?? path)
             }
         }
         if let error = error as? SQLiteError {

@@ -1,0 +1,133 @@
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import Testing
+import TestSupport
+@_spi(Tools) @testable import URLLoading
+
+/// Full and read-only disks (issue 18, item 11), on a small tmpfs mounted
+/// for each test: mounting needs root, as CI runs; elsewhere these tests
+/// fail saying so.
+@Suite(.serialized) struct FullDiskTests {
+    /// A tmpfs of `kilobytes` at a fresh directory, unmounted by `unmount()`.
+    struct SmallDisk {
+        let url: URL
+
+        static func mount(kilobytes: Int) async throws -> SmallDisk {
+            let directory = TemporaryDirectory("fulldisk")
+            let url = directory.url.appendingPathComponent("disk")
+            try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+            let result = try await ChildProcess.run(
+                URL(fileURLWithPath: "/bin/mount"), ["-t", "tmpfs", "-o", "size=\(kilobytes)k,mode=0700", "tmpfs", url.path])
+            try #require(result.status == 0, "these tests mount a tmpfs and need root: \(result.standardError)")
+            withExtendedLifetime(directory) {}
+            return SmallDisk(url: url)
+        }
+
+        func remountReadOnly() async throws {
+            let result = try await ChildProcess.run(URL(fileURLWithPath: "/bin/mount"), ["-o", "remount,ro", url.path])
+            try #require(result.status == 0, "\(result.standardError)")
+        }
+
+        func unmount() async {
+            _ = try? await ChildProcess.run(URL(fileURLWithPath: "/bin/umount"), [url.path])
+            try? FileManager.default.removeItem(at: url.deletingLastPathComponent())
+        }
+
+        /// Fills the disk with a file, leaving `slack` bytes free (0: none).
+        func fill(leaving slack: Int) throws -> URL {
+            let filler = url.appendingPathComponent("filler")
+            let descriptor = open(filler.path, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+            try #require(descriptor >= 0)
+            defer { close(descriptor) }
+            let block = [UInt8](repeating: 0xAA, count: 4096)
+            var written = 0
+            while true {
+                let count = block.withUnsafeBytes { write(descriptor, $0.baseAddress, $0.count) }
+                if count <= 0 { break }
+                written += count
+            }
+            #expect(errno == ENOSPC, "filled until the disk was full")
+            if slack > 0 { try #require(ftruncate(descriptor, off_t(max(0, written - slack))) == 0) }
+            return filler
+        }
+    }
+
+    @Test("Full disk: a cache write that fails never fails the fetch, is logged once, and the store stays consistent")
+    func fullDiskCacheWrite() async throws {
+        let disk = try await SmallDisk.mount(kilobytes: 2048)
+        do {
+            let origin = try await TestOrigin.start()
+            let body = TestOrigin.pattern(offset: 0, count: 400_000)
+            origin.route("/big", response: ScriptedResponse(
+                headers: [HeaderField("Cache-Control", "max-age=600"), HeaderField("Set-Cookie", "seen=1; Max-Age=3600")],
+                parts: [.bytes(body)]))
+            let cache = disk.url.appendingPathComponent("cache"), cookies = disk.url.appendingPathComponent("cookies")
+            // Room for the stores' files and small writes, not for a 400 KB body.
+            _ = try disk.fill(leaving: 160 * 1024)
+            let result = try await ChildProcess.run(
+                ChildProcess.helper, ["full-disk-fetch", cache.path, cookies.path, origin.url("/big").absoluteString, "3"])
+            #expect(result.status == 0, "\(result.standardError)")
+            #expect(result.standardOutput.split(separator: "\n") == Array(repeating: "status 200 bytes 400000", count: 3),
+                    "every fetch gets its whole response")
+            let reports = result.standardError.components(separatedBy: "cache store failed").count - 1
+            #expect(reports == 1, "one report for three failed writes: \(result.standardError)")
+            #expect(result.standardError.contains("No space left on device") || result.standardError.contains("full"),
+                    "the report says why: \(result.standardError)")
+            #expect(try CacheMaintenance.verify(in: cache).isEmpty, "the store is consistent after the failed writes")
+            try await origin.shutdown()
+        } catch {
+            await disk.unmount()
+            throw error
+        }
+        await disk.unmount()
+    }
+
+    @Test("Full disk: a cookie write that fails keeps the cookie in memory and flush() reports it; with room again it is written")
+    func fullDiskCookieWrite() async throws {
+        let disk = try await SmallDisk.mount(kilobytes: 1024)
+        do {
+            let store = try PersistentCookieStore(directory: disk.url)
+            let url = try #require(URL(string: "https://example.com/"))
+            _ = store.setCookies(["first=1; Max-Age=3600"], for: url)
+            let filler = try disk.fill(leaving: 0)
+            let big = String(repeating: "v", count: 3000)
+            for index in 0..<8 {
+                _ = store.setCookies(["c\(index)=\(big); Max-Age=3600"], for: url)
+            }
+            #expect(store.cookies(for: url, mainDocumentURL: nil).count == 9, "nothing is dropped while the disk is full")
+            #expect(throws: StoreError.self, "flush() reports the write that fails") { try store.flush() }
+            try FileManager.default.removeItem(at: filler)
+            try store.flush()
+            let reopened = try PersistentCookieStore(directory: disk.url)
+            #expect(reopened.cookies(for: url, mainDocumentURL: nil).count == 9, "written once there was room")
+        } catch {
+            await disk.unmount()
+            throw error
+        }
+        await disk.unmount()
+    }
+
+    @Test("Read-only store folder: making a default session fails with a clear error naming the store")
+    func readOnlyStores() async throws {
+        let disk = try await SmallDisk.mount(kilobytes: 256)
+        do {
+            try await disk.remountReadOnly()
+            let environment = ProcessInfo.processInfo.environment.merging(
+                ["XDG_DATA_HOME": disk.url.appendingPathComponent("data").path,
+                 "XDG_CACHE_HOME": disk.url.appendingPathComponent("cache").path]) { $1 }
+            let result = try await ChildProcess.run(
+                ChildProcess.helper, ["cookie-fetch", "readonly-test", "http://127.0.0.1:9/"], environment: environment)
+            #expect(result.status != 0)
+            #expect(result.standardError.contains(disk.url.path), "the error names where: \(result.standardError)")
+            let said = result.standardError.lowercased()
+            #expect(said.contains("read only") || said.contains("read-only"), "and why: \(result.standardError)")
+            #expect(result.standardError.components(separatedBy: disk.url.path).count - 1 == 1, "the path once: \(result.standardError)")
+        } catch {
+            await disk.unmount()
+            throw error
+        }
+        await disk.unmount()
+    }
+}
