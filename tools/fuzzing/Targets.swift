@@ -1,0 +1,118 @@
+// libFuzzer targets for every parser that reads network or disk input
+// (issue 18, item 9). Built by tools/fuzz with `swiftc -sanitize=fuzzer
+// -parse-as-library` against a fuzzer-instrumented debug build of the
+// package; the target is chosen by $URLLOADING_FUZZ_TARGET. A crash, a trap
+// or a broken invariant (parse, print, parse again gives the same) is a
+// finding: libFuzzer stops and writes the input to the artifact folder.
+import Foundation
+@testable import Transport
+@testable import URLLoading
+
+/// One fuzz target: its name and what it does with an input.
+struct FuzzTarget {
+    let name: String
+    let run: (Data) -> Void
+}
+
+/// Stops the run with the broken invariant: libFuzzer reports the input.
+func invariant(_ holds: Bool, _ what: @autoclosure () -> String) {
+    if !holds {
+        FileHandle.standardError.write(Data("invariant broken: \(what())\n".utf8))
+        abort()
+    }
+}
+
+func text(_ data: Data) -> String { String(decoding: data, as: UTF8.self) }
+func lines(_ data: Data) -> [String] { text(data).split(separator: "\n", omittingEmptySubsequences: false).map(String.init) }
+
+let targets: [FuzzTarget] = [
+    FuzzTarget(name: "cache-control") { data in
+        let control = CacheControl(lines(data))
+        for name in ["max-age", "s-maxage", "stale-while-revalidate", "stale-if-error", "min-fresh", "max-stale"] {
+            _ = control.seconds(name)
+        }
+        _ = control.has("no-store")
+    },
+    FuzzTarget(name: "http-date") { data in
+        guard let seconds = HTTPDate.parse(text(data)) else { return }
+        invariant(seconds.isFinite, "a parsed date is finite")
+        let printed = HTTPDate.format(seconds)
+        invariant(HTTPDate.parse(printed) == seconds, "format(parse(x)) parses to the same instant: \(printed)")
+    },
+    FuzzTarget(name: "cookie-date") { data in
+        guard let seconds = CookieDate.parse(text(data)) else { return }
+        invariant(seconds.isFinite, "a parsed cookie date is finite")
+    },
+    FuzzTarget(name: "age") { data in
+        guard let age = CachePolicy.ageValue(HeaderFields([HeaderFields.Field("Age", text(data))])) else { return }
+        invariant(age >= 0 && age <= Double(CacheControl.maximumSeconds), "an Age is within 0...2^31")
+    },
+    FuzzTarget(name: "vary") { data in
+        let headers = HeaderFields(lines(data).map { HeaderFields.Field("Vary", $0) })
+        guard let names = CachePolicy.varyFields(headers) else { return }
+        invariant(names.count <= 64, "at most 64 Vary names are kept")
+    },
+    FuzzTarget(name: "set-cookie") { data in
+        _ = SetCookie(text(data))
+    },
+    FuzzTarget(name: "cookies-txt") { data in
+        let now = Date(timeIntervalSince1970: 1_800_000_000)
+        let (cookies, _) = NetscapeCookieFile.parse(text(data), now: now)
+        let again = NetscapeCookieFile.parse(NetscapeCookieFile.serialize(cookies), now: now).cookies
+        invariant(again.count == cookies.count, "serialize then parse keeps every cookie (\(cookies.count) → \(again.count))")
+    },
+    FuzzTarget(name: "netrc") { data in
+        _ = Netrc.parse(text(data))
+    },
+    FuzzTarget(name: "authenticate") { data in
+        for challenge in AuthChallenge.parse(lines(data)) { _ = DigestChallenge(challenge) }
+    },
+    FuzzTarget(name: "response-head") { data in
+        var parser = ResponseHeadParser(maximumBytes: 64 * 1024)
+        var start = data.startIndex
+        while start < data.endIndex {
+            let end = data[start...].firstIndex(of: 0x0A).map { $0 + 1 } ?? data.endIndex
+            let event = data[start..<end].withUnsafeBytes { parser.line($0) }
+            if case .failed = event { return }
+            if case .endOfHead = event { return }
+            start = end
+        }
+    },
+    FuzzTarget(name: "mixed-replace") { data in
+        var parser = MixedReplaceParser(boundary: "b")
+        let cut = data.isEmpty ? 0 : Int(data[data.startIndex]) % (data.count + 1)
+        do {
+            _ = try data.prefix(cut).withUnsafeBytes { try parser.feed($0) }
+            _ = try data.dropFirst(cut).withUnsafeBytes { try parser.feed($0) }
+        } catch {
+            return
+        }
+        _ = parser.finish()
+    },
+    FuzzTarget(name: "resume-data") { data in
+        _ = try? ResumeData.decode(data, directory: URL(fileURLWithPath: "/nonexistent-urlloading-fuzz"))
+    },
+    FuzzTarget(name: "stored-blob") { data in
+        if let fields = FieldCoding.decodeFields(data) {
+            invariant(FieldCoding.decodeFields(FieldCoding.encode(fields)) == fields, "encode(decode(x)) decodes to the same fields")
+        }
+        if let dictionary = FieldCoding.decodeDictionary(data) {
+            invariant(FieldCoding.decodeDictionary(FieldCoding.encode(dictionary)) == dictionary, "dictionary round trip")
+        }
+    },
+]
+
+let selected: FuzzTarget? = {
+    let name = ProcessInfo.processInfo.environment["URLLOADING_FUZZ_TARGET"] ?? ""
+    return targets.first { $0.name == name }
+}()
+
+@_cdecl("LLVMFuzzerTestOneInput")
+public func fuzzOne(_ bytes: UnsafePointer<UInt8>, _ count: Int) -> CInt {
+    guard let target = selected else {
+        FileHandle.standardError.write(Data("set URLLOADING_FUZZ_TARGET to one of: \(targets.map(\.name).joined(separator: " "))\n".utf8))
+        exit(2)
+    }
+    target.run(Data(bytes: bytes, count: count))
+    return 0
+}
