@@ -146,3 +146,15 @@ public enum ChildProcess {
         }
     }
 }
+
+/// The sanitizer the suite runs under (`tools/test --sanitize=...`), if any.
+public enum Sanitizer {
+    /// "address" or "thread", from `$URLLOADING_SANITIZER`; nil without one.
+    public static var active: String? { ProcessInfo.processInfo.environment["URLLOADING_SANITIZER"] }
+
+    /// A memory bound in KiB, widened under a sanitizer: its shadow memory
+    /// and redzones grow every process's resident set several times over.
+    public static func memoryBound(kilobytes: Int) -> Int {
+        active == nil ? kilobytes : kilobytes * 4 + 128 * 1024
+    }
+}

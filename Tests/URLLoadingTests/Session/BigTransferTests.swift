@@ -15,7 +15,7 @@ import TestSupport
     static let gibibyte = 1 << 30
     /// Not a power of two long: a misplaced byte range shows.
     static let block = TestOrigin.pattern(offset: 0, count: 1_000_003)
-    static let rssLimitKiB = 64 * 1024
+    static let rssLimitKiB = Sanitizer.memoryBound(kilobytes: 64 * 1024)
 
     struct Report: Decodable {
         var peakRSSKiB: Int
