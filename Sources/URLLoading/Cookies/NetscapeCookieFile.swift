@@ -42,6 +42,13 @@ enum NetscapeCookieFile {
             } else if line.hasPrefix("#") || line.allSatisfy(\.isWhitespace) {
                 continue
             }
+            // Control characters (NUL, vertical tab, DEL, ...) make no cookie:
+            // one could not be sent (a request carrying it is refused) nor
+            // written back. curl rejects such lines too.
+            guard !line.unicodeScalars.contains(where: { ($0.value < 0x20 && $0 != "\t") || $0.value == 0x7F }) else {
+                skipped += 1
+                continue
+            }
             let fields = line.split(separator: "\t", omittingEmptySubsequences: false)
             // The value may be missing (curl writes an empty one as nothing after the tab).
             guard fields.count == 7 || fields.count == 6,

@@ -261,6 +261,23 @@ import TestSupport
 }
 
 extension CookieStoreTests {
+    @Test("cookies.txt lines with control characters in a field are skipped, as curl does: such a cookie would make every request to its site fail")
+    func netscapeControlCharacters() throws {
+        // Found by tools/fuzz cookies-txt: a value ending in a vertical tab was
+        // imported, then could not be written back, and sending it is refused.
+        let store = MemoryCookieStore(clock: Clock().now)
+        let text = "www.example.com\tFALSE\t/\tFALSE\t0\tv\txy\u{0B}\n"
+            + "www.example.com\tFALSE\t/\tFALSE\t0\t\u{01}\u{00}sid\tz\n"
+            + "www.example.com\tFALSE\t/p\u{7F}\tFALSE\t0\tp\t1\n"
+            + "www.exa\u{00}mple.com\tFALSE\t/\tFALSE\t0\td\t1\n"
+            + "www.example.com\tFALSE\t/\tFALSE\t0\tok\t1\n"
+        let result = store.importNetscapeFormat(text)
+        #expect(result.imported == 1 && result.skippedLines == 4)
+        #expect(store.allCookies.map(\.name) == ["ok"])
+        let url = try #require(URL(string: "http://www.example.com/"))
+        #expect(store.cookieHeader(for: url) == "ok=1")
+    }
+
     @Test("Foundation's HTTPCookie converts both ways, scope and Secure kept")
     func httpCookieBridge() throws {
         let store = MemoryCookieStore(clock: Clock().now)
