@@ -53,11 +53,18 @@ let targets: [FuzzTarget] = [
         invariant(names.count <= 64, "at most 64 Vary names are kept")
     },
     FuzzTarget(name: "set-cookie") { data in
-        _ = SetCookie(text(data))
+        guard let cookie = SetCookie(text(data)) else { return }
+        // RFC 6265bis §5.7: a string with a control character (but HTAB) makes no cookie.
+        let control = (cookie.name + cookie.value).unicodeScalars.contains { ($0.value < 0x20 && $0 != "\t") || $0.value == 0x7F }
+        invariant(!control, "a cookie's name and value hold no control character")
     },
     FuzzTarget(name: "cookies-txt") { data in
         let now = Date(timeIntervalSince1970: 1_800_000_000)
         let (cookies, _) = NetscapeCookieFile.parse(text(data), now: now)
+        for cookie in cookies {
+            let fields = cookie.name + cookie.value + cookie.domain + cookie.path
+            invariant(!fields.unicodeScalars.contains { $0.value < 0x20 || $0.value == 0x7F }, "no control character in an imported cookie")
+        }
         let again = NetscapeCookieFile.parse(NetscapeCookieFile.serialize(cookies), now: now).cookies
         invariant(again.count == cookies.count, "serialize then parse keeps every cookie (\(cookies.count) → \(again.count))")
     },

@@ -17,8 +17,8 @@ enum NetscapeCookieFile {
         var text = header
         let sorted = cookies.sorted { ($0.domain, $0.path, $0.name) < ($1.domain, $1.path, $1.name) }
         for cookie in sorted {
-            // Tabs and line breaks cannot be written; such cookies never come from Set-Cookie.
-            guard !(cookie.name + cookie.value + cookie.path).contains(where: { $0 == "\t" || $0.isNewline }) else { continue }
+            // Tabs, line breaks and other controls cannot be written; such cookies never come from Set-Cookie.
+            guard !(cookie.name + cookie.value + cookie.path + cookie.domain).unicodeScalars.contains(where: isUnwritable) else { continue }
             let domain = (cookie.isHTTPOnly ? "#HttpOnly_" : "") + (cookie.isHostOnly ? "" : ".") + cookie.domain
             let expires = cookie.expiresDate.map { String(Int64(max(1, $0.timeIntervalSince1970.rounded(.down)))) } ?? "0"
             text += [
@@ -29,43 +29,51 @@ enum NetscapeCookieFile {
         return text
     }
 
+    /// Control characters (C0 but the tab separator, DEL, C1) and Unicode's
+    /// line and paragraph separators: no field may hold one. A cookie with
+    /// one could not be sent (a request carrying it is refused) nor written
+    /// back as the same line; curl rejects such lines too.
+    static func isUnwritable(_ scalar: Unicode.Scalar) -> Bool {
+        scalar.value < 0x20 || (0x7F...0x9F).contains(scalar.value) || scalar.value == 0x2028 || scalar.value == 0x2029
+    }
+
     /// The cookies of a file, and how many non-comment lines were malformed.
+    /// Lines and fields are split on bytes, never on characters: a tab
+    /// followed by a combining mark is still a separator.
     static func parse(_ text: String, now: Date = Date()) -> (cookies: [Cookie], skipped: Int) {
         var cookies: [Cookie] = []
         var skipped = 0
-        for rawLine in text.split(omittingEmptySubsequences: true, whereSeparator: { $0 == "\n" || $0 == "\r\n" || $0 == "\r" }) {
-            var line = Substring(rawLine)
+        let httpOnlyPrefix = Array("#HttpOnly_".utf8)
+        for rawLine in Array(text.utf8).split(omittingEmptySubsequences: true, whereSeparator: { $0 == 0x0A || $0 == 0x0D }) {
+            var line = rawLine[...]
             var httpOnly = false
-            if line.hasPrefix("#HttpOnly_") {
+            if line.starts(with: httpOnlyPrefix) {
                 httpOnly = true
-                line = line.dropFirst("#HttpOnly_".count)
-            } else if line.hasPrefix("#") || line.allSatisfy(\.isWhitespace) {
+                line = line.dropFirst(httpOnlyPrefix.count)
+            } else if line.first == UInt8(ascii: "#") || line.allSatisfy({ $0 == 0x20 || $0 == 0x09 }) {
                 continue
             }
-            // Control characters (NUL, vertical tab, DEL, ...) make no cookie:
-            // one could not be sent (a request carrying it is refused) nor
-            // written back. curl rejects such lines too.
-            guard !line.unicodeScalars.contains(where: { ($0.value < 0x20 && $0 != "\t") || $0.value == 0x7F }) else {
-                skipped += 1
-                continue
-            }
-            let fields = line.split(separator: "\t", omittingEmptySubsequences: false)
+            let fields = line.split(separator: 0x09, omittingEmptySubsequences: false).map { String(decoding: $0, as: UTF8.self) }
             // The value may be missing (curl writes an empty one as nothing after the tab).
             guard fields.count == 7 || fields.count == 6,
-                  let expires = Int64(fields[4]), !fields[0].isEmpty,
+                  !fields.contains(where: { $0.unicodeScalars.contains(where: isUnwritable) }),
+                  let expires = Int64(fields[4]),
                   let subdomains = bool(fields[1]), let secure = bool(fields[3]), fields[2].hasPrefix("/")
             else {
                 skipped += 1
                 continue
             }
-            let domain = fields[0].hasPrefix(".") ? fields[0].dropFirst() : fields[0]
-            guard !domain.isEmpty else {
+            let domain = fields[0].hasPrefix(".") ? fields[0].dropFirst() : fields[0][...]
+            // A host name or address, in ASCII as hosts are stored, without
+            // empty labels: anything else ("#...", "..", spaces, "%") is no
+            // site, and would not be written back as the same line.
+            guard !domain.isEmpty, !domain.hasPrefix("."), !domain.contains(".."), domain.utf8.allSatisfy(isHostByte) else {
                 skipped += 1
                 continue
             }
             cookies.append(Cookie(
-                name: String(fields[5]), value: fields.count == 7 ? String(fields[6]) : "", domain: String(domain),
-                isHostOnly: !subdomains, path: String(fields[2]),
+                name: fields[5], value: fields.count == 7 ? fields[6] : "", domain: String(domain),
+                isHostOnly: !subdomains, path: fields[2],
                 // A file may say any number: no cookie lives longer than RFC 6265bis allows.
                 expiresDate: expires == 0 ? nil : Date(timeIntervalSince1970: min(Double(expires), now.timeIntervalSince1970 + CookieJar.maximumLifetime)),
                 creationDate: now, isSecure: secure, isHTTPOnly: httpOnly))
@@ -73,7 +81,15 @@ enum NetscapeCookieFile {
         return (cookies, skipped)
     }
 
-    private static func bool(_ field: Substring) -> Bool? {
+    private static func isHostByte(_ byte: UInt8) -> Bool {
+        switch byte {
+        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"): true
+        case UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: ":"), UInt8(ascii: "["), UInt8(ascii: "]"): true
+        default: false
+        }
+    }
+
+    private static func bool(_ field: String) -> Bool? {
         switch field.uppercased() {
         case "TRUE": return true
         case "FALSE": return false
