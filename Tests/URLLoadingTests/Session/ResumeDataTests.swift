@@ -192,8 +192,9 @@ import TestSupport
 
     @Test("S7: truncated, forged and foreign resume data are refused with a clear error")
     func badResumeData() async throws {
-        let directory = DownloadFiles.directory
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        // Made as the library makes it (0700): a folder this test made with
+        // FileManager's 0755 would be refused to every download test after it.
+        let directory = try DownloadFiles.privateDirectory()
         let partial = directory.appendingPathComponent("download-test-\(UUID().uuidString).tmp")
         try Data(repeating: 1, count: 10).write(to: partial)
         defer { try? FileManager.default.removeItem(at: partial) }
