@@ -81,8 +81,7 @@ enum ServeStep: Equatable {
 
 /// A download's open file: its handle, where it is, and the bytes that were
 /// there before this response (a resumed download).
-struct DownloadFile: @unchecked Sendable {
-    // FileHandle is thread-safe for the writes and the close the task makes.
+struct DownloadFile: Sendable {
     let handle: FileHandle
     let url: URL
     var offset: Int64 = 0

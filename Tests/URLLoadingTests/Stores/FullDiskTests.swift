@@ -10,29 +10,32 @@ import TestSupport
 /// for each test: mounting needs root, as CI runs; elsewhere these tests
 /// fail saying so.
 @Suite(.serialized) struct FullDiskTests {
-    /// A tmpfs of `kilobytes` at a fresh directory, unmounted by `unmount()`.
+    /// A tmpfs mounted for one test.
     struct SmallDisk {
         let url: URL
 
-        static func mount(kilobytes: Int) async throws -> SmallDisk {
-            let directory = TemporaryDirectory("fulldisk")
-            let url = directory.url.appendingPathComponent("disk")
+        /// Mounts a tmpfs of `kilobytes` in a fresh directory, runs `body`
+        /// on it, and unmounts and removes it whatever `body` does.
+        static func with(kilobytes: Int, _ body: (SmallDisk) async throws -> Void) async throws {
+            let parent = FileManager.default.temporaryDirectory.appendingPathComponent("urlloading-fulldisk-\(UUID().uuidString)")
+            let url = parent.appendingPathComponent("disk")
             try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+            defer { try? FileManager.default.removeItem(at: parent) }
             let result = try await ChildProcess.run(
                 URL(fileURLWithPath: "/bin/mount"), ["-t", "tmpfs", "-o", "size=\(kilobytes)k,mode=0700", "tmpfs", url.path])
             try #require(result.status == 0, "these tests mount a tmpfs and need root: \(result.standardError)")
-            withExtendedLifetime(directory) {}
-            return SmallDisk(url: url)
+            do {
+                try await body(SmallDisk(url: url))
+            } catch {
+                _ = try? await ChildProcess.run(URL(fileURLWithPath: "/bin/umount"), [url.path])
+                throw error
+            }
+            _ = try? await ChildProcess.run(URL(fileURLWithPath: "/bin/umount"), [url.path])
         }
 
         func remountReadOnly() async throws {
             let result = try await ChildProcess.run(URL(fileURLWithPath: "/bin/mount"), ["-o", "remount,ro", url.path])
             try #require(result.status == 0, "\(result.standardError)")
-        }
-
-        func unmount() async {
-            _ = try? await ChildProcess.run(URL(fileURLWithPath: "/bin/umount"), [url.path])
-            try? FileManager.default.removeItem(at: url.deletingLastPathComponent())
         }
 
         /// Fills the disk with a file, leaving `slack` bytes free (0: none).
@@ -56,8 +59,7 @@ import TestSupport
 
     @Test("Full disk: a cache write that fails never fails the fetch, is logged once, and the store stays consistent")
     func fullDiskCacheWrite() async throws {
-        let disk = try await SmallDisk.mount(kilobytes: 2048)
-        do {
+        try await SmallDisk.with(kilobytes: 2048) { disk in
             let origin = try await TestOrigin.start()
             let body = TestOrigin.pattern(offset: 0, count: 400_000)
             origin.route("/big", response: ScriptedResponse(
@@ -77,17 +79,12 @@ import TestSupport
                     "the report says why: \(result.standardError)")
             #expect(try CacheMaintenance.verify(in: cache).isEmpty, "the store is consistent after the failed writes")
             try await origin.shutdown()
-        } catch {
-            await disk.unmount()
-            throw error
         }
-        await disk.unmount()
     }
 
     @Test("Full disk: a cookie write that fails keeps the cookie in memory and flush() reports it; with room again it is written")
     func fullDiskCookieWrite() async throws {
-        let disk = try await SmallDisk.mount(kilobytes: 1024)
-        do {
+        try await SmallDisk.with(kilobytes: 1024) { disk in
             let store = try PersistentCookieStore(directory: disk.url)
             let url = try #require(URL(string: "https://example.com/"))
             _ = store.setCookies(["first=1; Max-Age=3600"], for: url)
@@ -102,17 +99,12 @@ import TestSupport
             try store.flush()
             let reopened = try PersistentCookieStore(directory: disk.url)
             #expect(reopened.cookies(for: url, mainDocumentURL: nil).count == 9, "written once there was room")
-        } catch {
-            await disk.unmount()
-            throw error
         }
-        await disk.unmount()
     }
 
     @Test("Read-only store folder: making a default session fails with a clear error naming the store")
     func readOnlyStores() async throws {
-        let disk = try await SmallDisk.mount(kilobytes: 256)
-        do {
+        try await SmallDisk.with(kilobytes: 256) { disk in
             try await disk.remountReadOnly()
             let environment = ProcessInfo.processInfo.environment.merging(
                 ["XDG_DATA_HOME": disk.url.appendingPathComponent("data").path,
@@ -124,10 +116,6 @@ import TestSupport
             let said = result.standardError.lowercased()
             #expect(said.contains("read only") || said.contains("read-only"), "and why: \(result.standardError)")
             #expect(result.standardError.components(separatedBy: disk.url.path).count - 1 == 1, "the path once: \(result.standardError)")
-        } catch {
-            await disk.unmount()
-            throw error
         }
-        await disk.unmount()
     }
 }
