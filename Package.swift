@@ -50,17 +50,23 @@ let package = Package(
         ),
 
         // MARK: Internal layers
+        // The one lock type (see Lock.swift for why it is not Mutex itself).
+        .target(
+            name: "Locking",
+            swiftSettings: strictSwift
+        ),
         .target(
             name: "Storage",
             dependencies: [
                 "CSQLite",
+                "Locking",
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strictSwift
         ),
         .target(
             name: "Transport",
-            dependencies: ["CCurl"],
+            dependencies: ["CCurl", "Locking"],
             swiftSettings: strictSwift
         ),
 
@@ -71,6 +77,7 @@ let package = Package(
                 "Storage",
                 "Transport",
                 "Migrations",
+                "Locking",
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strictSwift
@@ -90,6 +97,7 @@ let package = Package(
         .target(
             name: "TestSupport",
             dependencies: [
+                "Locking",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
@@ -100,7 +108,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "urlloading-test-helper",
-            dependencies: ["Storage", "Migrations", "URLLoading", "TestSupport"],
+            dependencies: ["Storage", "Migrations", "URLLoading", "TestSupport", "Locking"],
             path: "Tests/TestHelper",
             swiftSettings: strictSwift
         ),
@@ -111,12 +119,12 @@ let package = Package(
         ),
         .testTarget(
             name: "URLLoadingTests",
-            dependencies: ["URLLoading", "TestSupport", "urlloading-test-helper"],
+            dependencies: ["URLLoading", "TestSupport", "Locking", "urlloading-test-helper"],
             swiftSettings: strictSwift
         ),
         .testTarget(
             name: "TransportTests",
-            dependencies: ["Transport", "TestSupport"],
+            dependencies: ["Transport", "TestSupport", "Locking"],
             swiftSettings: strictSwift
         ),
         .testTarget(
@@ -126,7 +134,7 @@ let package = Package(
         ),
         .testTarget(
             name: "ConformanceTests",
-            dependencies: ["URLLoading", "TestSupport"],
+            dependencies: ["URLLoading", "TestSupport", "Locking"],
             exclude: ["Results"],
             swiftSettings: strictSwift
         ),

@@ -1,14 +1,14 @@
 import Foundation
 package import Logging
-import Synchronization
+import Locking
 
 /// The serial owner of one SQLite connection (GRDB's `DatabaseQueue` model):
 /// every use of the connection happens inside `read` or `write`, one at a
 /// time, from any thread.
 package final class Database: Sendable {
     /// Serialises every use of `connection`.
-    private let lock = Mutex(())
-    /// Only touched inside `lock` (`read`/`write`): `Mutex<Connection>` cannot
+    private let lock = Lock(())
+    /// Only touched inside `lock` (`read`/`write`): `Lock<Connection>` cannot
     /// lend a non-Sendable value to a caller's closure, so the lock guards it
     /// from beside it.
     private nonisolated(unsafe) let connection: Connection

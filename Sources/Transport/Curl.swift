@@ -1,9 +1,9 @@
 import CCurl
-import Synchronization
+import Locking
 
 /// Process-wide libcurl facts and set-up.
 package enum Curl {
-    private static let initialized = Mutex<CurlError??>(nil)
+    private static let initialized = Lock<CurlError??>(nil)
 
     /// Calls `curl_global_init` once per process, before any handle exists.
     ///

@@ -1,5 +1,6 @@
 import CCurl
 import Foundation
+import Locking
 import Synchronization
 
 /// One thread running libcurl's multi interface: every transfer of the
@@ -164,7 +165,7 @@ package final class CurlMulti: Sendable {
     /// the loop thread, which is why the class may cross to it.
     private final class Loop: @unchecked Sendable {
         /// Commands from other threads; the one piece of shared state.
-        let shared = Mutex(Shared())
+        let shared = Lock(Shared())
         /// Set (under the lock) with each command queued and cleared when the
         /// loop takes them: what a spinning loop watches without the lock.
         let hasCommands = Atomic<Bool>(false)

@@ -10,7 +10,7 @@ import TestSupport
 /// `$URLLOADING_RESULTS_DIR`, else a temporary folder), and fails
 /// when a required test listed in `Results/cache-tests-required-passing.txt`
 /// (the ones that passed before) fails now.
-@Suite(.timeLimit(.minutes(5))) struct CacheTestsSessionConformanceTests {
+@Suite(.timeLimit(.minutes(Sanitizer.minutes(5)))) struct CacheTestsSessionConformanceTests {
     static let resultsDirectory = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("Results")
 
     @Test func privateCacheTests() async throws {

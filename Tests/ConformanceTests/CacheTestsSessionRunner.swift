@@ -2,7 +2,7 @@ import Foundation
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
-import Synchronization
+import Locking
 import TestSupport
 @testable import URLLoading
 
@@ -26,7 +26,7 @@ struct CacheTestsSessionRunner {
             var headers: [HeaderField]
             var responseHeaders: [HeaderField]
         }
-        let records = Mutex<[Record]>([])
+        let records = Lock<[Record]>([])
     }
 
     /// Registers the routes of one test on the origin and returns its state.

@@ -1,5 +1,5 @@
 import Foundation
-import Synchronization
+import Locking
 import Testing
 @testable import URLLoading
 
@@ -215,8 +215,8 @@ import Testing
 
 /// A clock tests move by hand.
 final class TestClock: Sendable {
-    private let current: Mutex<Date>
-    init(_ start: Date) { current = Mutex(start) }
+    private let current: Lock<Date>
+    init(_ start: Date) { current = Lock(start) }
     func set(_ date: Date) { current.withLock { $0 = date } }
     var now: @Sendable () -> Date { { [self] in current.withLock { $0 } } }
 }

@@ -2,14 +2,14 @@ import Foundation
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
-import Synchronization
+import Locking
 import URLLoading
 
 /// A data delegate that keeps nothing of the body but its length, and can
 /// be slow: it takes `microsecondsPerChunk` for each chunk.
 final class CountingDelegate: SessionDelegate {
     private let microsecondsPerChunk: UInt32
-    private let state = Mutex<(bytes: Int64, error: String?, waiter: CheckedContinuation<(Int64, String), Never>?)>((0, nil, nil))
+    private let state = Lock<(bytes: Int64, error: String?, waiter: CheckedContinuation<(Int64, String), Never>?)>((0, nil, nil))
 
     init(microsecondsPerChunk: UInt32) {
         self.microsecondsPerChunk = microsecondsPerChunk
@@ -45,7 +45,7 @@ final class CountingDelegate: SessionDelegate {
 /// A download delegate that reports the modes of the file it is handed and
 /// of the folder holding it, or the task's error.
 final class ModeReportingDelegate: SessionDelegate {
-    private let state = Mutex<(report: String?, waiter: CheckedContinuation<String, Never>?)>((nil, nil))
+    private let state = Lock<(report: String?, waiter: CheckedContinuation<String, Never>?)>((nil, nil))
 
     func session(_ session: Session, downloadTask: SessionTask, didFinishDownloadingTo location: URL) {
         func mode(_ path: String) -> String {

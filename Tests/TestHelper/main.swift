@@ -57,7 +57,7 @@ import Foundation
 import FoundationNetworking
 #endif
 import Storage
-import Synchronization
+import Locking
 import TestSupport
 @testable import URLLoading
 
@@ -341,7 +341,7 @@ final class ProgressCheckingDelegate: SessionDelegate {
     }
 
     let destination: URL?
-    private let state = Mutex(Progress())
+    private let state = Lock(Progress())
 
     init(destination: URL?) {
         self.destination = destination

@@ -157,4 +157,18 @@ public enum Sanitizer {
     public static func memoryBound(kilobytes: Int) -> Int {
         active == nil ? kilobytes : kilobytes * 4 + 128 * 1024
     }
+
+    /// How many times longer a bound on waiting is under the sanitizer:
+    /// ThreadSanitizer makes every memory access a call, and the whole suite
+    /// runs at once on two cores. Bounds only: nothing waits longer for it.
+    public static var timeScale: Int {
+        switch active {
+        case "thread": 5
+        case "address": 2
+        default: 1
+        }
+    }
+
+    /// A test's time limit in minutes, widened under a sanitizer.
+    public static func minutes(_ minutes: Int) -> Int { minutes * timeScale }
 }

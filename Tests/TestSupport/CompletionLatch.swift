@@ -1,10 +1,10 @@
-import Synchronization
+import Locking
 
 /// A one-shot signal between a delegate and a test: `open()` once the
 /// awaited event happened (a task completed, a session became invalid);
 /// `wait()` returns once it is open, at once if it already is.
 public final class CompletionLatch: Sendable {
-    private let state = Mutex<(open: Bool, waiter: CheckedContinuation<Void, Never>?)>((false, nil))
+    private let state = Lock<(open: Bool, waiter: CheckedContinuation<Void, Never>?)>((false, nil))
 
     public init() {}
 

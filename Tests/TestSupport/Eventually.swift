@@ -7,7 +7,7 @@
 ///
 /// - Returns: Whether the condition held before the time ran out.
 public func eventually(within timeout: Duration = .seconds(45), _ condition: () -> Bool) async -> Bool {
-    let deadline = ContinuousClock.now + timeout
+    let deadline = ContinuousClock.now + timeout * Sanitizer.timeScale
     while !condition() {
         guard ContinuousClock.now < deadline else { return false }
         try? await Task.sleep(for: .milliseconds(1))

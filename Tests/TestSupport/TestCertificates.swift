@@ -1,6 +1,6 @@
 import Foundation
 import NIOSSL
-import Synchronization
+import Locking
 
 /// A certificate authority and identities made for the tests, with Debian's
 /// `openssl` command, once per process, in a temporary directory.
@@ -44,7 +44,7 @@ public struct TestCertificates: Sendable {
     public let clientCertificatePath: String
     public let clientPrivateKeyPath: String
 
-    private static let made = Mutex<Result<TestCertificates, TestOriginError>?>(nil)
+    private static let made = Lock<Result<TestCertificates, TestOriginError>?>(nil)
 
     /// The process's certificates, made on first use.
     ///

@@ -3,7 +3,7 @@ import NIOCore
 import NIOHTTP1
 import NIOPosix
 import NIOSSL
-import Synchronization
+import Locking
 
 /// A real HTTP/1.1 origin on a loopback port chosen by the kernel, scripted
 /// per route by the test that starts it, logging every request it receives.
@@ -182,7 +182,7 @@ public final class TestOrigin: Sendable {
 
 /// What the listening socket and its connections share.
 final class SharedState: Sendable {
-    let state = Mutex(TestOrigin.State())
+    let state = Lock(TestOrigin.State())
 
     /// A new file for the body of a request to `path`, if its bodies are stored.
     func bodyFile(for path: String) -> (handle: FileHandle, url: URL)? {

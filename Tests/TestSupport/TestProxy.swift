@@ -2,7 +2,7 @@ public import Foundation
 #if canImport(Glibc)
 import Glibc
 #endif
-import Synchronization
+import Locking
 
 /// A real forwarding HTTP proxy on a loopback port, for plain-http requests
 /// in absolute form (`GET http://host:port/path HTTP/1.1`): it demands
@@ -27,8 +27,8 @@ public final class TestProxy: Sendable {
     private let expected: String
     private let realm: String
     private let openTunnels: Bool
-    private let log = Mutex<[Received]>([])
-    private let stopped = Mutex(false)
+    private let log = Lock<[Received]>([])
+    private let stopped = Lock(false)
 
     /// Every request received, in order.
     public var received: [Received] { log.withLock { $0 } }

@@ -1,4 +1,5 @@
 import Foundation
+import Locking
 import Synchronization
 import Testing
 import TestSupport
@@ -14,7 +15,7 @@ final class Recorder: TransferObserver {
         var headBeforeBody = true
     }
 
-    private let state = Mutex<(outcome: Outcome, waiter: CheckedContinuation<Outcome, Never>?, done: Bool, refuseNext: Int)>((Outcome(), nil, false, 0))
+    private let state = Lock<(outcome: Outcome, waiter: CheckedContinuation<Outcome, Never>?, done: Bool, refuseNext: Int)>((Outcome(), nil, false, 0))
     private let refusals: AsyncStream<Void>
     private let refused: AsyncStream<Void>.Continuation
 
@@ -81,7 +82,7 @@ final class Recorder: TransferObserver {
     }
 }
 
-@Suite(.timeLimit(.minutes(1))) struct TransportTests {
+@Suite(.timeLimit(.minutes(Sanitizer.minutes(1)))) struct TransportTests {
     static func transfer(_ multi: CurlMulti, _ request: TransferRequest) async -> Recorder.Outcome {
         let recorder = Recorder()
         multi.start(request, observer: recorder)
@@ -299,7 +300,7 @@ final class Recorder: TransferObserver {
     }
 }
 
-@Suite(.timeLimit(.minutes(1))) struct TransportPauseTests {
+@Suite(.timeLimit(.minutes(Sanitizer.minutes(1)))) struct TransportPauseTests {
     @Test func pausedByUsIsNotIdle() async throws {
         let origin = try await TestOrigin.start(ownThread: true)
         // A body the socket buffers hold whole: the test is about our idle
@@ -325,7 +326,7 @@ final class Recorder: TransferObserver {
     }
 }
 
-@Suite(.timeLimit(.minutes(1))) struct HeadParsingTests {
+@Suite(.timeLimit(.minutes(Sanitizer.minutes(1)))) struct HeadParsingTests {
     static func head(_ raw: String, body: String = "ok") async throws -> Recorder.Outcome {
         let origin = try await TestOrigin.start()
         var response = ScriptedResponse(body: body)

@@ -7,7 +7,7 @@ import TestSupport
 /// Every `cachetool` subcommand run as a process against real stores: the
 /// text and `--json` outputs, exit codes for missing, locked, damaged and
 /// newer stores, a writer in another process, and no secret in any output.
-@Suite(.timeLimit(.minutes(2))) struct CacheToolCommandTests {
+@Suite(.timeLimit(.minutes(Sanitizer.minutes(2)))) struct CacheToolCommandTests {
     static let cachetool = ChildProcess.productsDirectory.appendingPathComponent("cachetool")
 
     static func run(_ arguments: [String]) async throws -> ChildProcess.Result {

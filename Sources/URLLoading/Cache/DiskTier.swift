@@ -2,7 +2,7 @@ import Foundation
 import Logging
 import Migrations
 import Storage
-import Synchronization
+import Locking
 
 /// The disk tier: an SQLite database (WAL) of stored responses, with bodies
 /// above `inlineBodyLimit` in files beside it (SPEC C2), LRU eviction by an
@@ -38,7 +38,7 @@ final class DiskTier: Sendable {
     let database: Database
     let directory: URL
     let bodiesDirectory: URL
-    private let state: Mutex<State>
+    private let state: Lock<State>
     private let logger: Logger
 
     private struct State {
@@ -58,7 +58,7 @@ final class DiskTier: Sendable {
         self.directory = directory
         self.bodiesDirectory = directory.appendingPathComponent(Self.bodiesDirectoryName, isDirectory: true)
         self.logger = logger
-        self.state = Mutex(State(capacity: max(0, capacity)))
+        self.state = Lock(State(capacity: max(0, capacity)))
         var options = Database.Options()
         // Cached responses may be private to the user: owner only.
         options.fileMode = 0o600

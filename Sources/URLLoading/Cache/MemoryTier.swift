@@ -1,14 +1,14 @@
 import Foundation
-import Synchronization
+import Locking
 
 /// The memory tier: stored responses by primary key (each key holding its
 /// Vary variants), evicting the least recently used keys when their byte
 /// cost passes the capacity (SPEC C1).
 final class MemoryTier: Sendable {
-    private let state: Mutex<LRU>
+    private let state: Lock<LRU>
 
     init(capacity: Int) {
-        state = Mutex(LRU(capacity: max(0, capacity)))
+        state = Lock(LRU(capacity: max(0, capacity)))
     }
 
     var capacity: Int {

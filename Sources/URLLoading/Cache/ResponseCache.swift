@@ -3,6 +3,7 @@ public import Foundation
 public import FoundationNetworking
 #endif
 import Logging
+import Locking
 import Synchronization
 
 /// The HTTP cache (Apple's `URLCache`, SPEC C1–C7): a memory tier and an

@@ -3,7 +3,7 @@ public import Foundation
 public import FoundationNetworking
 #endif
 import Logging
-import Synchronization
+import Locking
 
 /// A cookie store (Apple's `HTTPCookieStorage`, SPEC K1–K4): the cookies a
 /// session sends and receives, under the rules of RFC 6265bis.
@@ -147,7 +147,7 @@ final class CookieStoreEngine: Sendable {
         var lastTouchWrite = Date.distantPast
     }
 
-    private let state: Mutex<State>
+    private let state: Lock<State>
     private let database: CookieDatabase?
     let clock: @Sendable () -> Date
     private let logger: Logger
@@ -159,7 +159,7 @@ final class CookieStoreEngine: Sendable {
     private static let touchInterval: TimeInterval = 60
 
     init(jar: CookieJar, database: CookieDatabase?, clock: @escaping @Sendable () -> Date, logger: Logger) {
-        self.state = Mutex(State(jar: jar))
+        self.state = Lock(State(jar: jar))
         self.database = database
         self.clock = clock
         self.logger = logger
@@ -267,7 +267,7 @@ final class CookieStoreEngine: Sendable {
     /// One writer at a time, in the order their changes were taken: the
     /// batch is taken from `pending` under the writer's lock, so a later
     /// batch never reaches the file before an earlier one.
-    private let writer = Mutex(())
+    private let writer = Lock(())
 
     private func writePending(force: Bool) throws {
         guard let database else { return }

@@ -2,7 +2,7 @@ public import Foundation
 import Logging
 import Migrations
 import Storage
-import Synchronization
+import Locking
 
 /// A credential store (Apple's `URLCredentialStorage`, SPEC A1): credentials
 /// by protection space and user, with a default per space.
@@ -144,7 +144,7 @@ struct CredentialTable: Sendable {
 /// A credential store in memory only: what ephemeral sessions use, private
 /// to the session and gone with it.
 public final class MemoryCredentialStore: CredentialStore, CustomStringConvertible {
-    private let table = Mutex(CredentialTable())
+    private let table = Lock(CredentialTable())
 
     /// An empty store.
     public init() {}
@@ -179,7 +179,7 @@ public final class MemoryCredentialStore: CredentialStore, CustomStringConvertib
 /// credentials stay in memory for the life of the process. Opening a file
 /// that group or others can read fails with `StoreError.Kind.insecurePermissions`.
 public final class PersistentCredentialStore: CredentialStore, CustomStringConvertible {
-    private let table: Mutex<CredentialTable>
+    private let table: Lock<CredentialTable>
     private let database: Database
     private let logger = Logger(label: "urlloading.credentials")
     /// The database file.
@@ -213,7 +213,7 @@ public final class PersistentCredentialStore: CredentialStore, CustomStringConve
                 }
             }
             for (space, credential, isDefault) in rows { _ = loaded.set(credential, for: space, isDefault: isDefault) }
-            table = Mutex(loaded)
+            table = Lock(loaded)
         } catch {
             throw StoreError.wrapping(error, path: path)
         }

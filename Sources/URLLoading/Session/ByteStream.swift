@@ -2,7 +2,7 @@ public import Foundation
 #if canImport(FoundationNetworking)
 public import FoundationNetworking
 #endif
-import Synchronization
+import Locking
 
 /// Between a task's transfer and a `ByteStream` reader: a bounded queue of
 /// chunks. When it holds `limit` bytes the transfer pauses (back-pressure);
@@ -22,9 +22,9 @@ final class ByteStreamBuffer: Sendable {
         var responseWaiter: CheckedContinuation<HTTPURLResponse?, Never>?
     }
 
-    private let state = Mutex(State())
+    private let state = Lock(State())
     /// Set once the task exists.
-    private let task = Mutex<SessionTask?>(nil)
+    private let task = Lock<SessionTask?>(nil)
 
     func attach(_ task: SessionTask) { self.task.withLock { $0 = task } }
 

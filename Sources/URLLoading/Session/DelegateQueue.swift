@@ -1,5 +1,5 @@
 import Dispatch
-import Synchronization
+import Locking
 
 /// A serial context for the user's code: jobs run one after another, in the
 /// order they were enqueued, each finished (an async one awaited) before the
@@ -33,7 +33,7 @@ final class DelegateQueue: Sendable {
         var busy = false
     }
 
-    private let state = Mutex(State())
+    private let state = Lock(State())
 
     init() {}
 

@@ -1,3 +1,4 @@
+import Locking
 import Synchronization
 
 /// How the session learns that a delegate does not implement a method:

@@ -2,6 +2,8 @@ public import Foundation
 #if canImport(FoundationNetworking)
 public import FoundationNetworking
 #endif
+import Locking
+import Transport
 
 extension Session {
     /// Loads `request` and returns the body and response. Cancelling the
@@ -102,7 +104,7 @@ final class TaskSteps<T: Sendable>: Sendable {
         case result(Result<T, any Error>)
     }
 
-    private let state = Mutex<(pending: [Step], waiter: UnsafeContinuation<Step, Never>?, closed: Bool)>(([], nil, false))
+    private let state = Lock<(pending: [Step], waiter: UnsafeContinuation<Step, Never>?, closed: Bool)>(([], nil, false))
 
     private enum Next { case resume(UnsafeContinuation<Step, Never>), run(@Sendable () -> Void), none }
 
@@ -158,7 +160,7 @@ final class TaskSteps<T: Sendable>: Sendable {
 /// Holds the task for the cancellation handler, which may run before the
 /// task exists.
 private final class TaskBox: Sendable {
-    private let state = Mutex<(task: SessionTask?, cancelled: Bool)>((nil, false))
+    private let state = Lock<(task: SessionTask?, cancelled: Bool)>((nil, false))
 
     func set(_ task: SessionTask) {
         let cancelled = state.withLock { state -> Bool in
@@ -176,6 +178,3 @@ private final class TaskBox: Sendable {
         task?.cancel()
     }
 }
-
-import Synchronization
-import Transport

@@ -3,7 +3,7 @@ public import Foundation
 public import FoundationNetworking
 #endif
 import Logging
-import Synchronization
+import Locking
 import Transport
 
 /// A session (Apple's `URLSession`, SPEC S1–S8): makes tasks from requests,
@@ -24,7 +24,7 @@ public final class Session: Sendable, CustomStringConvertible {
 
     let multi: CurlMulti
     let events = DelegateQueue()
-    private let state: Mutex<State>
+    private let state: Lock<State>
 
     private struct State {
         var delegate: (any SessionDelegate)?
@@ -59,7 +59,7 @@ public final class Session: Sendable, CustomStringConvertible {
         } catch {
             throw SessionError(.unknown, failingURL: nil, message: "libcurl could not start: \(error)")
         }
-        state = Mutex(State(delegate: delegate))
+        state = Lock(State(delegate: delegate))
     }
 
     deinit {

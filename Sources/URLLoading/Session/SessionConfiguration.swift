@@ -2,7 +2,7 @@ public import Foundation
 #if canImport(FoundationNetworking)
 public import FoundationNetworking
 #endif
-import Synchronization
+import Locking
 
 /// The settings of a session (Apple's `URLSessionConfiguration`, SPEC S1–S3).
 ///
@@ -175,7 +175,7 @@ public struct SessionConfiguration: Sendable {
     /// Memory for each ephemeral session's private cache.
     static let ephemeralMemoryCapacity = 4 * 1024 * 1024
 
-    private static let sharedCaches = Mutex<[String: ResponseCache]>([:])
+    private static let sharedCaches = Lock<[String: ResponseCache]>([:])
 
     /// The application's persistent cache, opened once per process.
     static func sharedCache(for applicationIdentifier: String) throws -> ResponseCache {
@@ -199,7 +199,7 @@ public struct SessionConfiguration: Sendable {
         }
     }
 
-    private static let sharedCookieStores = Mutex<[String: PersistentCookieStore]>([:])
+    private static let sharedCookieStores = Lock<[String: PersistentCookieStore]>([:])
 
     /// The application's persistent cookie store, opened once per process.
     static func sharedCookieStore(for applicationIdentifier: String) throws -> PersistentCookieStore {
@@ -222,7 +222,7 @@ public struct SessionConfiguration: Sendable {
         }
     }
 
-    private static let sharedCredentialStores = Mutex<[String: PersistentCredentialStore]>([:])
+    private static let sharedCredentialStores = Lock<[String: PersistentCredentialStore]>([:])
 
     /// The application's credential store, opened once per process.
     static func sharedCredentialStore(for applicationIdentifier: String) throws -> PersistentCredentialStore {

@@ -2,7 +2,7 @@ import Foundation
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
-import Synchronization
+import Locking
 import Transport
 
 /// The cache after the network (SPEC C4, C5): stale-if-error, storing,

@@ -2,7 +2,7 @@ import Foundation
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
-import Synchronization
+import Locking
 import Transport
 
 /// The end of a task: metrics, resume data, the cache, then the delivery

@@ -2,7 +2,7 @@ import Foundation
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
-import Synchronization
+import Locking
 import Transport
 
 /// Starting a hop: interceptors, the cache before the network (SPEC C6),

@@ -2,7 +2,7 @@ import Foundation
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
-import Synchronization
+import Locking
 import Transport
 
 /// What the transport reports of a hop: head, body chunks, bytes sent and

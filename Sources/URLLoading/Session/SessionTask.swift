@@ -3,7 +3,7 @@ public import Foundation
 public import FoundationNetworking
 #endif
 import Logging
-import Synchronization
+import Locking
 import Transport
 
 /// A task of a session (Apple's `URLSessionTask` and its data, upload and
@@ -44,7 +44,7 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
     /// Where a transfer's end is handled, when not on the transport's
     /// thread (set by the async APIs before the task starts).
     let completionRunner: (@Sendable (@escaping @Sendable () -> Void) -> Void)?
-    let state: Mutex<Inner>
+    let state: Lock<Inner>
     /// The task's serial context for delegate calls and completion
     /// handlers: its order, and its own delays only (SPEC S9).
     let events = DelegateQueue()
@@ -72,7 +72,7 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
             inner.streamedBody = StreamedBody(length: length, next: request.httpBodyStream.map { OwnedInputStream(stream: $0) })
             inner.bytesExpectedToSend = length
         }
-        state = Mutex(inner)
+        state = Lock(inner)
     }
 
     // MARK: Public state

@@ -1,5 +1,5 @@
 import Foundation
-import Synchronization
+import Locking
 import Testing
 import TestSupport
 @testable import URLLoading
@@ -12,7 +12,7 @@ import TestSupport
     static let page = URL(string: "https://www.example.com/docs/page")!
 
     final class Clock: Sendable {
-        private let current = Mutex(CookieStoreTests.t0)
+        private let current = Lock(CookieStoreTests.t0)
         func advance(_ seconds: TimeInterval) { current.withLock { $0 += seconds } }
         var now: @Sendable () -> Date { { [self] in current.withLock { $0 } } }
     }

@@ -10,7 +10,7 @@ import TestSupport
 /// "cookie store", part 5): per hop, redirects included; Secure only over
 /// https; accept policies; caller's Cookie fields left alone; ephemeral
 /// stores private and wiped; persistence across processes.
-@Suite(.timeLimit(.minutes(1))) struct SessionCookieTests {
+@Suite(.timeLimit(.minutes(Sanitizer.minutes(1)))) struct SessionCookieTests {
     static func session(_ configure: (inout SessionConfiguration) -> Void = { _ in }) throws -> Session {
         var configuration = SessionConfiguration.ephemeral
         configuration.urlCache = nil

@@ -2,7 +2,7 @@ import Foundation
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
-import Synchronization
+import Locking
 import Testing
 import TestSupport
 @testable import URLLoading
@@ -11,7 +11,7 @@ import TestSupport
 /// A2–A5): routing, dispositions, default handling, the failure limit,
 /// Digest nonce counting, pre-emptive credentials, cross-origin redirects
 /// and what the stores keep.
-@Suite(.timeLimit(.minutes(1))) struct SessionAuthenticationTests {
+@Suite(.timeLimit(.minutes(Sanitizer.minutes(1)))) struct SessionAuthenticationTests {
     static func session(_ delegate: (any SessionDelegate)? = nil, configure: (inout SessionConfiguration) -> Void = { _ in }) throws -> Session {
         var configuration = SessionConfiguration.ephemeral
         configuration.urlCache = nil
@@ -25,7 +25,7 @@ import TestSupport
     final class ChallengeDelegate: SessionDelegate, Sendable {
         let sessionLevel: (@Sendable (AuthenticationChallenge) -> ChallengeAnswer?)?
         let taskLevel: (@Sendable (AuthenticationChallenge) -> ChallengeAnswer?)?
-        private let log = Mutex<[String]>([])
+        private let log = Lock<[String]>([])
         var calls: [String] { log.withLock { $0 } }
 
         init(session: (@Sendable (AuthenticationChallenge) -> ChallengeAnswer?)? = nil,
@@ -144,7 +144,7 @@ import TestSupport
     func failureLimit() async throws {
         let origin = try await TestOrigin.start()
         origin.route("/private", Routes.basicAuth(realm: "r", user: "ann", password: "pw", then: Self.ok))
-        let proposed = Mutex<[String?]>([])
+        let proposed = Lock<[String?]>([])
         let wrong = ChallengeDelegate(task: { challenge in
             proposed.withLock { $0.append(challenge.proposedCredential?.user) }
             return .use(Credential(user: "ann", password: "wrong", persistence: .forSession))

@@ -2,7 +2,7 @@ import Foundation
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
-import Synchronization
+import Locking
 import Testing
 import TestSupport
 @testable import URLLoading
@@ -10,11 +10,11 @@ import TestSupport
 /// Server trust and client certificates against the TLS origin (SPEC A2,
 /// A4): accepted, pinned, rejected, default handling with and without the
 /// test CA as a root, and a server that requires a client certificate.
-@Suite(.timeLimit(.minutes(1))) struct TLSChallengeTests {
+@Suite(.timeLimit(.minutes(Sanitizer.minutes(1)))) struct TLSChallengeTests {
     final class TrustDelegate: SessionDelegate, Sendable {
         let sessionLevel: (@Sendable (AuthenticationChallenge) -> ChallengeAnswer?)?
         let taskLevel: (@Sendable (AuthenticationChallenge) -> ChallengeAnswer?)?
-        let seen = Mutex<[AuthenticationChallenge]>([])
+        let seen = Lock<[AuthenticationChallenge]>([])
         init(session: (@Sendable (AuthenticationChallenge) -> ChallengeAnswer?)? = nil,
              task: (@Sendable (AuthenticationChallenge) -> ChallengeAnswer?)? = nil) {
             sessionLevel = session
@@ -123,7 +123,7 @@ import TestSupport
         origin.route("/x", response: ScriptedResponse(body: "hello client"))
         final class IdentityDelegate: SessionDelegate, Sendable {
             let identity: Credential?
-            let asked = Mutex(0)
+            let asked = Lock(0)
             init(_ identity: Credential?) { self.identity = identity }
             func session(_ session: Session, didReceive challenge: AuthenticationChallenge) async -> ChallengeAnswer? {
                 guard challenge.protectionSpace.authenticationMethod == .clientCertificate else { return nil }

@@ -11,7 +11,7 @@ import TestSupport
 /// its own peak RSS: tests beside this one in the test process would
 /// otherwise count in it. The origin sends the body from a repeated block
 /// and stores the upload in a file, so neither costs memory either.
-@Suite(.timeLimit(.minutes(5))) struct BigTransferTests {
+@Suite(.timeLimit(.minutes(Sanitizer.minutes(5)))) struct BigTransferTests {
     static let gibibyte = 1 << 30
     /// Not a power of two long: a misplaced byte range shows.
     static let block = TestOrigin.pattern(offset: 0, count: 1_000_003)

@@ -2,7 +2,7 @@ import Foundation
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
-import Synchronization
+import Locking
 import Testing
 import TestSupport
 @testable import URLLoading
@@ -11,13 +11,13 @@ import TestSupport
 /// for the first body of a streamed upload and again whenever the body is
 /// sent anew, a stream whose bytes come slowly, and the failure when no new
 /// stream comes.
-@Suite(.timeLimit(.minutes(1))) struct BodyStreamTests {
+@Suite(.timeLimit(.minutes(Sanitizer.minutes(1)))) struct BodyStreamTests {
     /// Gives a fresh stream over `body` each time it is asked, counting, and
     /// answers Basic challenges with `user`/`secret`.
     final class StreamingDelegate: SessionDelegate {
         let body: Data
         let streams: Int
-        private let state = Mutex<(asked: Int, events: [String])>((0, []))
+        private let state = Lock<(asked: Int, events: [String])>((0, []))
         private let completion = CompletionLatch()
 
         /// - Parameter streams: How many streams to give before answering nil.
@@ -163,7 +163,7 @@ import TestSupport
 
 /// multipart/x-mixed-replace (SPEC S6): a didReceiveResponse as each part
 /// begins, then that part's bytes.
-@Suite(.timeLimit(.minutes(1))) struct MixedReplaceTests {
+@Suite(.timeLimit(.minutes(Sanitizer.minutes(1)))) struct MixedReplaceTests {
     static let wire = "--frame\r\nContent-Type: text/plain\r\n\r\none\r\n"
         + "--frame\r\nContent-Type: text/html\r\nX-Part: 2\r\n\r\n<b>two</b>\r\n"
         + "--frame\r\nContent-Type: application/json\r\n\r\n{\"n\":3}\r\n--frame--\r\n"
@@ -171,7 +171,7 @@ import TestSupport
     /// Records each part's response and bytes.
     final class PartsDelegate: SessionDelegate {
         let cancelAtPart: Int?
-        private let state = Mutex<(parts: [(type: String, extra: String?, body: Data)], events: [String])>(([], []))
+        private let state = Lock<(parts: [(type: String, extra: String?, body: Data)], events: [String])>(([], []))
         private let completion = CompletionLatch()
         init(cancelAtPart: Int? = nil) { self.cancelAtPart = cancelAtPart }
         var parts: [(type: String, extra: String?, body: Data)] { state.withLock { $0.parts } }

@@ -11,7 +11,7 @@ import TestSupport
 /// 5%, and chunks wait in the transport (not in a queue of ours) while a
 /// slow delegate catches up. Measured in a child process, which reports its
 /// own peak RSS (`urlloading-test-helper delegate-body`).
-@Suite(.timeLimit(.minutes(2))) struct DelegateMemoryTests {
+@Suite(.timeLimit(.minutes(Sanitizer.minutes(2)))) struct DelegateMemoryTests {
     static let block = TestOrigin.pattern(offset: 0, count: 1_000_003)
     /// Far above what the client needs (about 30 MiB), far below the bodies.
     static let rssLimitKiB = Sanitizer.memoryBound(kilobytes: 96 * 1024)
@@ -57,7 +57,7 @@ import TestSupport
 
 /// A head of 50 MB is refused at the transport's limit, without holding
 /// it: measured in a child process, which reports its own peak RSS.
-@Suite(.timeLimit(.minutes(2))) struct HugeHeadMemoryTests {
+@Suite(.timeLimit(.minutes(Sanitizer.minutes(2)))) struct HugeHeadMemoryTests {
     @Test("A 50 MB response head fails as a bad response, and the client's peak RSS stays far below 50 MB")
     func hugeHead() async throws {
         let origin = try await TestOrigin.start(ownThread: true)
@@ -77,7 +77,7 @@ import TestSupport
 /// Download files live in a folder private to the user (SPEC S4, issue 16):
 /// another user's (or an open) `urlloading-downloads` is refused, never
 /// written into; files are 0600 from their first byte.
-@Suite(.timeLimit(.minutes(1))) struct DownloadFolderTests {
+@Suite(.timeLimit(.minutes(Sanitizer.minutes(1)))) struct DownloadFolderTests {
     static func run(tmp: String, origin: TestOrigin) async throws -> String {
         var environment = ProcessInfo.processInfo.environment
         environment["TMPDIR"] = tmp
@@ -110,7 +110,7 @@ import TestSupport
 
 /// A task made for a delegate on a session that has none still reads its
 /// whole body: with nobody to deliver to, nothing waits in the backlog.
-@Suite(.timeLimit(.minutes(1))) struct NoDelegateBacklogTests {
+@Suite(.timeLimit(.minutes(Sanitizer.minutes(1)))) struct NoDelegateBacklogTests {
     @Test("A delegate data task without any delegate completes a body far past the 2 MiB backlog")
     func noDelegateNoBacklog() async throws {
         let origin = try await TestOrigin.start()

@@ -2,7 +2,7 @@ import Foundation
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
-import Synchronization
+import Locking
 import Testing
 import TestSupport
 @testable import URLLoading
@@ -10,7 +10,7 @@ import TestSupport
 /// What a hostile origin or a careless caller can throw at a session: every
 /// number checked before arithmetic, every loop bounded, nothing injected
 /// into the request, nothing trapped on (issue 16's defects).
-@Suite(.timeLimit(.minutes(1))) struct HostileOriginTests {
+@Suite(.timeLimit(.minutes(Sanitizer.minutes(1)))) struct HostileOriginTests {
     @Test("Timeouts of .infinity, NaN, below zero or huge are clamped, never trapped on")
     func extremeTimeouts() async throws {
         let origin = try await TestOrigin.start()
@@ -110,7 +110,7 @@ import TestSupport
 
     /// Answers every request 401 with a fresh Digest nonce marked stale.
     static func endlessStaleNonces(_ origin: TestOrigin) {
-        let counter = Mutex(0)
+        let counter = Lock(0)
         origin.route("/stale") { _ in
             let n = counter.withLock { value -> Int in
                 value += 1
@@ -143,7 +143,7 @@ import TestSupport
         let origin = try await TestOrigin.start()
         defer { Task { try await origin.shutdown() } }
         // Each hop redirects to the stale-nonce resource's next name, which challenges once.
-        let counter = Mutex(0)
+        let counter = Lock(0)
         origin.route("/mixed") { request in
             let n = counter.withLock { value -> Int in
                 value += 1

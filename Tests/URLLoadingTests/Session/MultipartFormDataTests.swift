@@ -8,7 +8,7 @@ import TestSupport
 
 /// The multipart/form-data builder, its output read back by an independent
 /// parser (Python's `email` package) and sent by an upload task.
-@Suite(.timeLimit(.minutes(1))) struct MultipartFormDataTests {
+@Suite(.timeLimit(.minutes(Sanitizer.minutes(1)))) struct MultipartFormDataTests {
     static let parser = """
         import sys, json, hashlib, email, email.policy
         body = open(sys.argv[1], 'rb').read()

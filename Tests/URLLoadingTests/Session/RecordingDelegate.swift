@@ -2,7 +2,7 @@ import Foundation
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
-import Synchronization
+import Locking
 @testable import URLLoading
 
 /// A delegate that records every call, and can be told how to answer.
@@ -12,7 +12,7 @@ final class RecordingDelegate: SessionDelegate {
         var disposition: ResponseDisposition = .allow
     }
 
-    private let state = Mutex<(events: [String], data: Data, script: Script, finished: CheckedContinuation<Void, Never>?, done: Bool, downloaded: Data?)>(([], Data(), Script(), nil, false, nil))
+    private let state = Lock<(events: [String], data: Data, script: Script, finished: CheckedContinuation<Void, Never>?, done: Bool, downloaded: Data?)>(([], Data(), Script(), nil, false, nil))
 
     init(_ script: Script = Script()) {
         state.withLock { $0.script = script }

@@ -2,7 +2,7 @@ import Foundation
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
-import Synchronization
+import Locking
 import Testing
 import TestSupport
 @testable import URLLoading
@@ -10,13 +10,13 @@ import TestSupport
 /// Resume data through real downloads (SPEC S7): cancel and go on with
 /// Range/If-Range, a changed resource starting over, a lost connection's
 /// error carrying resume data, and forged or truncated blobs refused.
-@Suite(.timeLimit(.minutes(1))) struct ResumeDataTests {
+@Suite(.timeLimit(.minutes(Sanitizer.minutes(1)))) struct ResumeDataTests {
     static let body = (0..<300_000).map { UInt8($0 % 253) }
 
     /// The resource's current ETag, changed by a test.
     final class Tag: Sendable {
-        private let value: Mutex<String>
-        init(_ value: String) { self.value = Mutex(value) }
+        private let value: Lock<String>
+        init(_ value: String) { self.value = Lock(value) }
         var current: String {
             get { value.withLock { $0 } }
             set { value.withLock { $0 = newValue } }

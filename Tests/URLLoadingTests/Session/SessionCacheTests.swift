@@ -2,14 +2,14 @@ import Foundation
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
-import Synchronization
+import Locking
 import Testing
 import TestSupport
 @testable import URLLoading
 
 /// The cache through real sessions (SPEC C4–C6): serving, revalidating,
 /// the request cache policies, invalidation and Cache-Status (RFC 9211).
-@Suite(.timeLimit(.minutes(1))) struct SessionCacheTests {
+@Suite(.timeLimit(.minutes(Sanitizer.minutes(1)))) struct SessionCacheTests {
     static func get(_ session: Session, _ url: URL, policy: URLRequest.CachePolicy = .useProtocolCachePolicy,
                     headers: [String: String] = [:]) async throws -> (String, HTTPURLResponse) {
         var request = URLRequest(url: url, cachePolicy: policy)
@@ -161,7 +161,7 @@ import TestSupport
     }
 }
 
-@Suite(.timeLimit(.minutes(1))) struct StaleIfErrorTests {
+@Suite(.timeLimit(.minutes(Sanitizer.minutes(1)))) struct StaleIfErrorTests {
     @Test("RFC 5861 §4: a 5xx or a lost connection within stale-if-error serves the stale entry; outside it, the failure")
     func staleIfError() async throws {
         let origin = try await TestOrigin.start()
@@ -196,12 +196,12 @@ extension ScriptedResponse {
     }
 }
 
-@Suite(.timeLimit(.minutes(1))) struct WillCacheResponseTests {
+@Suite(.timeLimit(.minutes(Sanitizer.minutes(1)))) struct WillCacheResponseTests {
     /// Answers willCacheResponse as scripted and records the calls' order.
     final class CachingDelegate: SessionDelegate {
         enum Answer: Sendable { case proposed, modified, none }
         let answer: Answer
-        let events = Mutex<[String]>([])
+        let events = Lock<[String]>([])
         let done: AsyncStream<Void>
         private let finished: AsyncStream<Void>.Continuation
 
@@ -279,7 +279,7 @@ extension ScriptedResponse {
     }
 }
 
-@Suite(.timeLimit(.minutes(1))) struct StaleWhileRevalidateTests {
+@Suite(.timeLimit(.minutes(Sanitizer.minutes(1)))) struct StaleWhileRevalidateTests {
     @Test("RFC 5861 §3: a stale response within stale-while-revalidate is served at once and revalidated in the background")
     func staleWhileRevalidate() async throws {
         let origin = try await TestOrigin.start()
@@ -300,7 +300,7 @@ extension ScriptedResponse {
     }
 }
 
-@Suite(.timeLimit(.minutes(1))) struct CoalescingTests {
+@Suite(.timeLimit(.minutes(Sanitizer.minutes(1)))) struct CoalescingTests {
     @Test("Issue 5: ten concurrent identical GETs make one origin request when the response is storable")
     func coalescing() async throws {
         let origin = try await TestOrigin.start()
@@ -327,7 +327,7 @@ extension ScriptedResponse {
     }
 }
 
-@Suite(.timeLimit(.minutes(1))) struct FivePercentThroughSessionTests {
+@Suite(.timeLimit(.minutes(Sanitizer.minutes(1)))) struct FivePercentThroughSessionTests {
     @Test("C3 through a session: a body over 5% of the memory tier goes to disk only; over 5% of both, nowhere")
     func fivePercentPerTier() async throws {
         let origin = try await TestOrigin.start()
@@ -373,11 +373,11 @@ extension ScriptedResponse {
     }
 }
 
-@Suite(.timeLimit(.minutes(1))) struct HeadUpdateTests {
+@Suite(.timeLimit(.minutes(Sanitizer.minutes(1)))) struct HeadUpdateTests {
     @Test("RFC 9111 §4.3.5: a HEAD response refreshes the stored GET it selects; a new Content-Length removes it")
     func headFreshens() async throws {
         let origin = try await TestOrigin.start()
-        let version = Mutex(1)
+        let version = Lock(1)
         origin.route("/h") { request in
             let current = version.withLock { $0 }
             return ScriptedResponse(headers: [HeaderField("Cache-Control", "max-age=600"), HeaderField("ETag", "\"v1\""),

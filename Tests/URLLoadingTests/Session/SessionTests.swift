@@ -2,7 +2,7 @@ import Foundation
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
-import Synchronization
+import Locking
 import Testing
 import TestSupport
 @testable import URLLoading
@@ -10,7 +10,7 @@ import TestSupport
 /// The session against the loopback origin (never a mock transport):
 /// delegate order, completion handlers, redirects, errors, cancellation,
 /// invalidation and the configuration's copy rules (SPEC S1–S8).
-@Suite(.timeLimit(.minutes(1))) struct SessionTests {
+@Suite(.timeLimit(.minutes(Sanitizer.minutes(1)))) struct SessionTests {
     static func session(_ delegate: (any SessionDelegate)? = nil, configure: (inout SessionConfiguration) -> Void = { _ in }) throws -> Session {
         var configuration = SessionConfiguration.ephemeral
         configure(&configuration)
@@ -275,7 +275,7 @@ import TestSupport
         guard case .result(let result) = await steps.next() else { Issue.record("expected the result first"); return }
         #expect(try result.get() == 1)
         steps.close()
-        let ran = Mutex(false)
+        let ran = Lock(false)
         weak var weakToken: Token?
         do {
             let token = Token()
@@ -447,7 +447,7 @@ extension ScriptedResponse {
 }
 
 /// bytes(for:), TLS through the session, metrics.
-@Suite(.timeLimit(.minutes(1))) struct SessionStreamingAndTLSTests {
+@Suite(.timeLimit(.minutes(Sanitizer.minutes(1)))) struct SessionStreamingAndTLSTests {
     @Test("S5: bytes(for:) streams a large body with back-pressure, every byte in order")
     func byteStream() async throws {
         let origin = try await TestOrigin.start()
@@ -517,7 +517,7 @@ extension ScriptedResponse {
     @Test("S4: metrics from libcurl's timing info, one transaction per hop, connection reuse seen")
     func metrics() async throws {
         final class MetricsDelegate: SessionDelegate {
-            let collected = Mutex<[TaskMetrics]>([])
+            let collected = Lock<[TaskMetrics]>([])
             func session(_ session: Session, task: SessionTask, didFinishCollecting metrics: TaskMetrics) {
                 collected.withLock { $0.append(metrics) }
             }
@@ -544,7 +544,7 @@ extension ScriptedResponse {
     }
 }
 
-@Suite(.timeLimit(.minutes(1))) struct ConnectivityTests {
+@Suite(.timeLimit(.minutes(Sanitizer.minutes(1)))) struct ConnectivityTests {
     final class WaitingDelegate: SessionDelegate {
         let waited: AsyncStream<Void>
         private let signal: AsyncStream<Void>.Continuation

@@ -2,7 +2,7 @@ import Foundation
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
-import Synchronization
+import Locking
 import Testing
 import TestSupport
 @testable import URLLoading
@@ -10,10 +10,10 @@ import TestSupport
 /// Where the session runs the user's code (SPEC S9): never on the
 /// transport's thread, never inside `resume()`, and a slow handler, delegate
 /// or store delays only its own task.
-@Suite(.timeLimit(.minutes(1))) struct SessionThreadTests {
+@Suite(.timeLimit(.minutes(Sanitizer.minutes(1)))) struct SessionThreadTests {
     /// The thread that is inside `resume()` right now, if any.
     final class ResumeMarker: Sendable {
-        private let thread = Mutex<pthread_t?>(nil)
+        private let thread = Lock<pthread_t?>(nil)
         func resume(_ task: SessionTask) {
             thread.withLock { $0 = pthread_self() }
             task.resume()
@@ -36,11 +36,12 @@ import TestSupport
         let otherDone = DispatchSemaphore(value: 0)
         let blocking = CompletionLatch()
         let returned = CompletionLatch()
-        let sawOther = Mutex<Bool?>(nil)
+        let sawOther = Lock<Bool?>(nil)
         session.dataTask(with: URLRequest(url: origin.url("/a"))) { _, _, _ in
             blocking.open()
-            // Blocks until the other task's handler ran (at most 20 s).
-            let done = otherDone.wait(timeout: .now() + 20) == .success
+            // Blocks until the other task's handler ran (at most 20 s, more
+            // under a sanitizer).
+            let done = otherDone.wait(timeout: .now() + .seconds(20 * Sanitizer.timeScale)) == .success
             sawOther.withLock { $0 = done }
             returned.open()
         }.resume()
@@ -61,7 +62,7 @@ import TestSupport
         defer { session.finishTasksAndInvalidate() }
         _ = try await session.data(from: origin.url("/c"))
         let marker = ResumeMarker()
-        let insideResume = Mutex<Bool?>(nil)
+        let insideResume = Lock<Bool?>(nil)
         let done = CompletionLatch()
         let task = session.dataTask(with: URLRequest(url: origin.url("/c"))) { data, _, _ in
             insideResume.withLock { $0 = marker.callerIsInsideResume }
@@ -83,7 +84,7 @@ import TestSupport
 
     /// A task's own delegate that only collects metrics.
     final class MetricsOnly: SessionDelegate {
-        let metrics = Mutex<Int>(0)
+        let metrics = Lock<Int>(0)
         func session(_ session: Session, task: SessionTask, didFinishCollecting metrics: TaskMetrics) {
             self.metrics.withLock { $0 += 1 }
         }
@@ -129,7 +130,7 @@ import TestSupport
         let holder = try ChildProcess.startWithOutputLines(ChildProcess.helper, ["hold-lock", directory.path(PersistentCookieStore.fileName)])
         defer { holder.kill(SIGKILL) }
         #expect(await holder.nextLine() == "locked")
-        let settingDone = Mutex(false)
+        let settingDone = Lock(false)
         let setting = Task {
             let (data, _) = try await session.data(from: origin.url("/sets"))
             settingDone.withLock { $0 = true }

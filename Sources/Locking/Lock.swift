@@ -1,0 +1,88 @@
+#if URLLOADING_TSAN
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+#else
+public import Synchronization
+#endif
+
+/// A value behind a lock: `Synchronization.Mutex` with its `withLock` shape,
+/// and the one lock type of every module here.
+///
+/// Why not `Mutex` directly: on Linux `Mutex` locks with futex system calls
+/// inside the standard library, which is not built with ThreadSanitizer, so
+/// a sanitizer run cannot see that the lock orders what it guards and reports
+/// every guarded access as a race. Builds made with `-DURLLOADING_TSAN`
+/// (`tools/test --sanitize=thread`) lock a `pthread_mutex_t` instead, which
+/// the sanitizer intercepts (and checks for lock-order inversions too); every
+/// other build is `Mutex` itself, inlined, at no cost.
+public struct Lock<Value>: ~Copyable {
+    #if URLLOADING_TSAN
+    @usableFromInline let box: PThreadBox<Value>
+    #else
+    @usableFromInline let mutex: Mutex<Value>
+    #endif
+
+    /// A lock guarding `initialValue`.
+    @inlinable
+    public init(_ initialValue: consuming sending Value) {
+        #if URLLOADING_TSAN
+        box = PThreadBox(initialValue)
+        #else
+        mutex = Mutex(initialValue)
+        #endif
+    }
+
+    /// Runs `body` with the value while holding the lock, and returns what
+    /// it returns. `body` must not take the same lock again.
+    @inlinable
+    public borrowing func withLock<Result: ~Copyable, E: Error>(
+        _ body: (inout sending Value) throws(E) -> sending Result
+    ) throws(E) -> sending Result {
+        #if URLLOADING_TSAN
+        return try box.withLock(body)
+        #else
+        return try mutex.withLock(body)
+        #endif
+    }
+}
+
+// The lock hands its value to one thread at a time, as `Mutex` does.
+extension Lock: @unchecked Sendable {}
+
+#if URLLOADING_TSAN
+/// The sanitizer build's storage: a heap-allocated `pthread_mutex_t` (a
+/// pthread mutex must never move) beside the value it guards.
+@usableFromInline
+final class PThreadBox<Value>: @unchecked Sendable {
+    private let mutex: UnsafeMutablePointer<pthread_mutex_t>
+    private nonisolated(unsafe) var value: Value
+
+    @usableFromInline
+    init(_ value: consuming sending Value) {
+        mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
+        mutex.initialize(to: pthread_mutex_t())
+        let status = pthread_mutex_init(mutex, nil)
+        precondition(status == 0, "pthread_mutex_init failed: \(status)")
+        self.value = value
+    }
+
+    deinit {
+        pthread_mutex_destroy(mutex)
+        mutex.deallocate()
+    }
+
+    @usableFromInline
+    func withLock<Result: ~Copyable, E: Error>(
+        _ body: (inout sending Value) throws(E) -> sending Result
+    ) throws(E) -> sending Result {
+        pthread_mutex_lock(mutex)
+        defer { pthread_mutex_unlock(mutex) }
+        return try body(&value)
+    }
+}
+#endif
