@@ -114,7 +114,7 @@ let package = Package(
         ),
         .testTarget(
             name: "StorageTests",
-            dependencies: ["Storage", "Migrations", "TestSupport", "urlloading-test-helper"],
+            dependencies: ["Storage", "Migrations", "TestSupport", "Locking", "urlloading-test-helper"],
             swiftSettings: strictSwift
         ),
         .testTarget(

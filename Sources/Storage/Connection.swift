@@ -33,7 +33,7 @@ package final class Connection {
         sqlite3_busy_timeout(db, Int32(clamping: seconds * 1000 + attoseconds / 1_000_000_000_000_000))
         // The first statement reads the header: a non-database file fails here.
         if !readOnly {
-            try execute("PRAGMA journal_mode=WAL")
+            try switchToWAL(busyTimeout: busyTimeout)
         } else {
             try execute("SELECT count(*) FROM sqlite_master")
         }
@@ -43,6 +43,29 @@ package final class Connection {
     deinit {
         statementCache.removeAll()
         sqlite3_close_v2(handle)
+    }
+
+    /// `PRAGMA journal_mode=WAL`, waiting out another connection's lock as
+    /// `busy_timeout` would. On a new, empty file the switch reads the header
+    /// and then upgrades to a write; SQLite fails that upgrade at once, without
+    /// calling the busy handler, while another opener holds the write lock
+    /// doing the same switch (a waiting reader could deadlock a writer). The
+    /// other opener is done within milliseconds, so try again until the
+    /// timeout.
+    private func switchToWAL(busyTimeout: Duration) throws(SQLiteError) {
+        let deadline = ContinuousClock.now + busyTimeout
+        var pause = Duration.milliseconds(1)
+        while true {
+            do {
+                try execute("PRAGMA journal_mode=WAL")
+                return
+            } catch where error.isBusy && ContinuousClock.now + pause < deadline {
+                // Milliseconds at most: a thread that opens a store may block.
+                let (seconds, attoseconds) = pause.components
+                usleep(useconds_t(clamping: seconds * 1_000_000 + attoseconds / 1_000_000_000_000))
+                pause = min(pause * 2, .milliseconds(50))
+            }
+        }
     }
 
     /// Runs one or more statements that take no arguments (migrations, pragmas).
