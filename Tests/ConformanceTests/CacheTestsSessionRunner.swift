@@ -134,7 +134,7 @@ struct CacheTestsSessionRunner {
 
     /// A delegate that refuses redirects (`redirect: manual`).
     final class NoRedirects: SessionDelegate {
-        func session(_ session: Session, task: SessionTask, willPerformHTTPRedirection response: HTTPURLResponse,
+        func urlSession(_ session: Session, task: SessionTask, willPerformHTTPRedirection response: HTTPURLResponse,
                      newRequest request: URLRequest) async -> URLRequest? { nil }
     }
 

@@ -15,12 +15,12 @@ final class CountingDelegate: SessionDelegate {
         self.microsecondsPerChunk = microsecondsPerChunk
     }
 
-    func session(_ session: Session, dataTask: SessionTask, didReceive data: Data) {
+    func urlSession(_ session: Session, dataTask: SessionTask, didReceive data: Data) {
         if microsecondsPerChunk > 0 { usleep(microsecondsPerChunk) }
         state.withLock { $0.bytes += Int64(data.count) }
     }
 
-    func session(_ session: Session, task: SessionTask, didCompleteWithError error: (any Error)?) {
+    func urlSession(_ session: Session, task: SessionTask, didCompleteWithError error: (any Error)?) {
         let (waiter, result) = state.withLock { state -> (CheckedContinuation<(Int64, String), Never>?, (Int64, String)) in
             state.error = error.map { "\($0)" } ?? ""
             defer { state.waiter = nil }
@@ -47,7 +47,7 @@ final class CountingDelegate: SessionDelegate {
 final class ModeReportingDelegate: SessionDelegate {
     private let state = Lock<(report: String?, waiter: CheckedContinuation<String, Never>?)>((nil, nil))
 
-    func session(_ session: Session, downloadTask: SessionTask, didFinishDownloadingTo location: URL) {
+    func urlSession(_ session: Session, downloadTask: SessionTask, didFinishDownloadingTo location: URL) {
         func mode(_ path: String) -> String {
             var info = stat()
             guard lstat(path, &info) == 0 else { return "missing" }
@@ -57,7 +57,7 @@ final class ModeReportingDelegate: SessionDelegate {
         state.withLock { $0.report = line }
     }
 
-    func session(_ session: Session, task: SessionTask, didCompleteWithError error: (any Error)?) {
+    func urlSession(_ session: Session, task: SessionTask, didCompleteWithError error: (any Error)?) {
         let (waiter, report) = state.withLock { state -> (CheckedContinuation<String, Never>?, String) in
             if let error { state.report = "error \(error)" }
             let report = state.report ?? "no file"

@@ -358,21 +358,21 @@ final class ProgressCheckingDelegate: SessionDelegate {
         }
     }
 
-    func session(_ session: Session, downloadTask: SessionTask, didWriteData bytesWritten: Int64, totalBytesWritten: Int64, totalBytesExpectedToWrite: Int64) {
+    func urlSession(_ session: Session, downloadTask: SessionTask, didWriteData bytesWritten: Int64, totalBytesWritten: Int64, totalBytesExpectedToWrite: Int64) {
         record(bytesWritten, total: totalBytesWritten, expected: totalBytesExpectedToWrite)
     }
 
-    func session(_ session: Session, task: SessionTask, didSendBodyData bytesSent: Int64, totalBytesSent: Int64, totalBytesExpectedToSend: Int64) {
+    func urlSession(_ session: Session, task: SessionTask, didSendBodyData bytesSent: Int64, totalBytesSent: Int64, totalBytesExpectedToSend: Int64) {
         record(bytesSent, total: totalBytesSent, expected: totalBytesExpectedToSend)
     }
 
-    func session(_ session: Session, downloadTask: SessionTask, didFinishDownloadingTo location: URL) {
+    func urlSession(_ session: Session, downloadTask: SessionTask, didFinishDownloadingTo location: URL) {
         guard let destination else { return }
         let moved = (try? FileManager.default.moveItem(at: location, to: destination)) != nil
         state.withLock { $0.moved = moved }
     }
 
-    func session(_ session: Session, task: SessionTask, didCompleteWithError error: (any Error)?) {
+    func urlSession(_ session: Session, task: SessionTask, didCompleteWithError error: (any Error)?) {
         let status = (task.response as? HTTPURLResponse)?.statusCode ?? 0
         let (waiter, report) = state.withLock { progress -> (CheckedContinuation<[String: any Sendable], Never>?, [String: any Sendable]) in
             progress.status = status
@@ -421,22 +421,22 @@ struct IsolationRun {
         private let invalidated = CompletionLatch()
         init(downloads: URL) { self.downloads = downloads }
 
-        func session(_ session: Session, task: SessionTask, didReceive challenge: AuthenticationChallenge) async -> ChallengeAnswer? {
-            guard challenge.previousFailureCount == 0 else { return ChallengeAnswer(.cancelAuthenticationChallenge) }
+        func urlSession(_ session: Session, task: SessionTask, didReceive challenge: AuthenticationChallenge) async -> (Session.AuthChallengeDisposition, Credential?) {
+            guard challenge.previousFailureCount == 0 else { return (.cancelAuthenticationChallenge, nil) }
             let persistence: Credential.Persistence
             switch challenge.protectionSpace.realm {
             case "none": persistence = .none
             case "session": persistence = .forSession
             default: persistence = .permanent
             }
-            return .use(Credential(user: "tenant", password: "s3cret-\(challenge.protectionSpace.realm ?? "")", persistence: persistence))
+            return (.useCredential, Credential(user: "tenant", password: "s3cret-\(challenge.protectionSpace.realm ?? "")", persistence: persistence))
         }
 
-        func session(_ session: Session, downloadTask: SessionTask, didFinishDownloadingTo location: URL) {
+        func urlSession(_ session: Session, downloadTask: SessionTask, didFinishDownloadingTo location: URL) {
             try? FileManager.default.moveItem(at: location, to: downloads.appendingPathComponent("delegate"))
         }
 
-        func session(_ session: Session, task: SessionTask, didCompleteWithError error: (any Error)?) {
+        func urlSession(_ session: Session, task: SessionTask, didCompleteWithError error: (any Error)?) {
             guard task.kind == .download else { return }
             downloadDone.continuation.yield()
         }
@@ -449,7 +449,7 @@ struct IsolationRun {
             _ = await iterator.next()
         }
 
-        func sessionDidBecomeInvalid(_ session: Session, error: (any Error)?) { invalidated.open() }
+        func urlSession(_ session: Session, didBecomeInvalidWithError error: (any Error)?) { invalidated.open() }
 
         func waitForInvalidation() async { await invalidated.wait() }
     }

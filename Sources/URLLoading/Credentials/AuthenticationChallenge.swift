@@ -38,36 +38,3 @@ public struct AuthenticationChallenge: Sendable, CustomStringConvertible {
         "AuthenticationChallenge(\(protectionSpace), failures: \(previousFailureCount))"
     }
 }
-
-/// How a delegate answers a challenge (Apple's `URLSession.AuthChallengeDisposition`, SPEC A3).
-public enum AuthChallengeDisposition: Sendable, Hashable {
-    /// Use the credential given with it; nil sends the request on without
-    /// one, so the 401 or 407 becomes the task's response.
-    case useCredential
-    /// As if the delegate had no challenge method: the store's default
-    /// credential for the space, else the URL's user and password, else
-    /// the 401 or 407 is the task's response.
-    case performDefaultHandling
-    /// The task fails with `.userCancelledAuthentication`.
-    case cancelAuthenticationChallenge
-    /// Skip this space: the next challenge the server offered is tried; when
-    /// none is left, the 401 or 407 is the task's response.
-    case rejectProtectionSpace
-}
-
-/// A delegate's answer: a disposition and, for `.useCredential`, the credential.
-public struct ChallengeAnswer: Sendable {
-    /// The disposition.
-    public var disposition: AuthChallengeDisposition
-    /// The credential to use with `.useCredential`.
-    public var credential: Credential?
-
-    /// An answer.
-    public init(_ disposition: AuthChallengeDisposition, _ credential: Credential? = nil) {
-        self.disposition = disposition
-        self.credential = credential
-    }
-
-    /// Use `credential`.
-    public static func use(_ credential: Credential?) -> ChallengeAnswer { ChallengeAnswer(.useCredential, credential) }
-}

@@ -61,4 +61,14 @@ extension SessionTask {
         guard let sessionDelegate else { return nil }
         return await call(sessionDelegate)
     }
+
+    /// Calls a delegate method with an answer; nil when the answer came
+    /// from a default implementation (the delegate does not have the method).
+    func askIfImplemented<Answer>(
+        _ delegate: any SessionDelegate, _ call: (any SessionDelegate) async -> Answer
+    ) async -> Answer? {
+        let probe = DelegateFallback.Probe()
+        let answer = await DelegateFallback.$probe.withValue(probe) { await call(delegate) }
+        return probe.unhandled ? nil : answer
+    }
 }

@@ -106,7 +106,7 @@ struct SinkEnding: Sendable {
     let metrics: TaskMetrics
 
     func reportMetrics() {
-        task.callDelegate { $0.session(session, task: task, didFinishCollecting: metrics) }
+        task.callDelegate { $0.urlSession(session, task: task, didFinishCollecting: metrics) }
     }
 
     func removeFile(_ contents: SinkContents) {

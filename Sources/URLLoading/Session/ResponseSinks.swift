@@ -188,7 +188,7 @@ struct DownloadSink: ResponseSink {
             return
         }
         if let file = contents.file, ending.error == nil {
-            ending.task.callDelegate { $0.session(ending.session, downloadTask: ending.task, didFinishDownloadingTo: file.url) }
+            ending.task.callDelegate { $0.urlSession(ending.session, downloadTask: ending.task, didFinishDownloadingTo: file.url) }
         }
         ending.removeFile(contents)
         ending.reportMetrics()

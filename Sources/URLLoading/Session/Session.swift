@@ -228,7 +228,7 @@ public final class Session: Sendable, CustomStringConvertible {
 
     // MARK: Life cycle (SPEC S8)
 
-    /// Lets running tasks finish, then invalidates: `sessionDidBecomeInvalid`
+    /// Lets running tasks finish, then invalidates: `urlSession(_:didBecomeInvalidWithError:)`
     /// is called and the delegate released. No new task runs after this.
     public func finishTasksAndInvalidate() {
         let now = state.withLock { state -> Bool in
@@ -241,7 +241,7 @@ public final class Session: Sendable, CustomStringConvertible {
 
     /// Cancels every task and invalidates: each task's
     /// `didCompleteWithError` (cancelled) comes first, then
-    /// `sessionDidBecomeInvalid`.
+    /// `urlSession(_:didBecomeInvalidWithError:)`.
     public func invalidateAndCancel() {
         let (tasks, now) = state.withLock { state -> ([SessionTask], Bool) in
             guard !state.invalidated else { return ([], false) }
@@ -379,7 +379,7 @@ public final class Session: Sendable, CustomStringConvertible {
             if case .sessionPrivate = configuration.cookieChoice { cookieStore?.removeAll() }
             if case .sessionPrivate = configuration.credentialChoice { credentialStore?.removeAll() }
             self.state.withLock { $0.authenticated = [:] }
-            delegate?.sessionDidBecomeInvalid(self, error: nil)
+            delegate?.urlSession(self, didBecomeInvalidWithError: nil)
             // Held until now (SPEC S8): the tasks' last calls came before.
             self.state.withLock { $0.delegate = nil }
             self.multi.shutdown()

@@ -160,12 +160,13 @@ extension SessionTask {
             // SPEC A2: session-level methods go to the session delegate first;
             // Basic and Digest only ever reach the task-level method (of the
             // task's delegate, or the session's where the task's has none).
-            var answer: ChallengeAnswer?
+            var answer: ChallengeReply?
             if space.authenticationMethod.isSessionLevel, let sessionDelegate = session.delegate {
-                answer = await sessionDelegate.session(session, didReceive: offered)
+                answer = await self.askIfImplemented(sessionDelegate) { await $0.urlSession(session, didReceive: offered) }
+                    .map(ChallengeReply.init)
             }
             if answer == nil {
-                answer = await self.askDelegate { await $0.session(session, task: self, didReceive: offered) } ?? nil
+                answer = await self.askDelegate { ChallengeReply(await $0.urlSession(session, task: self, didReceive: offered)) }
             }
             let disposition = answer?.disposition ?? .performDefaultHandling
             var credential: Credential?

@@ -42,7 +42,7 @@ extension SessionTask {
         guard state.withLock({ $0.machine.wait(.bodyStream, hop: hop) }) else { return true }
         events.enqueue { [self] in
             let owned = await self.askDelegate { delegate -> OwnedInputStream? in
-                await delegate.session(session, needNewBodyStreamFor: self).map(OwnedInputStream.init)
+                await delegate.urlSession(session, needNewBodyStreamForTask: self).map(OwnedInputStream.init)
             }
             let stream = owned??.stream
             guard let stream else {
@@ -134,7 +134,7 @@ extension SessionTask {
                         self.perform(self.state.withLock { $0.machine.partDecisionClosed() })
                         return
                     }
-                    let disposition = await self.askDelegate { await $0.session(session, dataTask: self, didReceive: response) } ?? .allow
+                    let disposition = await self.askDelegate { await $0.urlSession(session, dataTask: self, didReceive: response) } ?? .allow
                     self.perform(self.state.withLock { inner in
                         disposition == .cancel
                             ? inner.machine.fail(SessionError(.cancelled, failingURL: response.url, message: "the delegate cancelled the task"))
@@ -145,7 +145,7 @@ extension SessionTask {
                 events.enqueueSync { [self] in
                     defer { self.delegateTook(data.count) }
                     guard !self.state.withLock({ $0.machine.isFinished && $0.error != nil }) else { return }
-                    self.callDelegate { $0.session(session, dataTask: self, didReceive: data) }
+                    self.callDelegate { $0.urlSession(session, dataTask: self, didReceive: data) }
                 }
             }
         }

@@ -69,7 +69,7 @@ extension SessionTask {
     func offerToCache(_ candidate: StoredResponse, session: Session) async {
         guard let cache = session.urlCache, let response = candidate.httpResponse() else { return }
         let proposed = CachedResponse(response: response, data: candidate.body)
-        guard let decided = await askDelegate({ await $0.session(session, dataTask: self, willCacheResponse: proposed) }) ?? proposed else { return }
+        guard let decided = await askDelegate({ await $0.urlSession(session, dataTask: self, willCacheResponse: proposed) }) ?? proposed else { return }
         var stored = candidate
         if decided.response !== response {
             var headers = HeaderFields()

@@ -57,7 +57,7 @@ extension SessionTask {
         let buffer = contents.body
         let finish: @Sendable () -> Void = { [self] in
             sink.end(contents, ending)
-            self.callDelegate { $0.session(session, task: self, didCompleteWithError: error) }
+            self.callDelegate { $0.urlSession(session, task: self, didCompleteWithError: error) }
             self.state.withLock { $0.session = nil; $0.delegate = nil }
             session.taskDidComplete(self)
         }

@@ -56,7 +56,7 @@ extension SessionTask {
                 let chosen: URLRequest?
                 if self.hasDelegate, let response = Self.makeResponse(url: url, head: head) {
                     chosen = await self.askDelegate {
-                        await $0.session(session, task: self, willPerformHTTPRedirection: response, newRequest: redirect)
+                        await $0.urlSession(session, task: self, willPerformHTTPRedirection: response, newRequest: redirect)
                     } ?? redirect
                 } else {
                     chosen = redirect
@@ -124,9 +124,9 @@ extension SessionTask {
             return
         }
         events.enqueue { [self] in
-            var disposition = ResponseDisposition.allow
+            var disposition = Session.ResponseDisposition.allow
             if let response = self.httpResponse {
-                disposition = await self.askDelegate { await $0.session(session, dataTask: self, didReceive: response) } ?? .allow
+                disposition = await self.askDelegate { await $0.urlSession(session, dataTask: self, didReceive: response) } ?? .allow
             }
             switch disposition {
             case .allow:
@@ -143,7 +143,7 @@ extension SessionTask {
                     inner.sink = DownloadSink(file: file)
                     inner.sink.accept(length: inner.bytesExpectedToReceive, cacheCopyLimit: 0)
                 }
-                self.callDelegate { $0.session(session, dataTask: self, didBecomeDownloadTask: self) }
+                self.callDelegate { $0.urlSession(session, dataTask: self, didBecome: self) }
                 self.perform(self.state.withLock { $0.machine.allow() })
             }
         }

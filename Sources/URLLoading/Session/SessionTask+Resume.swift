@@ -74,7 +74,7 @@ extension SessionTask {
         }
         let total = expected >= 0 ? Self.sum(offset, expected) ?? -1 : -1
         events.enqueueSync { [self] in
-            self.callDelegate { $0.session(session, downloadTask: self, didResumeAtOffset: offset, expectedTotalBytes: total) }
+            self.callDelegate { $0.urlSession(session, downloadTask: self, didResumeAtOffset: offset, expectedTotalBytes: total) }
         }
         return true
     }

@@ -114,11 +114,12 @@ extension SessionTask {
 
     /// SPEC A2 for session-level challenges: the session delegate's method
     /// first, then the task-level method of the task's (or session's) delegate.
-    func askSessionLevel(_ challenge: AuthenticationChallenge, session: Session) async -> ChallengeAnswer? {
-        if let sessionDelegate = session.delegate, let answer = await sessionDelegate.session(session, didReceive: challenge) {
-            return answer
+    func askSessionLevel(_ challenge: AuthenticationChallenge, session: Session) async -> ChallengeReply? {
+        if let sessionDelegate = session.delegate,
+           let answer = await askIfImplemented(sessionDelegate, { await $0.urlSession(session, didReceive: challenge) }) {
+            return ChallengeReply(answer)
         }
-        return await askDelegate { await $0.session(session, task: self, didReceive: challenge) } ?? nil
+        return await askDelegate { ChallengeReply(await $0.urlSession(session, task: self, didReceive: challenge)) }
     }
 
     /// Whether a failed handshake means the server wants a client certificate.

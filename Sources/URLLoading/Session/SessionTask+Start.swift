@@ -58,8 +58,8 @@ extension SessionTask {
             perform(state.withLock { $0.machine.finishWithoutTransfer(.success(nil)) })
         case .askDelegate:
             events.enqueue { [self] in
-                let disposition = await self.askDelegate { await $0.session(session, dataTask: self, didReceive: response) } ?? .allow
-                if disposition == .allow, !data.isEmpty { self.callDelegate { $0.session(session, dataTask: self, didReceive: data) } }
+                let disposition = await self.askDelegate { await $0.urlSession(session, dataTask: self, didReceive: response) } ?? .allow
+                if disposition == .allow, !data.isEmpty { self.callDelegate { $0.urlSession(session, dataTask: self, didReceive: data) } }
                 self.perform(self.state.withLock {
                     disposition == .allow ? $0.machine.finishWithoutTransfer(.success(nil))
                         : $0.machine.finishWithoutTransfer(.failure(SessionError(.cancelled, failingURL: response.url, message: "the delegate cancelled the task")))

@@ -41,7 +41,7 @@ extension SessionTask {
             guard let session else { return true }
             let data = Data(chunk) // the one copy
             events.enqueueSync { [self] in
-                self.callDelegate { $0.session(session, dataTask: self, didReceive: data) }
+                self.callDelegate { $0.urlSession(session, dataTask: self, didReceive: data) }
                 self.delegateTook(data.count)
             }
         case .parts(let parts):
@@ -59,7 +59,7 @@ extension SessionTask {
                 let written = Int64(chunk.count)
                 events.enqueueSync { [self] in
                     self.callDelegate {
-                        $0.session(session, downloadTask: self, didWriteData: written, totalBytesWritten: total, totalBytesExpectedToWrite: expected)
+                        $0.urlSession(session, downloadTask: self, didWriteData: written, totalBytesWritten: total, totalBytesExpectedToWrite: expected)
                     }
                 }
             }
@@ -110,7 +110,7 @@ extension SessionTask {
         }
         guard let (session, delta) = report else { return }
         events.enqueueSync { [self] in
-            self.callDelegate { $0.session(session, task: self, didSendBodyData: delta, totalBytesSent: sent, totalBytesExpectedToSend: total) }
+            self.callDelegate { $0.urlSession(session, task: self, didSendBodyData: delta, totalBytesSent: sent, totalBytesExpectedToSend: total) }
         }
     }
 
@@ -150,7 +150,7 @@ extension SessionTask {
         }
         guard let retry else { return false }
         if retry == 1, hasDelegate {
-            events.enqueueSync { [self] in self.callDelegate { $0.session(session, taskIsWaitingForConnectivity: self) } }
+            events.enqueueSync { [self] in self.callDelegate { $0.urlSession(session, taskIsWaitingForConnectivity: self) } }
         }
         let delay = min(4.0, 0.25 * pow(2.0, Double(retry - 1)))
         DispatchQueue.global().asyncAfter(deadline: .now() + delay) { [self] in

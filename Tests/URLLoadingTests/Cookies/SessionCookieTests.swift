@@ -173,5 +173,5 @@ import TestSupport
 final class InvalidationDelegate: SessionDelegate, Sendable {
     let done: @Sendable () -> Void
     init(_ done: @escaping @Sendable () -> Void) { self.done = done }
-    func sessionDidBecomeInvalid(_ session: Session, error: (any Error)?) { done() }
+    func urlSession(_ session: Session, didBecomeInvalidWithError error: (any Error)?) { done() }
 }

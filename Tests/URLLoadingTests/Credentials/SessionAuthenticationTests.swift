@@ -19,35 +19,12 @@ import TestSupport
         return try Session(configuration: configuration, delegate: delegate)
     }
 
+    static func session(_ delegate: ChallengeDelegate, configure: (inout SessionConfiguration) -> Void = { _ in }) throws -> Session {
+        try session(delegate.delegate, configure: configure)
+    }
+
     static let ok = ScriptedResponse(body: "secret page")
 
-    /// Records challenges and answers them with `answer` (nil: not handled).
-    final class ChallengeDelegate: SessionDelegate, Sendable {
-        let sessionLevel: (@Sendable (AuthenticationChallenge) -> ChallengeAnswer?)?
-        let taskLevel: (@Sendable (AuthenticationChallenge) -> ChallengeAnswer?)?
-        private let log = Lock<[String]>([])
-        var calls: [String] { log.withLock { $0 } }
-
-        init(session: (@Sendable (AuthenticationChallenge) -> ChallengeAnswer?)? = nil,
-             task: (@Sendable (AuthenticationChallenge) -> ChallengeAnswer?)? = nil) {
-            self.sessionLevel = session
-            self.taskLevel = task
-        }
-
-        func session(_ session: Session, didReceive challenge: AuthenticationChallenge) async -> ChallengeAnswer? {
-            guard let sessionLevel else { return nil }
-            log.withLock { $0.append("session \(challenge.protectionSpace.authenticationMethod)") }
-            return sessionLevel(challenge)
-        }
-
-        func session(_ session: Session, task: SessionTask, didReceive challenge: AuthenticationChallenge) async -> ChallengeAnswer? {
-            guard let taskLevel else { return nil }
-            log.withLock {
-                $0.append("task \(challenge.protectionSpace.authenticationMethod) \(challenge.protectionSpace.realm ?? "-") failures=\(challenge.previousFailureCount)")
-            }
-            return taskLevel(challenge)
-        }
-    }
 
     static func status(_ session: Session, _ url: URL) async throws -> (Int, String) {
         let (data, response) = try await session.data(from: url)
@@ -91,19 +68,19 @@ import TestSupport
         origin.route("/private", Routes.basicAuth(realm: "r", user: "ann", password: "pw", then: Self.ok))
         let good = Credential(user: "ann", password: "pw", persistence: .none)
         // Both methods: only the task-level one is asked.
-        let both = ChallengeDelegate(session: { _ in .use(good) }, task: { _ in .use(good) })
+        let both = ChallengeDelegate(session: { _ in use(good) }, task: { _ in use(good) })
         let session = try Self.session(both)
         #expect(try await Self.status(session, origin.url("/private")).0 == 200)
         #expect(both.calls == ["task basic r failures=0"])
         // Only the session-level method: never asked for Basic; default handling finds nothing.
-        let sessionOnly = ChallengeDelegate(session: { _ in .use(good) })
+        let sessionOnly = ChallengeDelegate(session: { _ in use(good) })
         let second = try Self.session(sessionOnly)
         #expect(try await Self.status(second, origin.url("/private")).0 == 401)
         #expect(sessionOnly.calls.isEmpty)
         // A per-task delegate takes the task-level challenge instead of the session's.
-        let perTask = ChallengeDelegate(task: { _ in .use(good) })
+        let perTask = ChallengeDelegate(task: { _ in use(good) })
         let third = try Self.session(ChallengeDelegate())
-        let (_, response) = try await third.data(for: URLRequest(url: origin.url("/private")), delegate: perTask)
+        let (_, response) = try await third.data(for: URLRequest(url: origin.url("/private")), delegate: perTask.delegate)
         #expect((response as? HTTPURLResponse)?.statusCode == 200)
         #expect(perTask.calls.count == 1)
         for s in [session, second, third] { s.finishTasksAndInvalidate() }
@@ -120,10 +97,10 @@ import TestSupport
                 HeaderField("WWW-Authenticate", "Basic realm=\"b\""),
             ], body: "no")
         }
-        let none = ChallengeDelegate(task: { _ in .use(nil) })
+        let none = ChallengeDelegate(task: { _ in use(nil) })
         let session = try Self.session(none)
         #expect(try await Self.status(session, origin.url("/two")).0 == 401)
-        let cancel = try Self.session(ChallengeDelegate(task: { _ in ChallengeAnswer(.cancelAuthenticationChallenge) }))
+        let cancel = try Self.session(ChallengeDelegate(task: { _ in (.cancelAuthenticationChallenge, nil) }))
         await #expect {
             _ = try await cancel.data(from: origin.url("/two"))
         } throws: { error in
@@ -131,7 +108,7 @@ import TestSupport
         }
         let reject = ChallengeDelegate(task: { challenge in
             challenge.protectionSpace.authenticationMethod == .httpDigest
-                ? ChallengeAnswer(.rejectProtectionSpace) : .use(Credential(user: "ann", password: "pw", persistence: .none))
+                ? (.rejectProtectionSpace, nil) : use(Credential(user: "ann", password: "pw", persistence: .none))
         })
         let third = try Self.session(reject)
         #expect(try await Self.status(third, origin.url("/two")).0 == 200)
@@ -147,7 +124,7 @@ import TestSupport
         let proposed = Lock<[String?]>([])
         let wrong = ChallengeDelegate(task: { challenge in
             proposed.withLock { $0.append(challenge.proposedCredential?.user) }
-            return .use(Credential(user: "ann", password: "wrong", persistence: .forSession))
+            return use(Credential(user: "ann", password: "wrong", persistence: .forSession))
         })
         let session = try Self.session(wrong)
         #expect(try await Self.status(session, origin.url("/private")).0 == 401)
@@ -183,7 +160,7 @@ import TestSupport
         let other = try await TestOrigin.start()
         origin.route("/private", Routes.basicAuth(realm: "r", user: "ann", password: "pw", then: Self.ok))
         origin.route("/away", Routes.redirect(to: other.url("/landing").absoluteString))
-        let session = try Self.session(ChallengeDelegate(task: { _ in .use(Credential(user: "ann", password: "pw", persistence: .forSession)) }))
+        let session = try Self.session(ChallengeDelegate(task: { _ in use(Credential(user: "ann", password: "pw", persistence: .forSession)) }))
         #expect(try await Self.status(session, origin.url("/private")).0 == 200)
         var request = URLRequest(url: origin.url("/away"))
         request.setValue("Bearer caller-token", forHTTPHeaderField: "Authorization")
@@ -207,8 +184,8 @@ import TestSupport
         let store = try PersistentCredentialStore(directory: directory.url)
         let delegate = ChallengeDelegate(task: { challenge in
             challenge.protectionSpace.realm == "a"
-                ? .use(Credential(user: "ann", password: "pw", persistence: .permanent))
-                : .use(Credential(user: "bob", password: "pw", persistence: .forSession))
+                ? use(Credential(user: "ann", password: "pw", persistence: .permanent))
+                : use(Credential(user: "bob", password: "pw", persistence: .forSession))
         })
         let session = try Self.session(delegate) { $0.urlCredentialStorage = store }
         #expect(try await Self.status(session, origin.url("/a")).0 == 200)
@@ -228,10 +205,10 @@ import TestSupport
         final class Delegate: SessionDelegate, Sendable {
             let signal: AsyncStream<Void>.Continuation
             init(_ signal: AsyncStream<Void>.Continuation) { self.signal = signal }
-            func session(_ session: Session, task: SessionTask, didReceive challenge: AuthenticationChallenge) async -> ChallengeAnswer? {
-                .use(Credential(user: "ann", password: "pw", persistence: .forSession))
+            func urlSession(_ session: Session, task: SessionTask, didReceive challenge: AuthenticationChallenge) async -> ChallengeAnswer {
+                use(Credential(user: "ann", password: "pw", persistence: .forSession))
             }
-            func sessionDidBecomeInvalid(_ session: Session, error: (any Error)?) { signal.yield() }
+            func urlSession(_ session: Session, didBecomeInvalidWithError error: (any Error)?) { signal.yield() }
         }
         let session = try Self.session(Delegate(signal))
         #expect(try await Self.status(session, origin.url("/private")).0 == 200)
@@ -252,7 +229,7 @@ extension SessionAuthenticationTests {
         let proxy = try TestProxy(user: "proxyuser", password: "pp")
         let delegate = ChallengeDelegate(task: { challenge in
             challenge.protectionSpace.isProxy
-                ? .use(Credential(user: "proxyuser", password: "pp", persistence: .forSession)) : nil
+                ? use(Credential(user: "proxyuser", password: "pp", persistence: .forSession)) : (.performDefaultHandling, nil)
         })
         let session = try Self.session(delegate) { $0.proxyURL = proxy.url }
         #expect(try await Self.status(session, origin.url("/via-proxy")) == (200, "through the proxy"))
@@ -314,9 +291,9 @@ extension SessionAuthenticationTests {
         let delegate = ChallengeDelegate(
             session: { challenge in
                 challenge.protectionSpace.authenticationMethod == .ntlm
-                    ? .use(Credential(user: "carol", password: "pw", persistence: .forSession)) : nil
+                    ? use(Credential(user: "carol", password: "pw", persistence: .forSession)) : (.performDefaultHandling, nil)
             },
-            task: { _ in nil })
+            task: { _ in (.performDefaultHandling, nil) })
         let session = try Self.session(delegate)
         #expect(try await Self.status(session, origin.url("/ntlm")) == (200, "hello carol"))
         #expect(delegate.calls == ["session ntlm"])
@@ -324,7 +301,7 @@ extension SessionAuthenticationTests {
         let sent = origin.requests.map { $0.header("Authorization").map { String($0.prefix(5)) } }
         #expect(sent == [nil, "NTLM ", "NTLM "])
         // Without a session-level method, the task-level one gets the session-level challenge.
-        let taskOnly = ChallengeDelegate(task: { _ in .use(Credential(user: "carol", password: "pw", persistence: .none)) })
+        let taskOnly = ChallengeDelegate(task: { _ in use(Credential(user: "carol", password: "pw", persistence: .none)) })
         let second = try Self.session(taskOnly)
         #expect(try await Self.status(second, origin.url("/ntlm")).0 == 200)
         #expect(taskOnly.calls == ["task ntlm - failures=0"])

@@ -11,33 +11,15 @@ import TestSupport
 /// A4): accepted, pinned, rejected, default handling with and without the
 /// test CA as a root, and a server that requires a client certificate.
 @Suite(.timeLimit(.minutes(Sanitizer.minutes(1)))) struct TLSChallengeTests {
-    final class TrustDelegate: SessionDelegate, Sendable {
-        let sessionLevel: (@Sendable (AuthenticationChallenge) -> ChallengeAnswer?)?
-        let taskLevel: (@Sendable (AuthenticationChallenge) -> ChallengeAnswer?)?
-        let seen = Lock<[AuthenticationChallenge]>([])
-        init(session: (@Sendable (AuthenticationChallenge) -> ChallengeAnswer?)? = nil,
-             task: (@Sendable (AuthenticationChallenge) -> ChallengeAnswer?)? = nil) {
-            sessionLevel = session
-            taskLevel = task
-        }
-        var evaluatesServerTrust: Bool { true }
-        func session(_ session: Session, didReceive challenge: AuthenticationChallenge) async -> ChallengeAnswer? {
-            guard let sessionLevel else { return nil }
-            seen.withLock { $0.append(challenge) }
-            return sessionLevel(challenge)
-        }
-        func session(_ session: Session, task: SessionTask, didReceive challenge: AuthenticationChallenge) async -> ChallengeAnswer? {
-            guard let taskLevel else { return nil }
-            seen.withLock { $0.append(challenge) }
-            return taskLevel(challenge)
-        }
-    }
-
     static func session(_ delegate: (any SessionDelegate)?, roots: String? = nil) throws -> Session {
         var configuration = SessionConfiguration.ephemeral
         configuration.urlCache = nil
         configuration.trustRootsFile = roots
         return try Session(configuration: configuration, delegate: delegate)
+    }
+
+    static func session(_ delegate: ChallengeDelegate, roots: String? = nil) throws -> Session {
+        try session(delegate.delegate, roots: roots)
     }
 
     /// The leaf's pin computed by openssl, independently of our DER reader.
@@ -54,15 +36,15 @@ import TestSupport
         let certificates = try TestCertificates.shared()
         let origin = try await TestOrigin.start(tls: certificates.server)
         origin.route("/x", response: ScriptedResponse(body: "over tls"))
-        let delegate = TrustDelegate(session: { challenge in
+        let delegate = ChallengeDelegate(evaluatesServerTrust: true, session: { challenge in
             challenge.protectionSpace.authenticationMethod == .serverTrust && challenge.serverTrust?.isTrustedByRoots == false
-                ? .use(.serverTrust) : ChallengeAnswer(.cancelAuthenticationChallenge)
+                ? use(.serverTrust) : (.cancelAuthenticationChallenge, nil)
         })
         let session = try Self.session(delegate)
         let (data, _) = try await session.data(from: origin.url("/x"))
         #expect(String(decoding: data, as: UTF8.self) == "over tls")
         _ = try await session.data(from: origin.url("/x"))
-        let seen = delegate.seen.withLock { $0 }
+        let seen = delegate.seen
         #expect(seen.count == 1)
         #expect(seen.first?.serverTrust?.certificates.first?.contains("BEGIN CERTIFICATE") == true)
         #expect(origin.requests.count == 2)
@@ -76,13 +58,13 @@ import TestSupport
         let origin = try await TestOrigin.start(tls: certificates.server)
         origin.route("/x", response: ScriptedResponse(body: "pinned"))
         let pin = try await Self.opensslPin(certificates.server.certificatePath)
-        let pinning = TrustDelegate(session: { challenge in
-            challenge.serverTrust?.leafPublicKeyHash == pin ? .use(.serverTrust) : ChallengeAnswer(.cancelAuthenticationChallenge)
+        let pinning = ChallengeDelegate(evaluatesServerTrust: true, session: { challenge in
+            challenge.serverTrust?.leafPublicKeyHash == pin ? use(.serverTrust) : (.cancelAuthenticationChallenge, nil)
         })
         let session = try Self.session(pinning)
         #expect(try await session.data(from: origin.url("/x")).0 == Data("pinned".utf8))
-        let wrongPin = TrustDelegate(session: { challenge in
-            challenge.serverTrust?.leafPublicKeyHash == "AAAA" ? .use(.serverTrust) : ChallengeAnswer(.cancelAuthenticationChallenge)
+        let wrongPin = ChallengeDelegate(evaluatesServerTrust: true, session: { challenge in
+            challenge.serverTrust?.leafPublicKeyHash == "AAAA" ? use(.serverTrust) : (.cancelAuthenticationChallenge, nil)
         })
         let other = try Self.session(wrongPin)
         await #expect {
@@ -99,18 +81,18 @@ import TestSupport
         let certificates = try TestCertificates.shared()
         let origin = try await TestOrigin.start(tls: certificates.server)
         origin.route("/x", response: ScriptedResponse(body: "ok"))
-        let rejecting = try Self.session(TrustDelegate(session: { _ in .use(nil) }))
+        let rejecting = try Self.session(ChallengeDelegate(evaluatesServerTrust: true, session: { _ in use(nil) }))
         await #expect {
             _ = try await rejecting.data(from: origin.url("/x"))
         } throws: { ($0 as? SessionError)?.code == .serverCertificateUntrusted }
-        let defaultNoRoots = try Self.session(TrustDelegate(task: { _ in ChallengeAnswer(.performDefaultHandling) }))
+        let defaultNoRoots = try Self.session(ChallengeDelegate(evaluatesServerTrust: true, task: { _ in (.performDefaultHandling, nil) }))
         await #expect {
             _ = try await defaultNoRoots.data(from: origin.url("/x"))
         } throws: { ($0 as? SessionError)?.code == .serverCertificateUntrusted }
-        let taskLevel = TrustDelegate(task: { _ in ChallengeAnswer(.performDefaultHandling) })
+        let taskLevel = ChallengeDelegate(evaluatesServerTrust: true, task: { _ in (.performDefaultHandling, nil) })
         let withRoots = try Self.session(taskLevel, roots: certificates.caCertificatePath)
         #expect(try await withRoots.data(from: origin.url("/x")).0 == Data("ok".utf8))
-        #expect(taskLevel.seen.withLock { $0.first?.serverTrust?.isTrustedByRoots } == true)
+        #expect(taskLevel.seen.first?.serverTrust?.isTrustedByRoots == true)
         #expect(origin.requests.count == 1)
         for s in [rejecting, defaultNoRoots, withRoots] { s.finishTasksAndInvalidate() }
         try await origin.shutdown()
@@ -125,10 +107,10 @@ import TestSupport
             let identity: Credential?
             let asked = Lock(0)
             init(_ identity: Credential?) { self.identity = identity }
-            func session(_ session: Session, didReceive challenge: AuthenticationChallenge) async -> ChallengeAnswer? {
-                guard challenge.protectionSpace.authenticationMethod == .clientCertificate else { return nil }
+            func urlSession(_ session: Session, didReceive challenge: AuthenticationChallenge) async -> ChallengeAnswer {
+                guard challenge.protectionSpace.authenticationMethod == .clientCertificate else { return (.performDefaultHandling, nil) }
                 asked.withLock { $0 += 1 }
-                return .use(identity)
+                return use(identity)
             }
         }
         let giving = IdentityDelegate(Credential(certificatePath: certificates.clientCertificatePath, privateKeyPath: certificates.clientPrivateKeyPath))

@@ -29,7 +29,7 @@ import TestSupport
         var asked: Int { state.withLock { $0.asked } }
         var events: [String] { state.withLock { $0.events } }
 
-        func session(_ session: Session, needNewBodyStreamFor task: SessionTask) async -> InputStream? {
+        func urlSession(_ session: Session, needNewBodyStreamForTask task: SessionTask) async -> InputStream? {
             let give = state.withLock { state -> Bool in
                 state.asked += 1
                 state.events.append("need stream")
@@ -38,19 +38,19 @@ import TestSupport
             return give ? InputStream(data: body) : nil
         }
 
-        func session(_ session: Session, task: SessionTask, didReceive challenge: AuthenticationChallenge) async -> ChallengeAnswer? {
+        func urlSession(_ session: Session, task: SessionTask, didReceive challenge: AuthenticationChallenge) async -> ChallengeAnswer {
             state.withLock { $0.events.append("challenge") }
-            return .use(Credential(user: "user", password: "secret", persistence: .none))
+            return use(Credential(user: "user", password: "secret", persistence: .none))
         }
 
-        func session(_ session: Session, task: SessionTask, didSendBodyData bytesSent: Int64, totalBytesSent: Int64, totalBytesExpectedToSend: Int64) {
+        func urlSession(_ session: Session, task: SessionTask, didSendBodyData bytesSent: Int64, totalBytesSent: Int64, totalBytesExpectedToSend: Int64) {
             state.withLock { state in
                 if state.events.last?.hasPrefix("sent") == true { state.events.removeLast() }
                 state.events.append("sent \(totalBytesSent)/\(totalBytesExpectedToSend)")
             }
         }
 
-        func session(_ session: Session, task: SessionTask, didCompleteWithError error: (any Error)?) {
+        func urlSession(_ session: Session, task: SessionTask, didCompleteWithError error: (any Error)?) {
             state.withLock { $0.events.append(CompletionLatch.event(error)) }
             completion.open()
         }
@@ -177,7 +177,7 @@ import TestSupport
         var parts: [(type: String, extra: String?, body: Data)] { state.withLock { $0.parts } }
         var events: [String] { state.withLock { $0.events } }
 
-        func session(_ session: Session, dataTask: SessionTask, didReceive response: URLResponse) async -> ResponseDisposition {
+        func urlSession(_ session: Session, dataTask: SessionTask, didReceive response: URLResponse) async -> Session.ResponseDisposition {
             let http = response as? HTTPURLResponse
             let count = state.withLock { state -> Int in
                 state.parts.append((http?.value(forHTTPHeaderField: "Content-Type") ?? "", http?.value(forHTTPHeaderField: "X-Part"), Data()))
@@ -187,7 +187,7 @@ import TestSupport
             return count == cancelAtPart ? .cancel : .allow
         }
 
-        func session(_ session: Session, dataTask: SessionTask, didReceive data: Data) {
+        func urlSession(_ session: Session, dataTask: SessionTask, didReceive data: Data) {
             state.withLock { state in
                 guard !state.parts.isEmpty else {
                     state.events.append("data before any response")
@@ -198,7 +198,7 @@ import TestSupport
             }
         }
 
-        func session(_ session: Session, task: SessionTask, didCompleteWithError error: (any Error)?) {
+        func urlSession(_ session: Session, task: SessionTask, didCompleteWithError error: (any Error)?) {
             state.withLock { $0.events.append(CompletionLatch.event(error)) }
             completion.open()
         }

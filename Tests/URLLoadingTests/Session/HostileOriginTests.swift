@@ -249,8 +249,8 @@ import TestSupport
     }
 
     final class AnswersCarol: SessionDelegate {
-        func session(_ session: Session, task: SessionTask, didReceive challenge: AuthenticationChallenge) async -> ChallengeAnswer? {
-            .use(Credential(user: "carol", password: "c", persistence: .forSession))
+        func urlSession(_ session: Session, task: SessionTask, didReceive challenge: AuthenticationChallenge) async -> ChallengeAnswer {
+            use(Credential(user: "carol", password: "c", persistence: .forSession))
         }
     }
 

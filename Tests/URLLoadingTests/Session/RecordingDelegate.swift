@@ -9,7 +9,7 @@ import Locking
 final class RecordingDelegate: SessionDelegate {
     struct Script: Sendable {
         var redirect: (@Sendable (HTTPURLResponse, URLRequest) -> URLRequest?)?
-        var disposition: ResponseDisposition = .allow
+        var disposition: Session.ResponseDisposition = .allow
     }
 
     private let state = Lock<(events: [String], data: Data, script: Script, finished: CheckedContinuation<Void, Never>?, done: Bool, downloaded: Data?)>(([], Data(), Script(), nil, false, nil))
@@ -36,49 +36,49 @@ final class RecordingDelegate: SessionDelegate {
         }
     }
 
-    func sessionDidBecomeInvalid(_ session: Session, error: (any Error)?) { record("invalid") }
+    func urlSession(_ session: Session, didBecomeInvalidWithError error: (any Error)?) { record("invalid") }
 
-    func session(_ session: Session, task: SessionTask, willPerformHTTPRedirection response: HTTPURLResponse,
+    func urlSession(_ session: Session, task: SessionTask, willPerformHTTPRedirection response: HTTPURLResponse,
                  newRequest request: URLRequest) async -> URLRequest? {
         record("redirect \(response.statusCode)")
         let script = state.withLock { $0.script }
         return script.redirect.map { $0(response, request) } ?? request
     }
 
-    func session(_ session: Session, task: SessionTask, didSendBodyData bytesSent: Int64, totalBytesSent: Int64, totalBytesExpectedToSend: Int64) {
+    func urlSession(_ session: Session, task: SessionTask, didSendBodyData bytesSent: Int64, totalBytesSent: Int64, totalBytesExpectedToSend: Int64) {
         state.withLock { state in
             if state.events.last?.hasPrefix("sent") != true { state.events.append("sent") }
             state.events[state.events.count - 1] = "sent \(totalBytesSent)/\(totalBytesExpectedToSend)"
         }
     }
 
-    func session(_ session: Session, dataTask: SessionTask, didReceive response: URLResponse) async -> ResponseDisposition {
+    func urlSession(_ session: Session, dataTask: SessionTask, didReceive response: URLResponse) async -> Session.ResponseDisposition {
         record("response \((response as? HTTPURLResponse)?.statusCode ?? 0)")
         return state.withLock { $0.script.disposition }
     }
 
-    func session(_ session: Session, dataTask: SessionTask, didReceive data: Data) {
+    func urlSession(_ session: Session, dataTask: SessionTask, didReceive data: Data) {
         state.withLock { state in
             state.data.append(data)
             if state.events.last != "data" { state.events.append("data") }
         }
     }
 
-    func session(_ session: Session, downloadTask: SessionTask, didResumeAtOffset fileOffset: Int64, expectedTotalBytes: Int64) {
+    func urlSession(_ session: Session, downloadTask: SessionTask, didResumeAtOffset fileOffset: Int64, expectedTotalBytes: Int64) {
         record("resumed \(fileOffset) of \(expectedTotalBytes)")
     }
 
-    func session(_ session: Session, dataTask: SessionTask, didBecomeDownloadTask downloadTask: SessionTask) {
+    func urlSession(_ session: Session, dataTask: SessionTask, didBecome downloadTask: SessionTask) {
         record("became download")
     }
 
-    func session(_ session: Session, downloadTask: SessionTask, didWriteData bytesWritten: Int64, totalBytesWritten: Int64, totalBytesExpectedToWrite: Int64) {
+    func urlSession(_ session: Session, downloadTask: SessionTask, didWriteData bytesWritten: Int64, totalBytesWritten: Int64, totalBytesExpectedToWrite: Int64) {
         state.withLock { state in
             if state.events.last != "write" { state.events.append("write") }
         }
     }
 
-    func session(_ session: Session, downloadTask: SessionTask, didFinishDownloadingTo location: URL) {
+    func urlSession(_ session: Session, downloadTask: SessionTask, didFinishDownloadingTo location: URL) {
         let contents = try? Data(contentsOf: location)
         state.withLock { state in
             state.downloaded = contents
@@ -86,11 +86,11 @@ final class RecordingDelegate: SessionDelegate {
         }
     }
 
-    func session(_ session: Session, task: SessionTask, didFinishCollecting metrics: TaskMetrics) {
+    func urlSession(_ session: Session, task: SessionTask, didFinishCollecting metrics: TaskMetrics) {
         record("metrics \(metrics.transactions.count)")
     }
 
-    func session(_ session: Session, task: SessionTask, didCompleteWithError error: (any Error)?) {
+    func urlSession(_ session: Session, task: SessionTask, didCompleteWithError error: (any Error)?) {
         let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
             state.events.append(error.map { "complete \(($0 as? SessionError)?.code.description ?? "\($0)")" } ?? "complete")
             state.done = true

@@ -210,11 +210,11 @@ extension ScriptedResponse {
             (done, finished) = AsyncStream.makeStream(of: Void.self)
         }
 
-        func session(_ session: Session, dataTask: SessionTask, didReceive data: Data) {
+        func urlSession(_ session: Session, dataTask: SessionTask, didReceive data: Data) {
             events.withLock { if $0.last != "data" { $0.append("data") } }
         }
 
-        func session(_ session: Session, dataTask: SessionTask, willCacheResponse proposed: CachedResponse) async -> CachedResponse? {
+        func urlSession(_ session: Session, dataTask: SessionTask, willCacheResponse proposed: CachedResponse) async -> CachedResponse? {
             events.withLock { $0.append("willCache \(proposed.data.count)") }
             switch answer {
             case .proposed: return proposed
@@ -227,11 +227,11 @@ extension ScriptedResponse {
             }
         }
 
-        func session(_ session: Session, task: SessionTask, didFinishCollecting metrics: TaskMetrics) {
+        func urlSession(_ session: Session, task: SessionTask, didFinishCollecting metrics: TaskMetrics) {
             events.withLock { $0.append("metrics") }
         }
 
-        func session(_ session: Session, task: SessionTask, didCompleteWithError error: (any Error)?) {
+        func urlSession(_ session: Session, task: SessionTask, didCompleteWithError error: (any Error)?) {
             events.withLock { $0.append("complete") }
             finished.yield()
         }

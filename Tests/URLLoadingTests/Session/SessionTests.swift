@@ -518,7 +518,7 @@ extension ScriptedResponse {
     func metrics() async throws {
         final class MetricsDelegate: SessionDelegate {
             let collected = Lock<[TaskMetrics]>([])
-            func session(_ session: Session, task: SessionTask, didFinishCollecting metrics: TaskMetrics) {
+            func urlSession(_ session: Session, task: SessionTask, didFinishCollecting metrics: TaskMetrics) {
                 collected.withLock { $0.append(metrics) }
             }
         }
@@ -549,7 +549,7 @@ extension ScriptedResponse {
         let waited: AsyncStream<Void>
         private let signal: AsyncStream<Void>.Continuation
         init() { (waited, signal) = AsyncStream.makeStream(of: Void.self) }
-        func session(_ session: Session, taskIsWaitingForConnectivity task: SessionTask) { signal.yield() }
+        func urlSession(_ session: Session, taskIsWaitingForConnectivity task: SessionTask) { signal.yield() }
     }
 
     @Test("S3: with waitsForConnectivity a task waits for an unreachable host and completes once it is up")
@@ -618,20 +618,20 @@ extension SessionTests {
     /// Implements only the completion-handler forms of the delegate methods.
     final class CompletionHandlerDelegate: SessionDelegate, Sendable {
         let (completions, completed) = AsyncStream<String>.makeStream()
-        func session(_ session: Session, task: SessionTask, didCompleteWithError error: (any Error)?) {
+        func urlSession(_ session: Session, task: SessionTask, didCompleteWithError error: (any Error)?) {
             completed.yield(error.map { "\(($0 as? SessionError)?.code.description ?? "?")" } ?? "ok")
         }
-        func session(_ session: Session, task: SessionTask, willPerformHTTPRedirection response: HTTPURLResponse,
+        func urlSession(_ session: Session, task: SessionTask, willPerformHTTPRedirection response: HTTPURLResponse,
                      newRequest request: URLRequest, completionHandler: @escaping @Sendable (URLRequest?) -> Void) {
             DispatchQueue.global().async { completionHandler(nil) }
         }
-        func session(_ session: Session, dataTask: SessionTask, didReceive response: URLResponse,
-                     completionHandler: @escaping @Sendable (ResponseDisposition) -> Void) {
+        func urlSession(_ session: Session, dataTask: SessionTask, didReceive response: URLResponse,
+                     completionHandler: @escaping @Sendable (Session.ResponseDisposition) -> Void) {
             completionHandler((response as? HTTPURLResponse)?.statusCode == 302 ? .allow : .cancel)
         }
-        func session(_ session: Session, task: SessionTask, didReceive challenge: AuthenticationChallenge,
-                     completionHandler: @escaping @Sendable (ChallengeAnswer?) -> Void) {
-            completionHandler(.use(Credential(user: "ann", password: "pw", persistence: .none)))
+        func urlSession(_ session: Session, task: SessionTask, didReceive challenge: AuthenticationChallenge,
+                     completionHandler: @escaping @Sendable (Session.AuthChallengeDisposition, Credential?) -> Void) {
+            completionHandler(.useCredential, Credential(user: "ann", password: "pw", persistence: .none))
         }
     }
 

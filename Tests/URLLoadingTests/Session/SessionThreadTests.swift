@@ -77,15 +77,15 @@ import TestSupport
 
     /// Answers Basic challenges at the task level; nothing else.
     final class BasicAnswering: SessionDelegate {
-        func session(_ session: Session, task: SessionTask, didReceive challenge: AuthenticationChallenge) async -> ChallengeAnswer? {
-            .use(Credential(user: "user", password: "pass", persistence: .none))
+        func urlSession(_ session: Session, task: SessionTask, didReceive challenge: AuthenticationChallenge) async -> ChallengeAnswer {
+            use(Credential(user: "user", password: "pass", persistence: .none))
         }
     }
 
     /// A task's own delegate that only collects metrics.
     final class MetricsOnly: SessionDelegate {
         let metrics = Lock<Int>(0)
-        func session(_ session: Session, task: SessionTask, didFinishCollecting metrics: TaskMetrics) {
+        func urlSession(_ session: Session, task: SessionTask, didFinishCollecting metrics: TaskMetrics) {
             self.metrics.withLock { $0 += 1 }
         }
     }
