@@ -49,7 +49,7 @@ extension CacheTool {
             request.cachePolicy = policy
             for field in try parseHeaders(header) { request.addValue(field.value, forHTTPHeaderField: field.name) }
             try await reportingStoreErrorsAsync {
-                var configuration = SessionConfiguration.default
+                let configuration = SessionConfiguration.default
                 configuration.applicationIdentifier = store.applicationIdentifier ?? "cachetool"
                 if store.cacheDir != nil {
                     configuration.urlCache = try ResponseCache(memoryCapacity: 512 * 1024, diskCapacity: 10 * 1024 * 1024, directory: store.cacheDirectory)
@@ -58,8 +58,10 @@ extension CacheTool {
                     configuration.httpCookieStorage = try PersistentCookieStore(directory: store.dataDirectory, keepSessionCookies: true)
                     configuration.urlCredentialStorage = try PersistentCredentialStore(directory: store.dataDirectory)
                 }
-                let session = try Session(configuration: configuration)
+                let session = Session(configuration: configuration)
                 defer { session.finishTasksAndInvalidate() }
+                // A store the session had to replace by one in memory is an error here.
+                if let error = session.startupErrors.first { throw error }
                 let data: Data
                 let response: URLResponse
                 do {

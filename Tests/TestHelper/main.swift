@@ -23,10 +23,15 @@
 //       one that must be revalidated, an image, a page setting a cookie),
 //       prints "origin <base-url>", and runs until its standard input closes.
 //
+//   urlloading-test-helper shared-session <url>
+//       Checks Session.shared (one object, invalidation ignored) and prints
+//       "shared <body>" of a GET of <url> through it.
+//
 //   urlloading-test-helper cookie-fetch <app-id> <url>
 //       GETs <url> through a default-configuration session of application
-//       <app-id> (stores under $XDG_DATA_HOME) and prints "status <code>"
-//       and "cookies <name,...>" (the store's cookie names, sorted).
+//       <app-id> (stores under $XDG_DATA_HOME) and prints "startup error:
+//       <error>" for each store it could not open, "status <code>" and
+//       "cookies <name,...>" (the store's cookie names, sorted).
 //
 //   urlloading-test-helper big-transfer download <url> <destination>
 //   urlloading-test-helper big-transfer upload <url> <file>
@@ -153,14 +158,30 @@ case "demo-origin":
     } catch {
         fail("\(error)")
     }
+case "shared-session":
+    // Session.shared in a process of its own (its stores are the default
+    // ones, under the XDG folders the test gives): one object, invalidation
+    // ignored, a fetch after it works. Prints "shared <body>".
+    let rest = Array(arguments.dropFirst())
+    guard rest.count == 1, let url = URL(string: rest[0]) else { fail("usage: shared-session <url>") }
+    guard Session.shared === Session.shared, Session.shared.configuration.kind == .default else { fail("not one default session") }
+    Session.shared.finishTasksAndInvalidate()
+    Session.shared.invalidateAndCancel()
+    do {
+        let (data, _) = try await Session.shared.data(from: url)
+        print("shared \(String(decoding: data, as: UTF8.self))")
+    } catch {
+        fail("\(error)")
+    }
 case "cookie-fetch":
     let rest = Array(arguments.dropFirst())
     guard rest.count == 2, let url = URL(string: rest[1]) else { fail("usage: cookie-fetch <app-id> <url>") }
     do {
-        var configuration = SessionConfiguration.default
+        let configuration = SessionConfiguration.default
         configuration.applicationIdentifier = rest[0]
         configuration.urlCache = nil
-        let session = try Session(configuration: configuration)
+        let session = Session(configuration: configuration)
+        for error in session.startupErrors { print("startup error: \(error)") }
         let (_, response) = try await session.data(from: url)
         print("status \((response as? HTTPURLResponse)?.statusCode ?? 0)")
         print("cookies \((session.cookieStore?.allCookies ?? []).map(\.name).sorted().joined(separator: ","))")
@@ -174,10 +195,10 @@ case "full-disk-fetch":
         fail("usage: full-disk-fetch <cache-dir> <cookie-dir> <url> <count>")
     }
     do {
-        var configuration = SessionConfiguration.ephemeral
+        let configuration = SessionConfiguration.ephemeral
         configuration.urlCache = try ResponseCache(memoryCapacity: 0, diskCapacity: 100 << 20, directory: URL(fileURLWithPath: rest[0]))
         configuration.httpCookieStorage = try PersistentCookieStore(directory: URL(fileURLWithPath: rest[1]))
-        let session = try Session(configuration: configuration)
+        let session = Session(configuration: configuration)
         for _ in 0..<count {
             // Each request asks the network: a stored copy would hide a write that failed.
             var request = URLRequest(url: url)
@@ -197,9 +218,9 @@ case "big-transfer":
     let path = URL(fileURLWithPath: rest[2])
     let delegate = ProgressCheckingDelegate(destination: rest[0] == "download" ? path : nil)
     do {
-        var configuration = SessionConfiguration.ephemeral
+        let configuration = SessionConfiguration.ephemeral
         configuration.urlCache = nil
-        let session = try Session(configuration: configuration, delegate: delegate)
+        let session = Session(configuration: configuration, delegate: delegate)
         var request = URLRequest(url: url)
         if rest[0] == "download" {
             session.downloadTask(with: request).resume()
@@ -243,7 +264,7 @@ case "fetch-rss":
     let rest = Array(arguments.dropFirst())
     guard rest.count == 1, let url = URL(string: rest[0]) else { fail("usage: fetch-rss <url>") }
     do {
-        let session = try Session(configuration: .ephemeral)
+        let session = Session(configuration: .ephemeral)
         var outcome = "ok"
         do {
             _ = try await session.data(from: url)
@@ -264,29 +285,21 @@ case "delegate-body":
         fail("usage: delegate-body <url> <microseconds-per-chunk>")
     }
     let delegate = CountingDelegate(microsecondsPerChunk: micros)
-    do {
-        let session = try Session(configuration: .ephemeral, delegate: delegate)
-        session.dataTask(with: URLRequest(url: url)).resume()
-        let (bytes, error) = await delegate.finished()
-        session.finishTasksAndInvalidate()
-        print("{\"bytes\": \(bytes), \"error\": \"\(error)\", \"peakRSSKiB\": \(peakRSSKiB())}")
-    } catch {
-        fail("\(error)")
-    }
+    let session = Session(configuration: .ephemeral, delegate: delegate)
+    session.dataTask(with: URLRequest(url: url)).resume()
+    let (bytes, error) = await delegate.finished()
+    session.finishTasksAndInvalidate()
+    print("{\"bytes\": \(bytes), \"error\": \"\(error)\", \"peakRSSKiB\": \(peakRSSKiB())}")
 case "download-modes":
     // One download task; prints the modes of the file and folder it was
     // handed ("file 600 folder 700 in <folder>"), or "error <error>".
     let rest = Array(arguments.dropFirst())
     guard rest.count == 1, let url = URL(string: rest[0]) else { fail("usage: download-modes <url>") }
     let delegate = ModeReportingDelegate()
-    do {
-        let session = try Session(configuration: .ephemeral, delegate: delegate)
-        session.downloadTask(with: URLRequest(url: url)).resume()
-        print(await delegate.finished())
-        session.finishTasksAndInvalidate()
-    } catch {
-        fail("\(error)")
-    }
+    let session = Session(configuration: .ephemeral, delegate: delegate)
+    session.downloadTask(with: URLRequest(url: url)).resume()
+    print(await delegate.finished())
+    session.finishTasksAndInvalidate()
 case "isolation-run":
     let rest = Array(arguments.dropFirst())
     guard rest.count == 3, ["ephemeral", "default"].contains(rest[0]), let base = URL(string: rest[1]) else {
@@ -466,11 +479,11 @@ struct IsolationRun {
     }
 
     func run() async throws {
-        var configuration = ephemeral ? SessionConfiguration.ephemeral : .default
+        let configuration = ephemeral ? SessionConfiguration.ephemeral : .default
         configuration.applicationIdentifier = "isolation"
         let downloads = work.appendingPathComponent("downloads")
         let delegate = Delegate(downloads: downloads)
-        let session = try Session(configuration: configuration, delegate: delegate)
+        let session = Session(configuration: configuration, delegate: delegate)
         // Cached GETs, small and large: the second of each is a hit.
         for path in ["/small", "/large", "/small", "/large"] {
             let (status, text) = try await body(session, path)
@@ -501,7 +514,7 @@ struct IsolationRun {
         session.finishTasksAndInvalidate()
         await delegate.waitForInvalidation()
         // A second session, invalidated while a task runs.
-        let second = try Session(configuration: configuration, delegate: Delegate(downloads: downloads))
+        let second = Session(configuration: configuration, delegate: Delegate(downloads: downloads))
         let slow = second.dataTask(with: url("/slow"))
         slow.resume()
         _ = try await body(second, "/set-cookie")

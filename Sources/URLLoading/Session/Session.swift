@@ -13,21 +13,42 @@ import Transport
 /// (`finishTasksAndInvalidate` or `invalidateAndCancel`); after that it
 /// makes no new transfers.
 public final class Session: Sendable, CustomStringConvertible {
-    /// The configuration the session copied when it was created.
-    public let configuration: SessionConfiguration
+    /// What the session copied of its configuration when it was made.
+    let settings: SessionConfiguration.Values
+    /// A copy of the configuration the session was made with (a new object
+    /// on each access, as Apple's).
+    public var configuration: SessionConfiguration { SessionConfiguration(settings) }
     /// The response cache the configuration resolved to, if any.
     public let urlCache: ResponseCache?
     /// The cookie store the configuration resolved to, if any.
     public let cookieStore: (any CookieStore)?
     /// The credential store the configuration resolved to, if any.
     public let credentialStore: (any CredentialStore)?
+    /// Why a persistent store of the configuration, or libcurl, could not be
+    /// opened when the session was made, in that order; empty when all was
+    /// well. A store that could not be opened is replaced by one in memory
+    /// (the session works, remembering nothing across processes); without
+    /// libcurl every task fails with this error. Each is also logged once.
+    public let startupErrors: [any Error]
+    /// A label for the session (Apple's `sessionDescription`).
+    public var sessionDescription: String? {
+        get { state.withLock { $0.sessionDescription } }
+        set { state.withLock { $0.sessionDescription = newValue } }
+    }
 
-    let multi: CurlMulti
+    /// The session of the default configuration without a delegate (Apple's
+    /// `URLSession.shared`). Invalidating it does nothing.
+    public static let shared = Session(configuration: .default, isShared: true)
+    private let isShared: Bool
+
+    /// The transport; nil when libcurl could not start (see `startupErrors`).
+    let multi: CurlMulti?
     let events = DelegateQueue()
     private let state: Lock<State>
 
     private struct State {
         var delegate: (any SessionDelegate)?
+        var sessionDescription: String?
         var tasks: [Int: SessionTask] = [:]
         var nextIdentifier = 1
         var invalidating = false
@@ -42,28 +63,57 @@ public final class Session: Sendable, CustomStringConvertible {
         var trust: [String: SessionTask.TrustDecision] = [:]
     }
 
-    /// Creates a session.
+    /// Creates a session (Apple's `init(configuration:delegate:delegateQueue:)`).
+    ///
+    /// Never fails: a persistent store that cannot be opened (damaged beyond
+    /// repair, locked past the busy timeout, a read-only or full disk, a file
+    /// others can read) is replaced by one in memory, and the reason is in
+    /// `startupErrors` and the log.
     ///
     /// - Parameters:
     ///   - configuration: Copied; later changes to it do not reach the session.
     ///   - delegate: Receives the session's events; kept until invalidation.
-    /// - Throws: `StoreError` when the configuration's persistent stores cannot
-    ///   be opened; `SessionError` when libcurl cannot start.
-    public init(configuration: SessionConfiguration = .default, delegate: (any SessionDelegate)? = nil) throws {
-        self.configuration = configuration
-        self.urlCache = try configuration.resolveCache()
-        self.cookieStore = try configuration.resolveCookieStore()
-        self.credentialStore = try configuration.resolveCredentialStore()
-        do {
-            multi = try CurlMulti(maximumConnectionsPerHost: configuration.httpMaximumConnectionsPerHost)
-        } catch {
-            throw SessionError(.unknown, failingURL: nil, message: "libcurl could not start: \(error)")
+    ///   - delegateQueue: Accepted for source compatibility and not used:
+    ///     calls arrive on the session's own serial contexts, in order per
+    ///     task (README, "Threads").
+    public convenience init(
+        configuration: SessionConfiguration = .default, delegate: (any SessionDelegate)? = nil, delegateQueue: OperationQueue? = nil
+    ) {
+        self.init(configuration: configuration, delegate: delegate, isShared: false)
+    }
+
+    private init(configuration: SessionConfiguration, delegate: (any SessionDelegate)? = nil, isShared: Bool) {
+        let settings = configuration.snapshot
+        self.settings = settings
+        self.isShared = isShared
+        let logger = Logger(label: "urlloading.session")
+        var errors: [any Error] = []
+        func opened<Store>(_ what: String, _ open: () throws -> Store?, else fallback: () -> Store) -> Store? {
+            do {
+                return try open()
+            } catch {
+                logger.error("the \(what) store could not be opened; this session keeps one in memory", metadata: ["error": "\(error)"])
+                errors.append(error)
+                return fallback()
+            }
         }
+        urlCache = opened("cache", settings.resolveCache) { ResponseCache(memoryCapacity: SessionConfiguration.Values.sharedMemoryCapacity) }
+        cookieStore = opened("cookie", settings.resolveCookieStore) { MemoryCookieStore() }
+        credentialStore = opened("credential", settings.resolveCredentialStore) { MemoryCredentialStore() }
+        do {
+            multi = try CurlMulti(maximumConnectionsPerHost: settings.httpMaximumConnectionsPerHost)
+        } catch {
+            let failure = SessionError(.unknown, failingURL: nil, message: "libcurl could not start: \(error)")
+            logger.error("\(failure)")
+            errors.append(failure)
+            multi = nil
+        }
+        startupErrors = errors
         state = Lock(State(delegate: delegate))
     }
 
     deinit {
-        multi.shutdown()
+        multi?.shutdown()
     }
 
     /// The session's delegate (nil after invalidation).
@@ -72,7 +122,7 @@ public final class Session: Sendable, CustomStringConvertible {
     var isInvalidated: Bool { state.withLock { $0.invalidating || $0.invalidated } }
 
     public var description: String {
-        "Session(\(configuration.kind), \(state.withLock { $0.tasks.count }) tasks)"
+        "Session(\(settings.kind), \(state.withLock { $0.tasks.count }) tasks)"
     }
 
     // MARK: Tasks
@@ -167,7 +217,7 @@ public final class Session: Sendable, CustomStringConvertible {
     func makeTask(_ kind: SessionTask.Kind, _ request: URLRequest, body: TransferRequest.Body, sink: any ResponseSink,
                   streamsBody: Bool = false, completionRunner: (@Sendable (@escaping @Sendable () -> Void) -> Void)? = nil) -> SessionTask {
         var request = request
-        for (name, value) in configuration.httpAdditionalHeaders where request.value(forHTTPHeaderField: name) == nil {
+        for (name, value) in settings.httpAdditionalHeaders where request.value(forHTTPHeaderField: name) == nil {
             request.setValue(value, forHTTPHeaderField: name)
         }
         let streamed = streamsBody || (request.httpBodyStream != nil && request.httpBody == nil)
@@ -205,15 +255,15 @@ public final class Session: Sendable, CustomStringConvertible {
         }
         var transfer = TransferRequest(
             url: request.url?.absoluteString ?? "", method: request.httpMethod ?? "GET", headers: headers, body: body)
-        let idle = request.timeoutInterval > 0 && request.timeoutInterval != 60 ? request.timeoutInterval : configuration.timeoutIntervalForRequest
+        let idle = request.timeoutInterval > 0 && request.timeoutInterval != 60 ? request.timeoutInterval : settings.timeoutIntervalForRequest
         let idleLimit = Self.timeLimit(idle)
         transfer.connectTimeout = idleLimit
         transfer.idleTimeout = idleLimit
-        transfer.totalTimeout = Self.timeLimit(configuration.timeoutIntervalForResource)
-        transfer.proxy = configuration.proxyURL?.absoluteString
-        transfer.tls.caFile = configuration.trustRootsFile
-        transfer.tls.minimumVersion = configuration.tlsMinimumSupportedVersion.map { ($0.major, $0.minor) }
-        transfer.tls.maximumVersion = configuration.tlsMaximumSupportedVersion.map { ($0.major, $0.minor) }
+        transfer.totalTimeout = Self.timeLimit(settings.timeoutIntervalForResource)
+        transfer.proxy = settings.proxyURL?.absoluteString
+        transfer.tls.caFile = settings.trustRootsFile
+        transfer.tls.minimumVersion = settings.tlsMinimumSupportedVersion.map { ($0.major, $0.minor) }
+        transfer.tls.maximumVersion = settings.tlsMaximumSupportedVersion.map { ($0.major, $0.minor) }
         return transfer
     }
 
@@ -231,6 +281,7 @@ public final class Session: Sendable, CustomStringConvertible {
     /// Lets running tasks finish, then invalidates: `urlSession(_:didBecomeInvalidWithError:)`
     /// is called and the delegate released. No new task runs after this.
     public func finishTasksAndInvalidate() {
+        guard !isShared else { return }
         let now = state.withLock { state -> Bool in
             guard !state.invalidating, !state.invalidated else { return false }
             state.invalidating = true
@@ -243,6 +294,7 @@ public final class Session: Sendable, CustomStringConvertible {
     /// `didCompleteWithError` (cancelled) comes first, then
     /// `urlSession(_:didBecomeInvalidWithError:)`.
     public func invalidateAndCancel() {
+        guard !isShared else { return }
         let (tasks, now) = state.withLock { state -> ([SessionTask], Bool) in
             guard !state.invalidated else { return ([], false) }
             state.invalidating = true
@@ -375,14 +427,14 @@ public final class Session: Sendable, CustomStringConvertible {
         guard case .some(let delegate) = delegate else { return }
         events.enqueue { [self] in
             // The ephemeral session's private stores are wiped with it, before it says it is invalid.
-            if case .sessionPrivate = configuration.cacheChoice { urlCache?.removeAllCachedResponses() }
-            if case .sessionPrivate = configuration.cookieChoice { cookieStore?.removeAll() }
-            if case .sessionPrivate = configuration.credentialChoice { credentialStore?.removeAll() }
+            if case .sessionPrivate = settings.cacheChoice { urlCache?.removeAllCachedResponses() }
+            if case .sessionPrivate = settings.cookieChoice { cookieStore?.removeAll() }
+            if case .sessionPrivate = settings.credentialChoice { credentialStore?.removeAll() }
             self.state.withLock { $0.authenticated = [:] }
             delegate?.urlSession(self, didBecomeInvalidWithError: nil)
             // Held until now (SPEC S8): the tasks' last calls came before.
             self.state.withLock { $0.delegate = nil }
-            self.multi.shutdown()
+            self.multi?.shutdown()
         }
     }
 }

@@ -6,10 +6,13 @@ import Locking
 
 /// The settings of a session (Apple's `URLSessionConfiguration`, SPEC S1–S3).
 ///
-/// A value type: a session copies it when it is created, so changing a
-/// configuration afterwards never changes that session, and every copy is
-/// independent (SPEC S2).
-public struct SessionConfiguration: Sendable {
+/// A reference type, as Apple's: `let configuration = SessionConfiguration.default`
+/// can be changed property by property. Each access to `.default` or
+/// `.ephemeral` makes a new object, a session copies the configuration when
+/// it is made (so changing it afterwards never changes that session), and
+/// `Session.configuration` hands out a copy (SPEC S2). Safe to use from any
+/// thread: its values sit behind a lock.
+public final class SessionConfiguration: Sendable, CustomStringConvertible {
     /// What kind of session the configuration makes.
     public enum Kind: Sendable, Hashable {
         /// Persistent stores shared by every default session of the application.
@@ -21,65 +24,143 @@ public struct SessionConfiguration: Sendable {
         case background(identifier: String)
     }
 
-    /// Where a session's store (cache, cookies) comes from.
-    enum StoreChoice<Store: Sendable>: Sendable {
-        /// The application's shared persistent store (default configurations).
-        case applicationShared
-        /// A new in-memory store for each session made from the configuration.
-        case sessionPrivate
-        /// This store object, shared by every session given it.
-        case explicit(Store)
-        /// No store.
-        case none
+    private let values: Lock<Values>
+
+    init(_ values: Values) {
+        self.values = Lock(values)
+    }
+
+    /// The values as they are now: what a session keeps.
+    var snapshot: Values { values.withLock { $0 } }
+
+    private func value<Value: Sendable>(_ keyPath: KeyPath<Values, Value>) -> Value {
+        values.withLock { $0[keyPath: keyPath] }
+    }
+
+    private func update<Value: Sendable>(_ keyPath: WritableKeyPath<Values, Value>, _ newValue: Value) {
+        values.withLock { $0[keyPath: keyPath] = newValue }
+    }
+
+    /// An independent copy (Apple's `copy()`).
+    public func copy() -> SessionConfiguration { SessionConfiguration(snapshot) }
+
+    /// Persistent stores shared per application identifier: the cache under
+    /// `$XDG_CACHE_HOME/<app>/`, cookies and credentials under
+    /// `$XDG_DATA_HOME/<app>/`. A new object on each access.
+    public static var `default`: SessionConfiguration { SessionConfiguration(.default) }
+
+    /// Nothing on disk. Each session made from an ephemeral configuration
+    /// gets its own in-memory cache, cookie store and credential store,
+    /// private to that session and wiped when it is invalidated, even when
+    /// two sessions are made from the same configuration. Only a store
+    /// object you put into the configuration yourself is shared, because you
+    /// asked for it. A new object on each access.
+    public static var ephemeral: SessionConfiguration { SessionConfiguration(.ephemeral) }
+
+    /// A background configuration (Apple's `background(withIdentifier:)`):
+    /// its transfers will run in a separate process; until then it behaves
+    /// like `.default`.
+    ///
+    /// - Parameter identifier: Names the session; one live session per identifier.
+    public static func background(withIdentifier identifier: String) -> SessionConfiguration {
+        SessionConfiguration(.background(identifier: identifier))
     }
 
     /// The kind.
-    public let kind: Kind
+    public var kind: Kind { value(\.kind) }
+    /// The identifier of a background configuration.
+    public var identifier: String? { value(\.identifier) }
 
     /// Names the application's stores under the XDG directories; by default
-    /// the executable's name.
-    public var applicationIdentifier: String = StoreLocations.defaultApplicationIdentifier
-
+    /// the executable's name. Ours alone (Apple's stores belong to the app's
+    /// container).
+    public var applicationIdentifier: String {
+        get { value(\.applicationIdentifier) }
+        set { update(\.applicationIdentifier, newValue) }
+    }
     /// The cache policy of requests that use `.useProtocolCachePolicy`.
-    public var requestCachePolicy: URLRequest.CachePolicy = .useProtocolCachePolicy
+    public var requestCachePolicy: URLRequest.CachePolicy {
+        get { value(\.requestCachePolicy) }
+        set { update(\.requestCachePolicy, newValue) }
+    }
     /// Seconds without any byte moving before a request fails (Apple: 60).
-    public var timeoutIntervalForRequest: TimeInterval = 60
+    public var timeoutIntervalForRequest: TimeInterval {
+        get { value(\.timeoutIntervalForRequest) }
+        set { update(\.timeoutIntervalForRequest, newValue) }
+    }
     /// Seconds a whole task may take (Apple: 7 days).
-    public var timeoutIntervalForResource: TimeInterval = 7 * 24 * 3600
+    public var timeoutIntervalForResource: TimeInterval {
+        get { value(\.timeoutIntervalForResource) }
+        set { update(\.timeoutIntervalForResource, newValue) }
+    }
     /// Connections libcurl may open to one host (Apple: 6).
-    public var httpMaximumConnectionsPerHost = 6
+    public var httpMaximumConnectionsPerHost: Int {
+        get { value(\.httpMaximumConnectionsPerHost) }
+        set { update(\.httpMaximumConnectionsPerHost, newValue) }
+    }
     /// Redirects a task follows before failing with `.httpTooManyRedirects`
-    /// (Apple's limit is 16).
-    public var httpMaximumRedirects = 16
+    /// (Apple's limit is 16). Ours alone.
+    public var httpMaximumRedirects: Int {
+        get { value(\.httpMaximumRedirects) }
+        set { update(\.httpMaximumRedirects, newValue) }
+    }
     /// Whether requests get cookies from the cookie store and responses'
     /// `Set-Cookie` fields go into it (per request, `URLRequest.httpShouldHandleCookies`
     /// must allow it too).
-    public var httpShouldSetCookies = true
+    public var httpShouldSetCookies: Bool {
+        get { value(\.httpShouldSetCookies) }
+        set { update(\.httpShouldSetCookies, newValue) }
+    }
     /// Which cookies responses may set (Apple's default: only from the main
     /// document's domain, which admits every response of a request without
     /// a `mainDocumentURL`).
-    public var httpCookieAcceptPolicy: CookieAcceptPolicy = .onlyFromMainDocumentDomain
+    public var httpCookieAcceptPolicy: CookieAcceptPolicy {
+        get { value(\.httpCookieAcceptPolicy) }
+        set { update(\.httpCookieAcceptPolicy, newValue) }
+    }
     /// Header fields added to every request that does not set them itself.
-    public var httpAdditionalHeaders: [String: String] = [:]
+    public var httpAdditionalHeaders: [String: String] {
+        get { value(\.httpAdditionalHeaders) }
+        set { update(\.httpAdditionalHeaders, newValue) }
+    }
     /// Whether a task waits for connectivity instead of failing at once.
-    public var waitsForConnectivity = false
-    /// A proxy for every request, as `http://host:port`; nil for none.
-    public var proxyURL: URL?
-    /// The lowest and highest TLS versions to negotiate, e.g. `(1, 2)`.
-    public var tlsMinimumSupportedVersion: (major: Int, minor: Int)?
-    public var tlsMaximumSupportedVersion: (major: Int, minor: Int)?
+    public var waitsForConnectivity: Bool {
+        get { value(\.waitsForConnectivity) }
+        set { update(\.waitsForConnectivity, newValue) }
+    }
+    /// A proxy for every request, as `http://host:port`; nil for none. Ours
+    /// (Apple's `connectionProxyDictionary` has no Linux form).
+    public var proxyURL: URL? {
+        get { value(\.proxyURL) }
+        set { update(\.proxyURL, newValue) }
+    }
+    /// The lowest TLS version to negotiate, e.g. `(1, 2)`.
+    public var tlsMinimumSupportedVersion: (major: Int, minor: Int)? {
+        get { value(\.tlsMinimumSupportedVersion) }
+        set { update(\.tlsMinimumSupportedVersion, newValue) }
+    }
+    /// The highest TLS version to negotiate, e.g. `(1, 3)`.
+    public var tlsMaximumSupportedVersion: (major: Int, minor: Int)? {
+        get { value(\.tlsMaximumSupportedVersion) }
+        set { update(\.tlsMaximumSupportedVersion, newValue) }
+    }
     /// A PEM file of trust roots to verify servers against instead of the
-    /// system's (custom roots, SPEC A4).
-    public var trustRootsFile: String?
+    /// system's (custom roots, SPEC A4). Ours alone.
+    public var trustRootsFile: String? {
+        get { value(\.trustRootsFile) }
+        set { update(\.trustRootsFile, newValue) }
+    }
     /// Interceptors, consulted in order before the network (the role of
     /// Apple's `protocolClasses`).
-    public var interceptors: [any Interceptor] = []
-    /// Whether responses carry an RFC 9211 `Cache-Status` field.
-    public var sendsCacheStatus = true
-
-    var cacheChoice: StoreChoice<ResponseCache>
-    var cookieChoice: StoreChoice<any CookieStore>
-    var credentialChoice: StoreChoice<any CredentialStore>
+    public var interceptors: [any Interceptor] {
+        get { value(\.interceptors) }
+        set { update(\.interceptors, newValue) }
+    }
+    /// Whether responses carry an RFC 9211 `Cache-Status` field. Ours alone.
+    public var sendsCacheStatus: Bool {
+        get { value(\.sendsCacheStatus) }
+        set { update(\.sendsCacheStatus, newValue) }
+    }
 
     /// The response cache. Default configurations use the application's
     /// shared persistent cache; ephemeral ones give each session a new
@@ -87,39 +168,18 @@ public struct SessionConfiguration: Sendable {
     /// Setting a cache makes every session from this configuration share it;
     /// setting nil turns caching off.
     public var urlCache: ResponseCache? {
-        get {
-            switch cacheChoice {
-            case .explicit(let cache): return cache
-            case .applicationShared: return try? SessionConfiguration.sharedCache(for: applicationIdentifier)
-            case .sessionPrivate, .none: return nil
-            }
-        }
-        set { cacheChoice = newValue.map { .explicit($0) } ?? .none }
+        get { value(\.urlCache) }
+        set { update(\.urlCache, newValue) }
     }
-
     /// The cookie store. Default configurations use the application's
     /// shared persistent store (`Cookies.sqlite` under `$XDG_DATA_HOME/<app>/`);
     /// ephemeral ones give each session a new in-memory store (this property
     /// is nil for them until you set one). Setting a store makes every
     /// session from this configuration share it; setting nil turns cookies off.
     public var httpCookieStorage: (any CookieStore)? {
-        get {
-            switch cookieChoice {
-            case .explicit(let store): return store
-            case .applicationShared: return try? SessionConfiguration.sharedCookieStore(for: applicationIdentifier)
-            case .sessionPrivate, .none: return nil
-            }
-        }
-        set { cookieChoice = newValue.map { .explicit($0) } ?? .none }
+        get { value(\.httpCookieStorage) }
+        set { update(\.httpCookieStorage, newValue) }
     }
-
-    private init(kind: Kind, shared: Bool) {
-        self.kind = kind
-        self.cacheChoice = shared ? .applicationShared : .sessionPrivate
-        self.cookieChoice = shared ? .applicationShared : .sessionPrivate
-        self.credentialChoice = shared ? .applicationShared : .sessionPrivate
-    }
-
     /// The credential store. Default configurations use the application's
     /// shared store (permanent credentials in `Credentials.sqlite` under
     /// `$XDG_DATA_HOME/<app>/`, mode 0600); ephemeral ones give each session a
@@ -127,121 +187,13 @@ public struct SessionConfiguration: Sendable {
     /// one). Setting a store makes every session from this configuration
     /// share it; setting nil keeps no credentials.
     public var urlCredentialStorage: (any CredentialStore)? {
-        get {
-            switch credentialChoice {
-            case .explicit(let store): return store
-            case .applicationShared: return try? SessionConfiguration.sharedCredentialStore(for: applicationIdentifier)
-            case .sessionPrivate, .none: return nil
-            }
-        }
-        set { credentialChoice = newValue.map { .explicit($0) } ?? .none }
+        get { value(\.urlCredentialStorage) }
+        set { update(\.urlCredentialStorage, newValue) }
     }
 
-    /// Persistent stores shared per application identifier: the cache under
-    /// `$XDG_CACHE_HOME/<app>/`, cookies under `$XDG_DATA_HOME/<app>/`.
-    public static var `default`: SessionConfiguration {
-        SessionConfiguration(kind: .default, shared: true)
-    }
-
-    /// Nothing on disk. Each session made from an ephemeral configuration
-    /// gets its own in-memory cache, cookie store and credential store,
-    /// private to that session and wiped when it is invalidated, even when
-    /// two sessions are made from the same configuration value. Only a store
-    /// object you put into the configuration yourself is shared, because you
-    /// asked for it.
-    public static var ephemeral: SessionConfiguration {
-        SessionConfiguration(kind: .ephemeral, shared: false)
-    }
-
-    /// A background configuration (its transfers will run in a separate
-    /// process; until then it behaves like `.default`).
-    ///
-    /// - Parameter identifier: Names the session; one live session per identifier.
-    public static func background(identifier: String) -> SessionConfiguration {
-        SessionConfiguration(kind: .background(identifier: identifier), shared: true)
-    }
-
-    /// The identifier of a background configuration.
-    public var identifier: String? {
-        if case .background(let identifier) = kind { return identifier }
-        return nil
-    }
-
-    // MARK: Shared stores
-
-    /// Apple's `URLCache.shared` capacities: 512 KiB in memory, 10 MiB on disk.
-    static let sharedMemoryCapacity = 512 * 1024
-    static let sharedDiskCapacity = 10 * 1024 * 1024
-    /// Memory for each ephemeral session's private cache.
-    static let ephemeralMemoryCapacity = 4 * 1024 * 1024
-
-    private static let sharedCaches = Lock<[String: ResponseCache]>([:])
-
-    /// The application's persistent cache, opened once per process.
-    static func sharedCache(for applicationIdentifier: String) throws -> ResponseCache {
-        try sharedCaches.withLock { caches in
-            if let cache = caches[applicationIdentifier] { return cache }
-            let cache = try ResponseCache(
-                memoryCapacity: sharedMemoryCapacity, diskCapacity: sharedDiskCapacity,
-                directory: StoreLocations(applicationIdentifier: applicationIdentifier).cacheDirectory)
-            caches[applicationIdentifier] = cache
-            return cache
-        }
-    }
-
-    /// The cache a new session gets.
-    func resolveCache() throws -> ResponseCache? {
-        switch cacheChoice {
-        case .explicit(let cache): return cache
-        case .none: return nil
-        case .sessionPrivate: return ResponseCache(memoryCapacity: Self.ephemeralMemoryCapacity)
-        case .applicationShared: return try Self.sharedCache(for: applicationIdentifier)
-        }
-    }
-
-    private static let sharedCookieStores = Lock<[String: PersistentCookieStore]>([:])
-
-    /// The application's persistent cookie store, opened once per process.
-    static func sharedCookieStore(for applicationIdentifier: String) throws -> PersistentCookieStore {
-        try sharedCookieStores.withLock { stores in
-            if let store = stores[applicationIdentifier] { return store }
-            let store = try PersistentCookieStore(
-                directory: StoreLocations(applicationIdentifier: applicationIdentifier).dataDirectory)
-            stores[applicationIdentifier] = store
-            return store
-        }
-    }
-
-    /// The cookie store a new session gets.
-    func resolveCookieStore() throws -> (any CookieStore)? {
-        switch cookieChoice {
-        case .explicit(let store): return store
-        case .none: return nil
-        case .sessionPrivate: return MemoryCookieStore()
-        case .applicationShared: return try Self.sharedCookieStore(for: applicationIdentifier)
-        }
-    }
-
-    private static let sharedCredentialStores = Lock<[String: PersistentCredentialStore]>([:])
-
-    /// The application's credential store, opened once per process.
-    static func sharedCredentialStore(for applicationIdentifier: String) throws -> PersistentCredentialStore {
-        try sharedCredentialStores.withLock { stores in
-            if let store = stores[applicationIdentifier] { return store }
-            let store = try PersistentCredentialStore(
-                directory: StoreLocations(applicationIdentifier: applicationIdentifier).dataDirectory)
-            stores[applicationIdentifier] = store
-            return store
-        }
-    }
-
-    /// The credential store a new session gets.
-    func resolveCredentialStore() throws -> (any CredentialStore)? {
-        switch credentialChoice {
-        case .explicit(let store): return store
-        case .none: return nil
-        case .sessionPrivate: return MemoryCredentialStore()
-        case .applicationShared: return try Self.sharedCredentialStore(for: applicationIdentifier)
-        }
+    /// The kind and the application identifier.
+    public var description: String {
+        let values = snapshot
+        return "SessionConfiguration(\(values.kind), app: \(values.applicationIdentifier))"
     }
 }

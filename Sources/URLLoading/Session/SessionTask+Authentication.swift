@@ -76,7 +76,7 @@ extension SessionTask {
             fields.append((remembered.fieldName, remembered.value))
             if pending == nil { state.withLock { $0.authentication.sent = remembered } }
         }
-        if let proxy = session.configuration.proxyURL, url.scheme?.lowercased() == "http", !carries("Proxy-Authorization"),
+        if let proxy = session.settings.proxyURL, url.scheme?.lowercased() == "http", !carries("Proxy-Authorization"),
            let remembered = session.preemptiveAuthorization(for: proxy, method: request.httpMethod ?? "GET", proxy: true) {
             fields.append((remembered.fieldName, remembered.value))
         }
@@ -90,7 +90,7 @@ extension SessionTask {
         // transport answers the proxy and keeps its heads to itself, so a 407
         // seen here came from the origin: a response, never a reason to send
         // the proxy's credentials to it.
-        let viaProxy = session.configuration.proxyURL != nil && url.scheme?.lowercased() == "http"
+        let viaProxy = session.settings.proxyURL != nil && url.scheme?.lowercased() == "http"
         let isProxy = head.status == 407 && viaProxy
         guard head.status == 401 || isProxy else { return false }
         let field = isProxy ? "Proxy-Authenticate" : "WWW-Authenticate"
@@ -138,7 +138,7 @@ extension SessionTask {
             } else {
                 return nil
             }
-            guard let space = Self.protectionSpace(url: url, proxy: isProxy ? session.configuration.proxyURL : nil,
+            guard let space = Self.protectionSpace(url: url, proxy: isProxy ? session.settings.proxyURL : nil,
                                                    realm: challenge.realm, method: method),
                   !rejected.contains(space)
             else { return nil }

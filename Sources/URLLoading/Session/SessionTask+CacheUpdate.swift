@@ -18,7 +18,7 @@ extension SessionTask {
         }
         let now = Date().timeIntervalSince1970
         guard let stored = CacheExchange.staleIfError(fallback, requestHeaders: headers, now: now) else { return false }
-        let shown = session.configuration.sendsCacheStatus ? CacheExchange.staleIfErrorStatus(reason) : nil
+        let shown = session.settings.sendsCacheStatus ? CacheExchange.staleIfErrorStatus(reason) : nil
         guard let response = Self.servedResponse(stored, cacheStatus: shown, now: now) else { return false }
         state.withLock { inner in
             inner.fallback = nil

@@ -10,7 +10,7 @@ import FoundationNetworking
 extension SessionTask {
     /// Whether this request takes part in cookie handling at all.
     static func handlesCookies(_ request: URLRequest, session: Session) -> Bool {
-        session.cookieStore != nil && session.configuration.httpShouldSetCookies && request.httpShouldHandleCookies
+        session.cookieStore != nil && session.settings.httpShouldSetCookies && request.httpShouldHandleCookies
     }
 
     /// The Cookie header for a hop, or nil: none stored, cookies off, or the
@@ -28,7 +28,7 @@ extension SessionTask {
         guard handlesCookies(request, session: session), let store = session.cookieStore else { return }
         let fields = head.headers.compactMap { HeaderFields.namesEqual($0.name, "Set-Cookie") ? $0.value : nil }
         guard !fields.isEmpty else { return }
-        store.setCookies(fields, for: url, mainDocumentURL: request.mainDocumentURL, policy: session.configuration.httpCookieAcceptPolicy)
+        store.setCookies(fields, for: url, mainDocumentURL: request.mainDocumentURL, policy: session.settings.httpCookieAcceptPolicy)
     }
 
     /// The request's fields as the cache sees them (Vary: Cookie selects on

@@ -35,7 +35,7 @@ extension SessionTask {
             let (served, refreshed) = CacheExchange.notModified(
                 stored, notModifiedHeaders: notModified, requestTime: state.withLock { $0.requestTime }, now: now)
             if refreshed { cache.store(served, now: now) }
-            let shown = session.configuration.sendsCacheStatus ? CacheExchange.notModifiedStatus : nil
+            let shown = session.settings.sendsCacheStatus ? CacheExchange.notModifiedStatus : nil
             if let response = Self.servedResponse(served, cacheStatus: shown, now: now) {
                 state.withLock { $0.cacheStatus = shown }
                 respondWithoutNetwork(response, served.body)
@@ -46,7 +46,7 @@ extension SessionTask {
             return
         }
         if let redirect = Self.redirectRequest(from: request, status: head.status, headers: head.headers) {
-            let maximum = session.configuration.httpMaximumRedirects
+            let maximum = session.settings.httpMaximumRedirects
             // Past the limit the delegate is not asked: following fails at once.
             if state.withLock({ $0.machine.redirects >= maximum }) {
                 perform(state.withLock { $0.machine.follow(.redirect, url: url, maximumRedirects: maximum) })

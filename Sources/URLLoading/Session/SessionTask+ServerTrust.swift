@@ -64,7 +64,9 @@ extension SessionTask {
         probe.proxy = transfer.proxy
         probe.connectTimeout = transfer.connectTimeout
         probe.totalTimeout = transfer.connectTimeout
-        _ = session.multi.start(probe, observer: CompletionObserver { [weak self] result in
+        // startTransfer fails the task before any probe when there is no transport.
+        guard let multi = session.multi else { return }
+        _ = multi.start(probe, observer: CompletionObserver { [weak self] result in
             guard let self else { return }
             if verifying, case .failure(let error) = result, error.failure == .serverCertificateUntrusted {
                 self.probe(transfer, verifying: false, host: host, port: port, url: url, hop: hop, session: session)

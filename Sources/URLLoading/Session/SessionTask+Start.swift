@@ -14,7 +14,7 @@ extension SessionTask {
             perform(state.withLock { $0.machine.finishWithoutTransfer(.failure(failure)) })
             return
         }
-        let interceptors = session.configuration.interceptors
+        let interceptors = session.settings.interceptors
         if session.isInvalidated {
             perform(state.withLock { $0.machine.finishWithoutTransfer(.failure(SessionError(
                 .sessionInvalidated, failingURL: request.url, message: "the session was invalidated before the task started"))) })
@@ -97,8 +97,8 @@ extension SessionTask {
             let now = Date().timeIntervalSince1970
             let headers = Self.cacheRequestHeaders(request, cookie: cookie, credentials: credentials)
             let stored = cache.lookup(key: key, requestHeaders: headers, now: now)
-            let policy = request.cachePolicy == .useProtocolCachePolicy ? session.configuration.requestCachePolicy : request.cachePolicy
-            let showStatus = session.configuration.sendsCacheStatus
+            let policy = request.cachePolicy == .useProtocolCachePolicy ? session.settings.requestCachePolicy : request.cachePolicy
+            let showStatus = session.settings.sendsCacheStatus
             switch CacheExchange.before(policy: policy, requestHeaders: headers, stored: stored, now: now) {
             case .serve(let stored, let status, let revalidate):
                 if revalidate { session.revalidateInBackground(request, key: key) }
@@ -145,9 +145,15 @@ extension SessionTask {
         }
         if kind == .download { transfer.receiveBufferSize = Self.downloadBufferSize }
         applyClientIdentity(&transfer)
+        guard let multi = session.multi else {
+            // libcurl could not start when the session was made.
+            perform(state.withLock { $0.machine.fail(SessionError(
+                .unknown, failingURL: url, message: "the session has no transport: libcurl could not start")) })
+            return
+        }
         if prepareServerTrust(&transfer, url: url, hop: hop, session: session) { return }
         if sendsBody(hop: hop, request: request), let stream = takeBodyStream() { transfer.body = stream }
-        let id = session.multi.start(transfer, observer: HopObserver(task: self, hop: hop))
+        let id = multi.start(transfer, observer: HopObserver(task: self, hop: hop))
         perform(state.withLock { $0.machine.started(id, hop: hop) })
     }
 }

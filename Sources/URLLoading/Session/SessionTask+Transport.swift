@@ -138,9 +138,9 @@ extension SessionTask {
     /// timeout, instead of failing at once; the delegate hears once that the
     /// task waits. Returns whether the task waits.
     func waitForConnectivity(after error: TransferError, hop: Int) -> Bool {
-        guard let session, session.configuration.waitsForConnectivity,
+        guard let session, session.settings.waitsForConnectivity,
               error.failure == .cannotFindHost || error.failure == .cannotConnect else { return false }
-        let deadline = session.configuration.timeoutIntervalForResource
+        let deadline = session.settings.timeoutIntervalForResource
         let retry = state.withLock { inner -> Int? in
             guard Date().timeIntervalSince(inner.started ?? Date()) < deadline,
                   let retry = inner.machine.retryForConnectivity(hop: hop) else { return nil }

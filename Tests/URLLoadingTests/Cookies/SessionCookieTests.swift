@@ -15,7 +15,7 @@ import TestSupport
         var configuration = SessionConfiguration.ephemeral
         configuration.urlCache = nil
         configure(&configuration)
-        return try Session(configuration: configuration)
+        return Session(configuration: configuration)
     }
 
     static func setting(_ cookies: String..., status: Int = 200, location: String? = nil) -> ScriptedResponse {
@@ -112,8 +112,8 @@ import TestSupport
         origin.route("/set", response: Self.setting("private=1"))
         let configuration = SessionConfiguration.ephemeral
         let (invalidated, signal) = AsyncStream<Void>.makeStream()
-        let first = try Session(configuration: configuration, delegate: InvalidationDelegate { signal.yield() })
-        let second = try Session(configuration: configuration)
+        let first = Session(configuration: configuration, delegate: InvalidationDelegate { signal.yield() })
+        let second = Session(configuration: configuration)
         _ = try await first.data(from: origin.url("/set"))
         _ = try await second.data(from: origin.url("/echo"))
         #expect(Self.cookiesSent(origin, "/echo") == [nil])

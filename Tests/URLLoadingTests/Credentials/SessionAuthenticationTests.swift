@@ -16,7 +16,7 @@ import TestSupport
         var configuration = SessionConfiguration.ephemeral
         configuration.urlCache = nil
         configure(&configuration)
-        return try Session(configuration: configuration, delegate: delegate)
+        return Session(configuration: configuration, delegate: delegate)
     }
 
     static func session(_ delegate: ChallengeDelegate, configure: (inout SessionConfiguration) -> Void = { _ in }) throws -> Session {

@@ -12,10 +12,10 @@ import TestSupport
 /// test CA as a root, and a server that requires a client certificate.
 @Suite(.timeLimit(.minutes(Sanitizer.minutes(1)))) struct TLSChallengeTests {
     static func session(_ delegate: (any SessionDelegate)?, roots: String? = nil) throws -> Session {
-        var configuration = SessionConfiguration.ephemeral
+        let configuration = SessionConfiguration.ephemeral
         configuration.urlCache = nil
         configuration.trustRootsFile = roots
-        return try Session(configuration: configuration, delegate: delegate)
+        return Session(configuration: configuration, delegate: delegate)
     }
 
     static func session(_ delegate: ChallengeDelegate, roots: String? = nil) throws -> Session {

@@ -163,11 +163,11 @@ extension IsolationTests {
             try? FileManager.default.removeItem(at: locations.cacheDirectory)
             try? FileManager.default.removeItem(at: locations.dataDirectory)
         }
-        var defaults = SessionConfiguration.default
+        let defaults = SessionConfiguration.default
         defaults.applicationIdentifier = application
         let ephemeral = SessionConfiguration.ephemeral
-        let sessions = [("a", try Session(configuration: ephemeral)), ("b", try Session(configuration: ephemeral)),
-                        ("d", try Session(configuration: defaults))]
+        let sessions = [("a", Session(configuration: ephemeral)), ("b", Session(configuration: ephemeral)),
+                        ("d", Session(configuration: defaults))]
         var counters: [String: String] = [:]
         for (tenant, session) in sessions {
             let (counter, cookies) = try await Self.exercise(session, origin, tenant: tenant)
@@ -221,7 +221,7 @@ extension IsolationTests {
         weak var weakCredentials: MemoryCredentialStore?
         do {
             let (invalidated, signal) = AsyncStream<Void>.makeStream()
-            let session = try Session(configuration: configuration, delegate: InvalidationDelegate { signal.yield() })
+            let session = Session(configuration: configuration, delegate: InvalidationDelegate { signal.yield() })
             _ = try await Self.exercise(session, origin, tenant: "gone")
             _ = try await session.data(from: origin.url("/large"))
             let cache = try #require(session.urlCache)
@@ -247,7 +247,7 @@ extension IsolationTests {
         #expect(weakSession == nil, "the invalidated session is still alive")
         #expect(weakCache == nil && weakCookies == nil && weakCredentials == nil, "an invalidated session's store is still alive")
         // A new session from the same configuration value, and from a new one, starts empty.
-        for fresh in [try Session(configuration: configuration), try Session(configuration: .ephemeral)] {
+        for fresh in [Session(configuration: configuration), Session(configuration: .ephemeral)] {
             #expect(fresh.cookieStore?.allCookies.isEmpty == true)
             #expect(fresh.credentialStore?.allCredentials.isEmpty == true)
             #expect(fresh.urlCache?.currentMemoryUsage == 0)
@@ -264,10 +264,10 @@ extension IsolationTests {
     func deepCopies() async throws {
         let origin = try await Self.startOrigin()
         origin.route("/headers") { request in ScriptedResponse(headers: [HeaderField("Cache-Control", "no-store")], body: request.header("X-Tenant") ?? "") }
-        var configuration = SessionConfiguration.ephemeral
+        let configuration = SessionConfiguration.ephemeral
         configuration.httpAdditionalHeaders = ["X-Tenant": "first"]
-        let first = try Session(configuration: configuration)
-        let second = try Session(configuration: configuration)
+        let first = Session(configuration: configuration)
+        let second = Session(configuration: configuration)
         // Changing the value afterwards changes neither session.
         configuration.httpAdditionalHeaders = ["X-Tenant": "changed"]
         configuration.httpShouldSetCookies = false
@@ -286,10 +286,10 @@ extension IsolationTests {
         #expect(firstSeen != secondSeen && secondCookies == "who=second")
         // A store the caller put in is shared, and outlives the sessions' invalidation.
         let shared = MemoryCookieStore()
-        var explicit = SessionConfiguration.ephemeral
+        let explicit = SessionConfiguration.ephemeral
         explicit.httpCookieStorage = shared
-        let third = try Session(configuration: explicit)
-        let fourth = try Session(configuration: explicit)
+        let third = Session(configuration: explicit)
+        let fourth = Session(configuration: explicit)
         #expect((third.cookieStore as? MemoryCookieStore) === shared && (fourth.cookieStore as? MemoryCookieStore) === shared)
         _ = try await Self.exercise(third, origin, tenant: "third")
         let (_, fourthCookies) = try await Self.exercise(fourth, origin, tenant: "fourth")
@@ -297,7 +297,7 @@ extension IsolationTests {
         #expect(fourthCookies == "who=fourth")
         #expect(shared.allCookies.count == 1)
         let (invalidated, signal) = AsyncStream<Void>.makeStream()
-        let fifth = try Session(configuration: explicit, delegate: InvalidationDelegate { signal.yield() })
+        let fifth = Session(configuration: explicit, delegate: InvalidationDelegate { signal.yield() })
         fifth.invalidateAndCancel()
         for await _ in invalidated { break }
         #expect(shared.allCookies.count == 1, "an explicitly shared store is the caller's: invalidation leaves it alone")

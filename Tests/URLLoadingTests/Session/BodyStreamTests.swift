@@ -65,7 +65,7 @@ import TestSupport
         let origin = try await TestOrigin.start()
         origin.route("/upload", Routes.basicAuth(realm: "r", user: "user", password: "secret", then: ScriptedResponse(body: "stored")))
         let delegate = StreamingDelegate(body: Self.body)
-        let session = try Session(configuration: .ephemeral, delegate: delegate)
+        let session = Session(configuration: .ephemeral, delegate: delegate)
         var request = URLRequest(url: origin.url("/upload"))
         request.httpMethod = "PUT"
         let task = session.uploadTask(withStreamedRequest: request)
@@ -94,7 +94,7 @@ import TestSupport
         origin.route("/old", Routes.redirect(to: "/new", status: 307))
         origin.route("/new") { request in ScriptedResponse(body: "got \(request.body.count)") }
         let delegate = StreamingDelegate(body: Self.body)
-        let session = try Session(configuration: .ephemeral, delegate: delegate)
+        let session = Session(configuration: .ephemeral, delegate: delegate)
         var request = URLRequest(url: origin.url("/old"))
         request.httpMethod = "POST"
         request.setValue(String(Self.body.count), forHTTPHeaderField: "Content-Length")
@@ -118,7 +118,7 @@ import TestSupport
         let origin = try await TestOrigin.start()
         origin.route("/upload", Routes.basicAuth(realm: "r", user: "user", password: "secret", then: ScriptedResponse(body: "stored")))
         let delegate = StreamingDelegate(body: Self.body, streams: 1)
-        let session = try Session(configuration: .ephemeral, delegate: delegate)
+        let session = Session(configuration: .ephemeral, delegate: delegate)
         session.uploadTask(withStreamedRequest: URLRequest(url: origin.url("/upload"))).resume()
         await delegate.waitForCompletion()
         #expect(delegate.asked == 2)
@@ -148,7 +148,7 @@ import TestSupport
             try? handle.close()
         }
         writer.start()
-        let session = try Session(configuration: .ephemeral)
+        let session = Session(configuration: .ephemeral)
         var request = URLRequest(url: origin.url("/upload"))
         request.httpMethod = "POST"
         request.httpBodyStream = InputStream(fileAtPath: fifo.path)
@@ -227,7 +227,7 @@ import TestSupport
         let origin = try await TestOrigin.start()
         Self.route(origin)
         let delegate = PartsDelegate()
-        let session = try Session(configuration: .ephemeral, delegate: delegate)
+        let session = Session(configuration: .ephemeral, delegate: delegate)
         session.dataTask(with: origin.url("/camera")).resume()
         await delegate.waitForCompletion()
         #expect(delegate.events == ["response 200", "data", "response 200", "data", "response 200", "data", "complete"])
@@ -244,7 +244,7 @@ import TestSupport
         let origin = try await TestOrigin.start()
         Self.route(origin)
         let delegate = PartsDelegate(cancelAtPart: 2)
-        let session = try Session(configuration: .ephemeral, delegate: delegate)
+        let session = Session(configuration: .ephemeral, delegate: delegate)
         session.dataTask(with: origin.url("/camera")).resume()
         await delegate.waitForCompletion()
         #expect(delegate.events == ["response 200", "data", "response 200", "complete cancelled"])

@@ -116,7 +116,7 @@ import TestSupport
         let origin = try await TestOrigin.start()
         defer { Task { try await origin.shutdown() } }
         origin.route("/big", response: ScriptedResponse(parts: [.pattern(offset: 0, count: 8 << 20)], framing: .contentLength))
-        let session = try Session(configuration: .ephemeral)
+        let session = Session(configuration: .ephemeral)
         defer { session.finishTasksAndInvalidate() }
         let task = session.dataTask(with: URLRequest(url: origin.url("/big")))
         task.resume()

@@ -17,10 +17,10 @@ import TestSupport
         defer { Task { try await origin.shutdown() } }
         origin.route("/x", response: ScriptedResponse(body: "ok"))
         for value in [Double.infinity, -.infinity, .nan, -1, 0, 1e300, Double(Int64.max)] {
-            var configuration = SessionConfiguration.ephemeral
+            let configuration = SessionConfiguration.ephemeral
             configuration.timeoutIntervalForResource = value
             configuration.timeoutIntervalForRequest = value
-            let session = try Session(configuration: configuration)
+            let session = Session(configuration: configuration)
             var request = URLRequest(url: origin.url("/x"))
             request.timeoutInterval = value
             let (data, _) = try await session.data(for: request)
@@ -34,7 +34,7 @@ import TestSupport
         let origin = try await TestOrigin.start()
         defer { Task { try await origin.shutdown() } }
         origin.route("/x", response: ScriptedResponse(body: "ok"))
-        let session = try Session(configuration: .ephemeral)
+        let session = Session(configuration: .ephemeral)
         defer { session.finishTasksAndInvalidate() }
         let cases: [(String, @Sendable (inout URLRequest) -> Void)] = [
             ("CR LF in a name", { $0.setValue("v", forHTTPHeaderField: "X-A\r\nX-Injected") }),
@@ -64,7 +64,7 @@ import TestSupport
         let origin = try await TestOrigin.start()
         defer { Task { try await origin.shutdown() } }
         origin.route("/upload") { request in ScriptedResponse(body: "\(request.bodyLength)") }
-        let session = try Session(configuration: .ephemeral)
+        let session = Session(configuration: .ephemeral)
         defer { session.finishTasksAndInvalidate() }
         var request = URLRequest(url: origin.url("/upload"))
         request.httpMethod = "POST"
@@ -88,7 +88,7 @@ import TestSupport
         defer { Task { try await origin.shutdown() } }
         let etag = ResumeDataTests.Tag("\"v1\"")
         ResumeDataTests.route(origin, etag: etag, cut: true)
-        let session = try Session(configuration: .ephemeral)
+        let session = Session(configuration: .ephemeral)
         defer { session.finishTasksAndInvalidate() }
         let error = await #expect(throws: SessionError.self) { _ = try await session.download(for: URLRequest(url: origin.url("/big"))) }
         let resumeData = try #require(error?.resumeData)
@@ -101,7 +101,7 @@ import TestSupport
             return response
         }
         let delegate = RecordingDelegate()
-        let other = try Session(configuration: .ephemeral, delegate: delegate)
+        let other = Session(configuration: .ephemeral, delegate: delegate)
         defer { other.finishTasksAndInvalidate() }
         other.downloadTask(withResumeData: resumeData).resume()
         await delegate.waitForCompletion()
@@ -126,7 +126,7 @@ import TestSupport
         let origin = try await TestOrigin.start()
         defer { Task { try await origin.shutdown() } }
         Self.endlessStaleNonces(origin)
-        let session = try Session(configuration: .ephemeral)
+        let session = Session(configuration: .ephemeral)
         defer { session.finishTasksAndInvalidate() }
         var components = URLComponents(url: origin.url("/stale"), resolvingAgainstBaseURL: false)
         components?.user = "u"
@@ -155,9 +155,9 @@ import TestSupport
             }
             return ScriptedResponse(status: 302, headers: [HeaderField("Location", "/mixed?\(n)")], body: "")
         }
-        var configuration = SessionConfiguration.ephemeral
+        let configuration = SessionConfiguration.ephemeral
         configuration.httpMaximumRedirects = 1000
-        let session = try Session(configuration: configuration)
+        let session = Session(configuration: configuration)
         defer { session.finishTasksAndInvalidate() }
         var components = URLComponents(url: origin.url("/mixed"), resolvingAgainstBaseURL: false)
         components?.user = "u"
@@ -177,7 +177,7 @@ import TestSupport
             origin.route("/vary\(count)", response: ScriptedResponse(
                 headers: [HeaderField("Cache-Control", "max-age=600"), HeaderField("Vary", names)], body: "v"))
         }
-        let session = try Session(configuration: .ephemeral)
+        let session = Session(configuration: .ephemeral)
         defer { session.finishTasksAndInvalidate() }
         for count in [64, 65, 8_000] {
             for _ in 0..<2 { _ = try await session.data(from: origin.url("/vary\(count)")) }
@@ -220,7 +220,7 @@ import TestSupport
         defer { Task { try await origin.shutdown() } }
         Self.whoAmI(origin, path: "/me", vary: true)
         Self.whoAmI(origin, path: "/me-novary", vary: false)
-        let session = try Session(configuration: .ephemeral)
+        let session = Session(configuration: .ephemeral)
         defer { session.finishTasksAndInvalidate() }
         for path in ["/me", "/me-novary"] {
             for (user, password) in [("alice", "a"), ("bob", "b"), ("alice", "a"), ("bob", "b")] {
@@ -259,7 +259,7 @@ import TestSupport
         let origin = try await TestOrigin.start()
         defer { Task { try await origin.shutdown() } }
         Self.whoAmI(origin, path: "/who", vary: false)
-        let session = try Session(configuration: .ephemeral, delegate: AnswersCarol())
+        let session = Session(configuration: .ephemeral, delegate: AnswersCarol())
         defer { session.finishTasksAndInvalidate() }
         let (first, _) = try await session.data(from: origin.url("/who?1"))
         #expect(String(decoding: first, as: UTF8.self) == "user=carol")
@@ -279,10 +279,10 @@ import TestSupport
             status: 407, headers: [HeaderField("Proxy-Authenticate", "Basic realm=\"test proxy\"")], body: "origin says 407"))
         let proxy = try TestProxy(user: "proxyuser", password: "proxypass", openTunnels: true)
         defer { proxy.shutdown() }
-        var configuration = SessionConfiguration.ephemeral
+        let configuration = SessionConfiguration.ephemeral
         configuration.proxyURL = proxy.url
         configuration.trustRootsFile = certificates.caCertificatePath
-        let session = try Session(configuration: configuration)
+        let session = Session(configuration: configuration)
         defer { session.finishTasksAndInvalidate() }
         let space = ProtectionSpace(host: "127.0.0.1", port: proxy.port, protocol: "http", realm: "test proxy",
                                     authenticationMethod: .httpBasic, isProxy: true)

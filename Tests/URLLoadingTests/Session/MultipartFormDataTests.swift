@@ -70,7 +70,7 @@ import TestSupport
         var request = URLRequest(url: origin.url("/upload"))
         request.httpMethod = "POST"
         request.setValue(form.contentType, forHTTPHeaderField: "Content-Type")
-        let session = try Session(configuration: .ephemeral)
+        let session = Session(configuration: .ephemeral)
         let (_, response) = try await session.upload(for: request, fromFile: body)
         #expect((response as? HTTPURLResponse)?.statusCode == 200)
         #expect(origin.requests.first.map { Data($0.body) } == (try Data(contentsOf: body)))

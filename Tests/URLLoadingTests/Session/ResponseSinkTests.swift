@@ -162,7 +162,7 @@ import Testing
 
     @Test("Each way of making a task routes its response to its own sink")
     func routing() throws {
-        let session = try Session(configuration: .ephemeral)
+        let session = Session(configuration: .ephemeral)
         defer { session.invalidateAndCancel() }
         let url = try #require(URL(string: "http://127.0.0.1:9/"))
         let request = URLRequest(url: url)

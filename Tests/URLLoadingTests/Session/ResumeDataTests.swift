@@ -63,14 +63,14 @@ import TestSupport
         let etag = Tag("\"v1\"")
         Self.route(origin, etag: etag)
         let first = RecordingDelegate()
-        let session = try Session(configuration: .ephemeral, delegate: first)
+        let session = Session(configuration: .ephemeral, delegate: first)
         let task = session.downloadTask(with: URLRequest(url: origin.url("/big")))
         task.resume()
         await Self.waitForBytes(task, 100_000)
         let resumeData = try #require(await task.cancelByProducingResumeData())
         await first.waitForCompletion()
         let second = RecordingDelegate()
-        let other = try Session(configuration: .ephemeral, delegate: second)
+        let other = Session(configuration: .ephemeral, delegate: second)
         other.downloadTask(withResumeData: resumeData).resume()
         await second.waitForCompletion()
         #expect(second.events.first == "resumed 100000 of 300000")
@@ -79,7 +79,7 @@ import TestSupport
         #expect(resumedRequest.header("Range") == "bytes=100000-" && resumedRequest.header("If-Range") == "\"v1\"")
         // The same resume data again: its file is gone once the download finished.
         let third = RecordingDelegate()
-        let again = try Session(configuration: .ephemeral, delegate: third)
+        let again = Session(configuration: .ephemeral, delegate: third)
         again.downloadTask(withResumeData: resumeData).resume()
         await third.waitForCompletion()
         #expect(third.events.last?.contains("cannot decode resume data") == true)
@@ -92,7 +92,7 @@ import TestSupport
         let origin = try await TestOrigin.start()
         let etag = Tag("\"v1\"")
         Self.route(origin, etag: etag)
-        let session = try Session(configuration: .ephemeral, delegate: RecordingDelegate())
+        let session = Session(configuration: .ephemeral, delegate: RecordingDelegate())
         let task = session.downloadTask(with: URLRequest(url: origin.url("/big")))
         task.resume()
         await Self.waitForBytes(task, 100_000)
@@ -100,7 +100,7 @@ import TestSupport
         etag.current = "\"v2\""
         origin.route("/big", response: ScriptedResponse(headers: [HeaderField("ETag", "\"v2\"")], body: "new version"))
         let delegate = RecordingDelegate()
-        let other = try Session(configuration: .ephemeral, delegate: delegate)
+        let other = Session(configuration: .ephemeral, delegate: delegate)
         other.downloadTask(withResumeData: resumeData).resume()
         await delegate.waitForCompletion()
         #expect(delegate.events.first == "resumed 0 of 11")
@@ -115,7 +115,7 @@ import TestSupport
         let origin = try await TestOrigin.start()
         let etag = Tag("\"v1\"")
         Self.route(origin, etag: etag, cut: true)
-        let session = try Session(configuration: .ephemeral)
+        let session = Session(configuration: .ephemeral)
         let error = await #expect(throws: SessionError.self) {
             _ = try await session.download(for: URLRequest(url: origin.url("/big")))
         }
@@ -161,7 +161,7 @@ import TestSupport
     func resumeAtOffsets(offset: Int, drop: Bool) async throws {
         let origin = try await TestOrigin.start()
         let original = Self.cutRoute(origin, offset: offset, drop: drop)
-        let session = try Session(configuration: .ephemeral)
+        let session = Session(configuration: .ephemeral)
         let resumeData: Data
         if drop {
             let error = await #expect(throws: SessionError.self) {
@@ -213,7 +213,7 @@ import TestSupport
                 (error as? SessionError)?.code == .cannotDecodeResumeData && "\(error)".contains(why)
             }
         }
-        let session = try Session(configuration: .ephemeral)
+        let session = Session(configuration: .ephemeral)
         await #expect {
             _ = try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
                 session.downloadTask(withResumeData: Data(forged.encoded())) { _, _, error in

@@ -22,7 +22,7 @@ import TestSupport
     func freshHit() async throws {
         let origin = try await TestOrigin.start()
         origin.route("/fresh", response: ScriptedResponse(headers: [HeaderField("Cache-Control", "max-age=600")], body: "fresh body"))
-        let session = try Session(configuration: .ephemeral)
+        let session = Session(configuration: .ephemeral)
         let (first, firstResponse) = try await Self.get(session, origin.url("/fresh"))
         let (second, secondResponse) = try await Self.get(session, origin.url("/fresh"))
         #expect(first == "fresh body")
@@ -40,7 +40,7 @@ import TestSupport
     func notStored() async throws {
         let origin = try await TestOrigin.start()
         origin.route("/nostore", response: ScriptedResponse(headers: [HeaderField("Cache-Control", "max-age=600, no-store")], body: "x"))
-        let session = try Session(configuration: .ephemeral)
+        let session = Session(configuration: .ephemeral)
         _ = try await Self.get(session, origin.url("/nostore"))
         _ = try await Self.get(session, origin.url("/nostore"))
         #expect(origin.requests(to: "/nostore").count == 2)
@@ -53,7 +53,7 @@ import TestSupport
         let origin = try await TestOrigin.start()
         origin.route("/doc", Routes.conditional(etag: "\"v1\"", body: Array("stored body".utf8),
                                                 headers: [HeaderField("Cache-Control", "max-age=0"), HeaderField("X-Version", "1")]))
-        let session = try Session(configuration: .ephemeral)
+        let session = Session(configuration: .ephemeral)
         _ = try await Self.get(session, origin.url("/doc"))
         let (body, response) = try await Self.get(session, origin.url("/doc"))
         let requests = origin.requests(to: "/doc")
@@ -70,7 +70,7 @@ import TestSupport
     func dontLoad() async throws {
         let origin = try await TestOrigin.start()
         origin.route("/r", response: ScriptedResponse(headers: [HeaderField("Cache-Control", "max-age=0"), HeaderField("Last-Modified", HTTPDate.format(Date().timeIntervalSince1970 - 1000))], body: "v"))
-        let session = try Session(configuration: .ephemeral)
+        let session = Session(configuration: .ephemeral)
         let error = await #expect(throws: SessionError.self) {
             _ = try await Self.get(session, origin.url("/r"), policy: .returnCacheDataDontLoad)
         }
@@ -94,7 +94,7 @@ import TestSupport
     @Test("RFC 9111 §5.2.1.7: only-if-cached with nothing usable answers 504")
     func onlyIfCached() async throws {
         let origin = try await TestOrigin.start()
-        let session = try Session(configuration: .ephemeral)
+        let session = Session(configuration: .ephemeral)
         let (_, response) = try await Self.get(session, origin.url("/none"), headers: ["Cache-Control": "only-if-cached"])
         #expect(response.statusCode == 504)
         #expect(origin.requests.isEmpty)
@@ -109,7 +109,7 @@ import TestSupport
             request.method == "POST" ? ScriptedResponse(status: 204, framing: .none)
                 : ScriptedResponse(headers: [HeaderField("Cache-Control", "max-age=600")], body: "item")
         }
-        let session = try Session(configuration: .ephemeral)
+        let session = Session(configuration: .ephemeral)
         _ = try await Self.get(session, origin.url("/item"))
         _ = try await Self.get(session, origin.url("/item"))
         #expect(origin.requests.count == 1)
@@ -127,18 +127,18 @@ import TestSupport
     func privateAndPersistent() async throws {
         let origin = try await TestOrigin.start()
         origin.route("/p", response: ScriptedResponse(headers: [HeaderField("Cache-Control", "max-age=600")], body: "p"))
-        let first = try Session(configuration: .ephemeral)
-        let second = try Session(configuration: .ephemeral)
+        let first = Session(configuration: .ephemeral)
+        let second = Session(configuration: .ephemeral)
         _ = try await Self.get(first, origin.url("/p"))
         _ = try await Self.get(second, origin.url("/p"))
         #expect(origin.requests.count == 2)
         let directory = TemporaryDirectory()
-        var configuration = SessionConfiguration.default
+        let configuration = SessionConfiguration.default
         // Every store in the temporary directory: nothing under the real home.
         configuration.urlCache = try ResponseCache(memoryCapacity: 0, diskCapacity: 1 << 20, directory: directory.url)
         configuration.httpCookieStorage = try PersistentCookieStore(directory: directory.url)
         configuration.urlCredentialStorage = MemoryCredentialStore()
-        let persistent = try Session(configuration: configuration)
+        let persistent = Session(configuration: configuration)
         _ = try await Self.get(persistent, origin.url("/p"))
         let reopened = try ResponseCache(memoryCapacity: 0, diskCapacity: 1 << 20, directory: directory.url)
         #expect(reopened.cachedResponse(for: URLRequest(url: origin.url("/p")))?.data == Data("p".utf8))
@@ -168,7 +168,7 @@ import TestSupport
         let lastModified = HTTPDate.format(Date().timeIntervalSince1970 - 100)
         origin.route("/a", response: ScriptedResponse(headers: [HeaderField("Cache-Control", "max-age=0, stale-if-error=600"), HeaderField("Last-Modified", lastModified)], body: "stale a"))
         origin.route("/b", response: ScriptedResponse(headers: [HeaderField("Cache-Control", "max-age=0")], body: "b"))
-        let session = try Session(configuration: .ephemeral)
+        let session = Session(configuration: .ephemeral)
         _ = try await SessionCacheTests.get(session, origin.url("/a"))
         _ = try await SessionCacheTests.get(session, origin.url("/b"))
         origin.route("/a", response: ScriptedResponse(status: 503, body: "down"))
@@ -249,7 +249,7 @@ extension ScriptedResponse {
         let origin = try await TestOrigin.start()
         origin.route("/c", response: ScriptedResponse(headers: [HeaderField("Cache-Control", "max-age=600")], body: "original"))
         let delegate = CachingDelegate(answer)
-        let session = try Session(configuration: .ephemeral, delegate: delegate)
+        let session = Session(configuration: .ephemeral, delegate: delegate)
         session.dataTask(with: URLRequest(url: origin.url("/c"))).resume()
         await delegate.waitForCompletion()
         #expect(delegate.events.withLock { $0 } == ["data", "willCache 8", "metrics", "complete"])
@@ -270,7 +270,7 @@ extension ScriptedResponse {
         let origin = try await TestOrigin.start()
         origin.route("/n", response: ScriptedResponse(headers: [HeaderField("Cache-Control", "no-store")], body: "x"))
         let delegate = CachingDelegate(.proposed)
-        let session = try Session(configuration: .ephemeral, delegate: delegate)
+        let session = Session(configuration: .ephemeral, delegate: delegate)
         session.dataTask(with: URLRequest(url: origin.url("/n"))).resume()
         await delegate.waitForCompletion()
         #expect(delegate.events.withLock { $0 } == ["data", "metrics", "complete"])
@@ -287,7 +287,7 @@ extension ScriptedResponse {
         origin.route("/swr", Routes.conditional(etag: "\"v1\"", body: Array("stale but fine".utf8), headers: [
             HeaderField("Cache-Control", "max-age=5, stale-while-revalidate=600"), HeaderField("Date", dated),
         ]))
-        let session = try Session(configuration: .ephemeral)
+        let session = Session(configuration: .ephemeral)
         _ = try await SessionCacheTests.get(session, origin.url("/swr"))
         let (body, response) = try await SessionCacheTests.get(session, origin.url("/swr"))
         #expect(body == "stale but fine")
@@ -308,7 +308,7 @@ extension ScriptedResponse {
             .with(delayBeforeHead: .milliseconds(300)))
         origin.route("/never", response: ScriptedResponse(headers: [HeaderField("Cache-Control", "no-store")], body: "own")
             .with(delayBeforeHead: .milliseconds(100)))
-        let session = try Session(configuration: .ephemeral)
+        let session = Session(configuration: .ephemeral)
         let bodies = try await withThrowingTaskGroup(of: String.self) { group in
             for _ in 0..<10 { group.addTask { try await SessionCacheTests.get(session, origin.url("/one")).0 } }
             return try await group.reduce(into: []) { $0.append($1) }
@@ -338,9 +338,9 @@ extension ScriptedResponse {
         let directory = TemporaryDirectory()
         // Memory 200 KB (5% = 10 KB), disk 2 MB (5% = 100 KB).
         let cache = try ResponseCache(memoryCapacity: 200_000, diskCapacity: 2_000_000, directory: directory.url)
-        var configuration = SessionConfiguration.ephemeral
+        let configuration = SessionConfiguration.ephemeral
         configuration.urlCache = cache
-        let session = try Session(configuration: configuration)
+        let session = Session(configuration: configuration)
         for path in ["/small", "/medium", "/large"] { _ = try await SessionCacheTests.get(session, origin.url(path)) }
         let memoryOnly = try ResponseCache(memoryCapacity: 0, diskCapacity: 2_000_000, directory: directory.url)
         #expect(memoryOnly.cachedResponse(for: URLRequest(url: origin.url("/small")))?.data.count == 1_000)
@@ -360,9 +360,9 @@ extension ScriptedResponse {
     func cacheStatusOff() async throws {
         let origin = try await TestOrigin.start()
         origin.route("/s", response: ScriptedResponse(headers: [HeaderField("Cache-Control", "max-age=600")], body: "s"))
-        var configuration = SessionConfiguration.ephemeral
+        let configuration = SessionConfiguration.ephemeral
         configuration.sendsCacheStatus = false
-        let session = try Session(configuration: configuration)
+        let session = Session(configuration: configuration)
         let (_, first) = try await SessionCacheTests.get(session, origin.url("/s"))
         let (_, second) = try await SessionCacheTests.get(session, origin.url("/s"))
         #expect(first.value(forHTTPHeaderField: "Cache-Status") == nil)
@@ -383,7 +383,7 @@ extension ScriptedResponse {
             return ScriptedResponse(headers: [HeaderField("Cache-Control", "max-age=600"), HeaderField("ETag", "\"v1\""),
                                               HeaderField("X-Version", "\(current)")], body: current == 3 ? "longer body" : "body")
         }
-        let session = try Session(configuration: .ephemeral)
+        let session = Session(configuration: .ephemeral)
         _ = try await SessionCacheTests.get(session, origin.url("/h"))
         version.withLock { $0 = 2 }
         var head = URLRequest(url: origin.url("/h"))

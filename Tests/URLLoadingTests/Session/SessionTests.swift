@@ -14,7 +14,7 @@ import TestSupport
     static func session(_ delegate: (any SessionDelegate)? = nil, configure: (inout SessionConfiguration) -> Void = { _ in }) throws -> Session {
         var configuration = SessionConfiguration.ephemeral
         configure(&configuration)
-        return try Session(configuration: configuration, delegate: delegate)
+        return Session(configuration: configuration, delegate: delegate)
     }
 
     @Test("S5: async data(for:) returns the body and response; a 404 is a response, not an error")
@@ -379,20 +379,25 @@ import TestSupport
         try await origin.shutdown()
     }
 
-    @Test("S2: a session copies its configuration; copies are independent")
+    @Test("S2: a session copies its configuration; copies are independent; a configuration can be changed through a let, as Apple's")
     func configurationCopies() throws {
-        var configuration = SessionConfiguration.ephemeral
+        let configuration = SessionConfiguration.ephemeral
         configuration.httpAdditionalHeaders = ["X-A": "1"]
-        let session = try Session(configuration: configuration)
+        let session = Session(configuration: configuration)
         configuration.httpAdditionalHeaders = ["X-A": "2"]
         configuration.timeoutIntervalForRequest = 5
         #expect(session.configuration.httpAdditionalHeaders == ["X-A": "1"])
         #expect(session.configuration.timeoutIntervalForRequest == 60)
-        var copy = configuration
+        // A reference type, as Apple's: copy() makes an independent one, and
+        // the session hands out a new copy each time.
+        let copy = configuration.copy()
         copy.httpMaximumConnectionsPerHost = 1
         #expect(configuration.httpMaximumConnectionsPerHost == 6)
+        session.configuration.httpAdditionalHeaders = ["X-A": "3"]
+        #expect(session.configuration.httpAdditionalHeaders == ["X-A": "1"])
+        #expect(SessionConfiguration.default !== SessionConfiguration.default)
         // Two sessions from one ephemeral value get private caches.
-        let other = try Session(configuration: configuration)
+        let other = Session(configuration: configuration)
         #expect(session.urlCache != nil)
         #expect(session.urlCache !== other.urlCache)
         session.finishTasksAndInvalidate()
@@ -443,238 +448,5 @@ extension ScriptedResponse {
         var copy = self
         copy.delayBeforeHead = delay
         return copy
-    }
-}
-
-/// bytes(for:), TLS through the session, metrics.
-@Suite(.timeLimit(.minutes(Sanitizer.minutes(1)))) struct SessionStreamingAndTLSTests {
-    @Test("S5: bytes(for:) streams a large body with back-pressure, every byte in order")
-    func byteStream() async throws {
-        let origin = try await TestOrigin.start()
-        let size = 8_000_000
-        origin.route("/big", response: ScriptedResponse(parts: [.pattern(offset: 0, count: size)]))
-        let session = try Session(configuration: .ephemeral)
-        let (stream, response) = try await session.bytes(for: URLRequest(url: origin.url("/big")))
-        #expect((response as? HTTPURLResponse)?.statusCode == 200)
-        var received = 0
-        var chunks = 0
-        for try await chunk in stream.chunks {
-            #expect(Array(chunk) == TestOrigin.pattern(offset: received, count: chunk.count))
-            received += chunk.count
-            chunks += 1
-            // A slow reader: the transfer must wait for it, never drop bytes.
-            if chunks % 16 == 0 { await Task.yield() }
-        }
-        #expect(received == size)
-        let (bytes, _) = try await session.bytes(from: origin.url("/big"))
-        var count = 0
-        for try await _ in bytes { count += 1; if count == 1000 { break } }
-        #expect(count == 1000)
-        session.finishTasksAndInvalidate()
-        try await origin.shutdown()
-    }
-
-    @Test("S3: the request timeout counts the server's silence, not a slow reader's back-pressure")
-    func slowReaderIsNotATimeout() async throws {
-        let origin = try await TestOrigin.start(ownThread: true)
-        let size = 4_000_000
-        origin.route("/big", response: ScriptedResponse(parts: [.pattern(offset: 0, count: size)]))
-        var configuration = SessionConfiguration.ephemeral
-        // Seconds, not less: the origin shares two cores with the whole suite.
-        configuration.timeoutIntervalForRequest = 6
-        let session = try Session(configuration: configuration)
-        let (stream, _) = try await session.bytes(from: origin.url("/big"))
-        // The reader is the thing under test: it stalls longer than the timeout.
-        try await Task.sleep(for: .seconds(8))
-        var received = 0
-        for try await chunk in stream.chunks { received += chunk.count }
-        #expect(received == size)
-        session.finishTasksAndInvalidate()
-        try await origin.shutdown()
-    }
-
-    @Test("A4: custom trust roots from the configuration; the system's roots reject the test CA")
-    func tlsTrustRoots() async throws {
-        let certificates = try TestCertificates.shared()
-        let origin = try await TestOrigin.start(tls: certificates.server)
-        origin.route("/s", response: ScriptedResponse(body: "secure"))
-        var configuration = SessionConfiguration.ephemeral
-        configuration.trustRootsFile = certificates.caCertificatePath
-        configuration.tlsMinimumSupportedVersion = (1, 2)
-        let trusting = try Session(configuration: configuration)
-        let (data, _) = try await trusting.data(from: origin.url("/s"))
-        #expect(data == Data("secure".utf8))
-        var strict = SessionConfiguration.ephemeral
-        strict.trustRootsFile = "/etc/ssl/certs/ca-certificates.crt"
-        let untrusting = try Session(configuration: strict)
-        let error = await #expect(throws: SessionError.self) { _ = try await untrusting.data(from: origin.url("/s")) }
-        #expect(error?.code == .serverCertificateUntrusted)
-        trusting.finishTasksAndInvalidate()
-        untrusting.finishTasksAndInvalidate()
-        try await origin.shutdown()
-    }
-
-    @Test("S4: metrics from libcurl's timing info, one transaction per hop, connection reuse seen")
-    func metrics() async throws {
-        final class MetricsDelegate: SessionDelegate {
-            let collected = Lock<[TaskMetrics]>([])
-            func urlSession(_ session: Session, task: SessionTask, didFinishCollecting metrics: TaskMetrics) {
-                collected.withLock { $0.append(metrics) }
-            }
-        }
-        let origin = try await TestOrigin.start()
-        origin.route("/r", Routes.redirect(to: "/m"))
-        origin.route("/m", response: ScriptedResponse(body: "12345"))
-        let delegate = MetricsDelegate()
-        let session = try Session(configuration: .ephemeral, delegate: delegate)
-        _ = try await session.data(for: URLRequest(url: origin.url("/r")), delegate: delegate)
-        let metrics = try #require(delegate.collected.withLock { $0.first })
-        #expect(metrics.redirectCount == 1)
-        #expect(metrics.transactions.count == 2)
-        #expect(metrics.transactions.map(\.statusCode) == [302, 200])
-        let last = try #require(metrics.transactions.last)
-        #expect(last.networkProtocolName == "HTTP/1.1")
-        #expect(last.responseBodyBytesReceived == 5)
-        #expect(last.remotePort == origin.port)
-        #expect(last.totalSeconds > 0)
-        #expect(last.firstByteSeconds <= last.totalSeconds)
-        #expect(last.isReusedConnection)
-        session.finishTasksAndInvalidate()
-        try await origin.shutdown()
-    }
-}
-
-@Suite(.timeLimit(.minutes(Sanitizer.minutes(1)))) struct ConnectivityTests {
-    final class WaitingDelegate: SessionDelegate {
-        let waited: AsyncStream<Void>
-        private let signal: AsyncStream<Void>.Continuation
-        init() { (waited, signal) = AsyncStream.makeStream(of: Void.self) }
-        func urlSession(_ session: Session, taskIsWaitingForConnectivity task: SessionTask) { signal.yield() }
-    }
-
-    @Test("S3: with waitsForConnectivity a task waits for an unreachable host and completes once it is up")
-    func waitsForConnectivity() async throws {
-        let first = try await TestOrigin.start()
-        let port = first.port
-        try await first.shutdown()
-        let delegate = WaitingDelegate()
-        var configuration = SessionConfiguration.ephemeral
-        configuration.waitsForConnectivity = true
-        let session = try Session(configuration: configuration, delegate: delegate)
-        let loading = Task { try await session.data(from: URL(string: "http://127.0.0.1:\(port)/late")!) }
-        var iterator = delegate.waited.makeAsyncIterator()
-        await iterator.next()
-        // The route is in place before the waiting task can connect.
-        let origin = try await TestOrigin.start(port: port, routes: ["/late": ScriptedResponse(body: "reached")])
-        let (data, _) = try await loading.value
-        #expect(data == Data("reached".utf8))
-        session.finishTasksAndInvalidate()
-        try await origin.shutdown()
-    }
-}
-
-extension SessionTests {
-    @Test("S4: gzip bodies are decoded; a body in a coding libcurl does not know arrives as it was sent, with its Content-Encoding")
-    func contentCodings() async throws {
-        let origin = try await TestOrigin.start()
-        let gzipped: [UInt8] = [
-            0x1f, 0x8b, 0x08, 0x00, 0x00, 0x00, 0x00, 0x00, 0x02, 0xff, 0xcb, 0x48, 0xcd, 0xc9, 0xc9, 0xd7, 0x51, 0x48, 0x49, 0x4d,
-            0xce, 0x4f, 0x49, 0x4d, 0x51, 0x28, 0xcf, 0x2f, 0xca, 0x49, 0x01, 0x00, 0x43, 0xd0, 0xd9, 0xc8, 0x14, 0x00, 0x00, 0x00,
-        ]
-        origin.route("/gzip", response: ScriptedResponse(headers: [HeaderField("Content-Encoding", "gzip")], body: gzipped))
-        origin.route("/unknown", response: ScriptedResponse(headers: [HeaderField("Content-Encoding", "x-custom")], body: "opaque bytes"))
-        let session = try Self.session()
-        let (decoded, _) = try await session.data(from: origin.url("/gzip"))
-        #expect(String(decoding: decoded, as: UTF8.self) == "hello, decoded world")
-        let (raw, response) = try await session.data(from: origin.url("/unknown"))
-        #expect(String(decoding: raw, as: UTF8.self) == "opaque bytes")
-        #expect((response as? HTTPURLResponse)?.value(forHTTPHeaderField: "Content-Encoding") == "x-custom")
-        // The handle goes back to the pool: the next transfer on it decodes again.
-        let (again, _) = try await session.data(from: origin.url("/gzip"))
-        #expect(String(decoding: again, as: UTF8.self) == "hello, decoded world")
-        session.finishTasksAndInvalidate()
-        try await origin.shutdown()
-    }
-}
-
-extension SessionTests {
-    @Test("S3: a task's Progress follows the bytes received against Content-Length and is whole at the end")
-    func progress() async throws {
-        let origin = try await TestOrigin.start()
-        origin.route("/body", response: ScriptedResponse(parts: [.bytes(Array(repeating: 1, count: 1000)), .pause(.milliseconds(10)), .bytes(Array(repeating: 2, count: 500))], framing: .contentLength))
-        let delegate = RecordingDelegate()
-        let session = try Self.session(delegate)
-        let task = session.dataTask(with: URLRequest(url: origin.url("/body")))
-        #expect(task.progress.completedUnitCount == 0)
-        task.resume()
-        await delegate.waitForCompletion()
-        #expect(task.progress.totalUnitCount == 1500)
-        #expect(task.progress.completedUnitCount == 1500)
-        #expect(task.progress.fractionCompleted == 1)
-        session.finishTasksAndInvalidate()
-        try await origin.shutdown()
-    }
-
-    /// Implements only the completion-handler forms of the delegate methods.
-    final class CompletionHandlerDelegate: SessionDelegate, Sendable {
-        let (completions, completed) = AsyncStream<String>.makeStream()
-        func urlSession(_ session: Session, task: SessionTask, didCompleteWithError error: (any Error)?) {
-            completed.yield(error.map { "\(($0 as? SessionError)?.code.description ?? "?")" } ?? "ok")
-        }
-        func urlSession(_ session: Session, task: SessionTask, willPerformHTTPRedirection response: HTTPURLResponse,
-                     newRequest request: URLRequest, completionHandler: @escaping @Sendable (URLRequest?) -> Void) {
-            DispatchQueue.global().async { completionHandler(nil) }
-        }
-        func urlSession(_ session: Session, dataTask: SessionTask, didReceive response: URLResponse,
-                     completionHandler: @escaping @Sendable (Session.ResponseDisposition) -> Void) {
-            completionHandler((response as? HTTPURLResponse)?.statusCode == 302 ? .allow : .cancel)
-        }
-        func urlSession(_ session: Session, task: SessionTask, didReceive challenge: AuthenticationChallenge,
-                     completionHandler: @escaping @Sendable (Session.AuthChallengeDisposition, Credential?) -> Void) {
-            completionHandler(.useCredential, Credential(user: "ann", password: "pw", persistence: .none))
-        }
-    }
-
-    @Test("S6: delegates may answer through completion handlers, as Apple's do")
-    func completionHandlerDelegateForms() async throws {
-        let origin = try await TestOrigin.start()
-        origin.route("/redirect", Routes.redirect(to: "/elsewhere"))
-        origin.route("/private", Routes.basicAuth(realm: "r", user: "ann", password: "pw", then: ScriptedResponse(body: "ok")))
-        let session = try Self.session(CompletionHandlerDelegate())
-        // The redirect is refused (nil): the 302 is the response, and allowed.
-        let (_, response) = try await session.data(for: URLRequest(url: origin.url("/redirect")), delegate: CompletionHandlerDelegate())
-        #expect((response as? HTTPURLResponse)?.statusCode == 302)
-        #expect(origin.requests.map(\.path) == ["/redirect"])
-        // The challenge is answered; the 200 is then cancelled by the response handler.
-        let delegate = CompletionHandlerDelegate()
-        let second = try Self.session(delegate)
-        second.dataTask(with: URLRequest(url: origin.url("/private"))).resume()
-        var iterator = delegate.completions.makeAsyncIterator()
-        #expect(await iterator.next() == "cancelled")
-        #expect(origin.requests.last?.header("Authorization") != nil)
-        second.finishTasksAndInvalidate()
-        session.finishTasksAndInvalidate()
-        try await origin.shutdown()
-    }
-}
-
-extension SessionTests {
-    @Test("S6: becomeDownload turns a data task into a download task; no byte is lost and no data call follows")
-    func becomeDownload() async throws {
-        let origin = try await TestOrigin.start()
-        let body = (0..<200_000).map { UInt8($0 % 251) }
-        origin.route("/file", response: ScriptedResponse(parts: [.bytes(Array(body[..<70_000])), .pause(.milliseconds(20)), .bytes(Array(body[70_000...]))], framing: .chunked))
-        let delegate = RecordingDelegate(.init(disposition: .becomeDownload))
-        let session = try Self.session(delegate)
-        let task = session.dataTask(with: URLRequest(url: origin.url("/file")))
-        task.resume()
-        await delegate.waitForCompletion()
-        #expect(delegate.events == ["response 200", "became download", "write", "downloaded", "metrics 1", "complete"])
-        #expect(delegate.downloaded == Data(body))
-        #expect(delegate.data.isEmpty)
-        #expect(task.kind == .download)
-        #expect(task.progress.completedUnitCount == Int64(body.count))
-        session.finishTasksAndInvalidate()
-        try await origin.shutdown()
     }
 }

@@ -31,7 +31,7 @@ import TestSupport
         defer { Task { try await origin.shutdown() } }
         origin.route("/a", response: ScriptedResponse(body: "a"))
         origin.route("/b", response: ScriptedResponse(body: "b"))
-        let session = try Session(configuration: .ephemeral)
+        let session = Session(configuration: .ephemeral)
         defer { session.finishTasksAndInvalidate() }
         let otherDone = DispatchSemaphore(value: 0)
         let blocking = CompletionLatch()
@@ -58,7 +58,7 @@ import TestSupport
         let origin = try await TestOrigin.start()
         defer { Task { try await origin.shutdown() } }
         origin.route("/c", response: ScriptedResponse(headers: [HeaderField("Cache-Control", "max-age=600")], body: "cached"))
-        let session = try Session(configuration: .ephemeral)
+        let session = Session(configuration: .ephemeral)
         defer { session.finishTasksAndInvalidate() }
         _ = try await session.data(from: origin.url("/c"))
         let marker = ResumeMarker()
@@ -100,7 +100,7 @@ import TestSupport
             }
             return ScriptedResponse(body: "in")
         }
-        let session = try Session(configuration: .ephemeral, delegate: BasicAnswering())
+        let session = Session(configuration: .ephemeral, delegate: BasicAnswering())
         defer { session.finishTasksAndInvalidate() }
         let taskDelegate = MetricsOnly()
         let (data, response) = try await session.data(for: URLRequest(url: origin.url("/secret")), delegate: taskDelegate)
@@ -120,12 +120,12 @@ import TestSupport
             return ScriptedResponse(headers: [HeaderField("Set-Cookie", "a=1; Max-Age=600")], body: "set")
         }
         origin.route("/plain", response: ScriptedResponse(body: "plain"))
-        var configuration = SessionConfiguration.ephemeral
+        let configuration = SessionConfiguration.ephemeral
         // A writer waits up to 50 s for the lock: far longer than the other
         // request takes, however loaded the machine.
         configuration.httpCookieStorage = try PersistentCookieStore(directory: directory.url, busyTimeout: .seconds(50), clock: { Date() })
         configuration.httpCookieAcceptPolicy = .always
-        let session = try Session(configuration: configuration)
+        let session = Session(configuration: configuration)
         defer { session.finishTasksAndInvalidate() }
         let holder = try ChildProcess.startWithOutputLines(ChildProcess.helper, ["hold-lock", directory.path(PersistentCookieStore.fileName)])
         defer { holder.kill(SIGKILL) }

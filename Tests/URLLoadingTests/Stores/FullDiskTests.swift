@@ -102,20 +102,31 @@ import TestSupport
         }
     }
 
-    @Test("Read-only store folder: making a default session fails with a clear error naming the store")
+    @Test("Read-only store folder: a default session keeps its stores in memory, logs why once, and says so in startupErrors")
     func readOnlyStores() async throws {
+        let origin = try await TestOrigin.start()
+        origin.route("/set", response: ScriptedResponse(headers: [HeaderField("Set-Cookie", "kept=1; Max-Age=600")], body: "ok"))
         try await SmallDisk.with(kilobytes: 256) { disk in
             try await disk.remountReadOnly()
             let environment = ProcessInfo.processInfo.environment.merging(
                 ["XDG_DATA_HOME": disk.url.appendingPathComponent("data").path,
                  "XDG_CACHE_HOME": disk.url.appendingPathComponent("cache").path]) { $1 }
             let result = try await ChildProcess.run(
-                ChildProcess.helper, ["cookie-fetch", "readonly-test", "http://127.0.0.1:9/"], environment: environment)
-            #expect(result.status != 0)
-            #expect(result.standardError.contains(disk.url.path), "the error names where: \(result.standardError)")
-            let said = result.standardError.lowercased()
-            #expect(said.contains("read only") || said.contains("read-only"), "and why: \(result.standardError)")
-            #expect(result.standardError.components(separatedBy: disk.url.path).count - 1 == 1, "the path once: \(result.standardError)")
+                ChildProcess.helper, ["cookie-fetch", "readonly-test", origin.url("/set").absoluteString], environment: environment)
+            // The session works, with cookies in memory.
+            #expect(result.status == 0, "\(result.standardError)")
+            #expect(result.standardOutput.contains("status 200") && result.standardOutput.contains("cookies kept"), "\(result.standardOutput)")
+            // startupErrors names the stores and says why.
+            let reported = result.standardOutput.split(separator: "\n").filter { $0.hasPrefix("startup error:") }
+            #expect(reported.count == 2, "the cookie and credential stores: \(result.standardOutput)")
+            for line in reported {
+                #expect(line.contains(disk.url.path), "the error names where: \(line)")
+                #expect(line.lowercased().contains("read only") || line.lowercased().contains("read-only"), "and why: \(line)")
+            }
+            // The log says it once per store.
+            let logged = result.standardError.split(separator: "\n").filter { $0.contains("could not be opened") }
+            #expect(logged.count == 2, "\(result.standardError)")
         }
+        try await origin.shutdown()
     }
 }

@@ -207,10 +207,9 @@ enum SessionBenchmark {
             // Caches off for every contender: these figures are the network
             // path (nginx's Last-Modified would otherwise make heuristic
             // cache hits of most GETs); `tools/bench cache` measures the cache.
-            var configuration = SessionConfiguration.ephemeral
+            let configuration = SessionConfiguration.ephemeral
             configuration.urlCache = nil
-            let session: Session
-            do { session = try Session(configuration: configuration) } catch { fail("\(error)") }
+            let session = Session(configuration: configuration)
             switch mode {
             case "upload-task":
                 guard let path else { fail("upload-task needs a file") }

@@ -1,0 +1,235 @@
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import Locking
+
+extension SessionConfiguration {
+    /// The settings themselves, as a value: what a session copies when it is
+    /// made (SPEC S2), and how each store is chosen and opened.
+    struct Values: Sendable {
+        /// Where a session's store (cache, cookies) comes from.
+        enum StoreChoice<Store: Sendable>: Sendable {
+            /// The application's shared persistent store (default configurations).
+            case applicationShared
+            /// A new in-memory store for each session made from the configuration.
+            case sessionPrivate
+            /// This store object, shared by every session given it.
+            case explicit(Store)
+            /// No store.
+            case none
+        }
+
+        /// The kind.
+        let kind: SessionConfiguration.Kind
+
+        /// Names the application's stores under the XDG directories; by default
+        /// the executable's name.
+        var applicationIdentifier: String = StoreLocations.defaultApplicationIdentifier
+
+        /// The cache policy of requests that use `.useProtocolCachePolicy`.
+        var requestCachePolicy: URLRequest.CachePolicy = .useProtocolCachePolicy
+        /// Seconds without any byte moving before a request fails (Apple: 60).
+        var timeoutIntervalForRequest: TimeInterval = 60
+        /// Seconds a whole task may take (Apple: 7 days).
+        var timeoutIntervalForResource: TimeInterval = 7 * 24 * 3600
+        /// Connections libcurl may open to one host (Apple: 6).
+        var httpMaximumConnectionsPerHost = 6
+        /// Redirects a task follows before failing with `.httpTooManyRedirects`
+        /// (Apple's limit is 16).
+        var httpMaximumRedirects = 16
+        /// Whether requests get cookies from the cookie store and responses'
+        /// `Set-Cookie` fields go into it (per request, `URLRequest.httpShouldHandleCookies`
+        /// must allow it too).
+        var httpShouldSetCookies = true
+        /// Which cookies responses may set (Apple's default: only from the main
+        /// document's domain, which admits every response of a request without
+        /// a `mainDocumentURL`).
+        var httpCookieAcceptPolicy: CookieAcceptPolicy = .onlyFromMainDocumentDomain
+        /// Header fields added to every request that does not set them itself.
+        var httpAdditionalHeaders: [String: String] = [:]
+        /// Whether a task waits for connectivity instead of failing at once.
+        var waitsForConnectivity = false
+        /// A proxy for every request, as `http://host:port`; nil for none.
+        var proxyURL: URL?
+        /// The lowest and highest TLS versions to negotiate, e.g. `(1, 2)`.
+        var tlsMinimumSupportedVersion: (major: Int, minor: Int)?
+        var tlsMaximumSupportedVersion: (major: Int, minor: Int)?
+        /// A PEM file of trust roots to verify servers against instead of the
+        /// system's (custom roots, SPEC A4).
+        var trustRootsFile: String?
+        /// Interceptors, consulted in order before the network (the role of
+        /// Apple's `protocolClasses`).
+        var interceptors: [any Interceptor] = []
+        /// Whether responses carry an RFC 9211 `Cache-Status` field.
+        var sendsCacheStatus = true
+
+        var cacheChoice: StoreChoice<ResponseCache>
+        var cookieChoice: StoreChoice<any CookieStore>
+        var credentialChoice: StoreChoice<any CredentialStore>
+
+        /// The response cache. Default configurations use the application's
+        /// shared persistent cache; ephemeral ones give each session a new
+        /// in-memory cache (this property is nil for them until you set one).
+        /// Setting a cache makes every session from this configuration share it;
+        /// setting nil turns caching off.
+        var urlCache: ResponseCache? {
+            get {
+                switch cacheChoice {
+                case .explicit(let cache): return cache
+                case .applicationShared: return try? Values.sharedCache(for: applicationIdentifier)
+                case .sessionPrivate, .none: return nil
+                }
+            }
+            set { cacheChoice = newValue.map { .explicit($0) } ?? .none }
+        }
+
+        /// The cookie store. Default configurations use the application's
+        /// shared persistent store (`Cookies.sqlite` under `$XDG_DATA_HOME/<app>/`);
+        /// ephemeral ones give each session a new in-memory store (this property
+        /// is nil for them until you set one). Setting a store makes every
+        /// session from this configuration share it; setting nil turns cookies off.
+        var httpCookieStorage: (any CookieStore)? {
+            get {
+                switch cookieChoice {
+                case .explicit(let store): return store
+                case .applicationShared: return try? Values.sharedCookieStore(for: applicationIdentifier)
+                case .sessionPrivate, .none: return nil
+                }
+            }
+            set { cookieChoice = newValue.map { .explicit($0) } ?? .none }
+        }
+
+        init(kind: SessionConfiguration.Kind, shared: Bool) {
+            self.kind = kind
+            self.cacheChoice = shared ? .applicationShared : .sessionPrivate
+            self.cookieChoice = shared ? .applicationShared : .sessionPrivate
+            self.credentialChoice = shared ? .applicationShared : .sessionPrivate
+        }
+
+        /// The credential store. Default configurations use the application's
+        /// shared store (permanent credentials in `Credentials.sqlite` under
+        /// `$XDG_DATA_HOME/<app>/`, mode 0600); ephemeral ones give each session a
+        /// new in-memory store (this property is nil for them until you set
+        /// one). Setting a store makes every session from this configuration
+        /// share it; setting nil keeps no credentials.
+        var urlCredentialStorage: (any CredentialStore)? {
+            get {
+                switch credentialChoice {
+                case .explicit(let store): return store
+                case .applicationShared: return try? Values.sharedCredentialStore(for: applicationIdentifier)
+                case .sessionPrivate, .none: return nil
+                }
+            }
+            set { credentialChoice = newValue.map { .explicit($0) } ?? .none }
+        }
+
+        /// Persistent stores shared per application identifier: the cache under
+        /// `$XDG_CACHE_HOME/<app>/`, cookies under `$XDG_DATA_HOME/<app>/`.
+        static var `default`: Values {
+            Values(kind: .default, shared: true)
+        }
+
+        /// Nothing on disk. Each session made from an ephemeral configuration
+        /// gets its own in-memory cache, cookie store and credential store,
+        /// private to that session and wiped when it is invalidated, even when
+        /// two sessions are made from the same configuration value. Only a store
+        /// object you put into the configuration yourself is shared, because you
+        /// asked for it.
+        static var ephemeral: Values {
+            Values(kind: .ephemeral, shared: false)
+        }
+
+        /// A background configuration (its transfers will run in a separate
+        /// process; until then it behaves like `.default`).
+        ///
+        /// - Parameter identifier: Names the session; one live session per identifier.
+        static func background(identifier: String) -> Values {
+            Values(kind: .background(identifier: identifier), shared: true)
+        }
+
+        /// The identifier of a background configuration.
+        var identifier: String? {
+            if case .background(let identifier) = kind { return identifier }
+            return nil
+        }
+
+        // MARK: Shared stores
+
+        /// Apple's `URLCache.shared` capacities: 512 KiB in memory, 10 MiB on disk.
+        static let sharedMemoryCapacity = 512 * 1024
+        static let sharedDiskCapacity = 10 * 1024 * 1024
+        /// Memory for each ephemeral session's private cache.
+        static let ephemeralMemoryCapacity = 4 * 1024 * 1024
+
+        private static let sharedCaches = Lock<[String: ResponseCache]>([:])
+
+        /// The application's persistent cache, opened once per process.
+        static func sharedCache(for applicationIdentifier: String) throws -> ResponseCache {
+            try sharedCaches.withLock { caches in
+                if let cache = caches[applicationIdentifier] { return cache }
+                let cache = try ResponseCache(
+                    memoryCapacity: sharedMemoryCapacity, diskCapacity: sharedDiskCapacity,
+                    directory: StoreLocations(applicationIdentifier: applicationIdentifier).cacheDirectory)
+                caches[applicationIdentifier] = cache
+                return cache
+            }
+        }
+
+        /// The cache a new session gets.
+        func resolveCache() throws -> ResponseCache? {
+            switch cacheChoice {
+            case .explicit(let cache): return cache
+            case .none: return nil
+            case .sessionPrivate: return ResponseCache(memoryCapacity: Self.ephemeralMemoryCapacity)
+            case .applicationShared: return try Self.sharedCache(for: applicationIdentifier)
+            }
+        }
+
+        private static let sharedCookieStores = Lock<[String: PersistentCookieStore]>([:])
+
+        /// The application's persistent cookie store, opened once per process.
+        static func sharedCookieStore(for applicationIdentifier: String) throws -> PersistentCookieStore {
+            try sharedCookieStores.withLock { stores in
+                if let store = stores[applicationIdentifier] { return store }
+                let store = try PersistentCookieStore(
+                    directory: StoreLocations(applicationIdentifier: applicationIdentifier).dataDirectory)
+                stores[applicationIdentifier] = store
+                return store
+            }
+        }
+
+        /// The cookie store a new session gets.
+        func resolveCookieStore() throws -> (any CookieStore)? {
+            switch cookieChoice {
+            case .explicit(let store): return store
+            case .none: return nil
+            case .sessionPrivate: return MemoryCookieStore()
+            case .applicationShared: return try Self.sharedCookieStore(for: applicationIdentifier)
+            }
+        }
+
+        private static let sharedCredentialStores = Lock<[String: PersistentCredentialStore]>([:])
+
+        /// The application's credential store, opened once per process.
+        static func sharedCredentialStore(for applicationIdentifier: String) throws -> PersistentCredentialStore {
+            try sharedCredentialStores.withLock { stores in
+                if let store = stores[applicationIdentifier] { return store }
+                let store = try PersistentCredentialStore(
+                    directory: StoreLocations(applicationIdentifier: applicationIdentifier).dataDirectory)
+                stores[applicationIdentifier] = store
+                return store
+            }
+        }
+
+        /// The credential store a new session gets.
+        func resolveCredentialStore() throws -> (any CredentialStore)? {
+            switch credentialChoice {
+            case .explicit(let store): return store
+            case .none: return nil
+            case .sessionPrivate: return MemoryCredentialStore()
+            case .applicationShared: return try Self.sharedCredentialStore(for: applicationIdentifier)
+            }
+        }
+    }
+}
