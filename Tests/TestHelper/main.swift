@@ -268,8 +268,8 @@ case "fetch-rss":
         var outcome = "ok"
         do {
             _ = try await session.data(from: url)
-        } catch let error as SessionError {
-            outcome = "\(error.code)"
+        } catch let error as URLError {
+            outcome = "\(error.sessionError?.code.description ?? "\(error.code)")"
         }
         session.finishTasksAndInvalidate()
         print("{\"outcome\": \"\(outcome)\", \"peakRSSKiB\": \(peakRSSKiB())}")

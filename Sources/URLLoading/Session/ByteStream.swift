@@ -16,7 +16,7 @@ final class ByteStreamBuffer: Sendable {
         var chunks: [Data] = []
         var held = 0
         var finished = false
-        var error: SessionError?
+        var error: URLError?
         var waiter: CheckedContinuation<Void, Never>?
         var response: HTTPURLResponse?
         var responseWaiter: CheckedContinuation<HTTPURLResponse?, Never>?
@@ -51,7 +51,7 @@ final class ByteStreamBuffer: Sendable {
         waiter?.resume(returning: response)
     }
 
-    func finish(_ error: SessionError?) {
+    func finish(_ error: URLError?) {
         let (waiter, responseWaiter) = state.withLock { state in
             state.finished = true
             state.error = error
@@ -75,12 +75,12 @@ final class ByteStreamBuffer: Sendable {
         }
     }
 
-    var error: SessionError? { state.withLock { $0.error } }
+    var error: URLError? { state.withLock { $0.error } }
 
     /// The next chunk; nil at the end.
     func next() async throws -> Data? {
         while true {
-            let (chunk, done, error) = state.withLock { state -> (Data?, Bool, SessionError?) in
+            let (chunk, done, error) = state.withLock { state -> (Data?, Bool, URLError?) in
                 if !state.chunks.isEmpty {
                     let chunk = state.chunks.removeFirst()
                     state.held -= chunk.count
@@ -175,7 +175,7 @@ extension Session {
     /// arrives, with the body as a stream. Cancelling the calling Swift task
     /// cancels the transfer.
     ///
-    /// - Throws: `SessionError` when no response arrives.
+    /// - Throws: `URLError` when no response arrives.
     public func bytes(for request: URLRequest, delegate: (any SessionDelegate)? = nil) async throws -> (ByteStream, URLResponse) {
         let buffer = ByteStreamBuffer()
         let task = streamTask(with: request, buffer: buffer)
@@ -184,7 +184,7 @@ extension Session {
         return try await withTaskCancellationHandler {
             task.resume()
             guard let response = await buffer.response() else {
-                throw buffer.error ?? SessionError(.badServerResponse, failingURL: request.url, message: "no response")
+                throw buffer.error ?? SessionError(.badServerResponse, failingURL: request.url, message: "no response").urlError
             }
             return (ByteStream(buffer: buffer), response)
         } onCancel: {

@@ -20,8 +20,8 @@ struct CollectingSink: ResponseSink {
     }
 
     /// The async APIs: the awaiting Swift task builds the response itself.
-    static func asyncCall(_ handler: @escaping @Sendable (Data?, SessionError?) -> Void) -> CollectingSink {
-        CollectingSink { data, _, error in handler(data, error as? SessionError) }
+    static func asyncCall(_ handler: @escaping @Sendable (Data?, URLError?) -> Void) -> CollectingSink {
+        CollectingSink { data, _, error in handler(data, error as? URLError) }
     }
 
     var usesCache: Bool { true }
@@ -218,6 +218,6 @@ struct StreamSink: ResponseSink {
 
     func end(_ contents: SinkContents, _ ending: SinkEnding) {
         ending.reportMetrics()
-        buffer.finish(ending.error as? SessionError)
+        buffer.finish(ending.error as? URLError)
     }
 }

@@ -10,7 +10,7 @@ extension Session {
     /// calling Swift task cancels the transfer.
     ///
     /// - Parameter delegate: A delegate for this task alone (redirects, metrics).
-    /// - Throws: `SessionError` for client-side failures; a 4xx or 5xx is a response.
+    /// - Throws: `URLError` for client-side failures (its `sessionError` has our details); a 4xx or 5xx is a response.
     public func data(for request: URLRequest, delegate: (any SessionDelegate)? = nil) async throws -> (Data, URLResponse) {
         try await load(.data, request, body: nil, delegate: delegate)
     }
@@ -39,7 +39,7 @@ extension Session {
         }
         // Built here, on the awaiting task, not on the transport's thread.
         guard let response = task.response else {
-            throw SessionError(.badServerResponse, failingURL: request.url, message: "no response")
+            throw SessionError(.badServerResponse, failingURL: request.url, message: "no response").urlError
         }
         return (data, response)
     }
@@ -51,10 +51,11 @@ extension Session {
                 deliver(Result { () throws -> (URL, URLResponse) in
                     if let error { throw error }
                     guard let location, let response else {
-                        throw SessionError(.badServerResponse, failingURL: request.url, message: "no response")
+                        throw SessionError(.badServerResponse, failingURL: request.url, message: "no response").urlError
                     }
                     // The task deletes its file when this handler returns: keep a copy under a new name.
-                    let kept = try DownloadFiles.unusedName()
+                    let kept: URL
+                    do { kept = try DownloadFiles.unusedName() } catch let error as SessionError { throw error.urlError }
                     try FileManager.default.moveItem(at: location, to: kept)
                     return (kept, response)
                 })

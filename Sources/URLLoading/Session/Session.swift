@@ -196,7 +196,7 @@ public final class Session: Sendable, CustomStringConvertible {
     ///   closure) where the caller wants it, off the transport's thread.
     func rawTask(_ kind: SessionTask.Kind, with request: URLRequest, body: TransferRequest.Body?,
                  completionRunner: (@Sendable (@escaping @Sendable () -> Void) -> Void)? = nil,
-                 handler: @escaping @Sendable (Data?, SessionError?) -> Void) -> SessionTask {
+                 handler: @escaping @Sendable (Data?, URLError?) -> Void) -> SessionTask {
         let prepared = kind == .upload ? Self.uploading(request) : request
         return makeTask(kind, prepared, body: body ?? Self.body(of: request), sink: CollectingSink.asyncCall(handler), completionRunner: completionRunner)
     }

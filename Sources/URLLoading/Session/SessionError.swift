@@ -3,6 +3,9 @@ public import Foundation
 /// A client-side failure of a task (SPEC S6): server statuses (4xx, 5xx) are
 /// responses, never errors. A struct around a code, so new codes never break
 /// a caller's `switch`; compare `code` with the static members.
+///
+/// Tasks deliver, and async calls throw, its Apple form, `URLError`
+/// (`urlError`); this one rides along in it as `URLError.sessionError`.
 public struct SessionError: Error, CustomStringConvertible, Sendable, Equatable {
     /// What went wrong, stable for callers to branch on.
     public struct Code: Hashable, Sendable, CustomStringConvertible {

@@ -39,16 +39,17 @@ extension SessionTask {
         if case .success = result, !contents.tail.isEmpty, let session, hasDelegate {
             deliverParts(contents.tail, session: session)
         }
-        var failure = self.error
+        var failure = state.withLock { $0.error }
         try? contents.file?.handle.close()
         let (resume, resumeHandler) = state.withLock { inner in (resumeData(inner, file: contents.file), inner.resumeDataHandler) }
-        if let resume, let sessionFailure = failure as? SessionError, resumeHandler == nil {
+        if let resume, let sessionFailure = failure, resumeHandler == nil {
             var carrying = sessionFailure
             carrying.resumeData = resume.encoded()
             failure = carrying
             state.withLock { $0.error = carrying }
         }
-        let error = failure
+        // Apple's form from here on: what handlers, delegates and async calls get.
+        let error: (any Error)? = failure?.urlError
         if let resumeHandler { resumeHandler(resume?.encoded()) }
         guard let session else { return }
         let sink = state.withLock { $0.sink }

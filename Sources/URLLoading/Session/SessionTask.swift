@@ -111,7 +111,7 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
         return HTTPURLResponse(url: url, statusCode: head.status, httpVersion: head.httpVersion, headerFields: fields)
     }
     /// The error the task ended with, if any.
-    public var error: (any Error)? { state.withLock { $0.error } }
+    public var error: (any Error)? { state.withLock { $0.error }?.urlError }
     /// Body bytes received (decoded).
     public var countOfBytesReceived: Int64 { state.withLock { $0.bytesReceived } }
     /// Request body bytes sent.

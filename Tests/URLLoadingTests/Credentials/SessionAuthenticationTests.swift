@@ -104,7 +104,7 @@ import TestSupport
         await #expect {
             _ = try await cancel.data(from: origin.url("/two"))
         } throws: { error in
-            (error as? SessionError)?.code == .userCancelledAuthentication
+            (error as? URLError)?.code == .userCancelledAuthentication
         }
         let reject = ChallengeDelegate(task: { challenge in
             challenge.protectionSpace.authenticationMethod == .httpDigest

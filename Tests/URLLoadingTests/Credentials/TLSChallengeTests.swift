@@ -69,7 +69,7 @@ import TestSupport
         let other = try Self.session(wrongPin)
         await #expect {
             _ = try await other.data(from: origin.url("/x"))
-        } throws: { ($0 as? SessionError)?.code == .cancelled }
+        } throws: { ($0 as? URLError)?.code == .cancelled }
         #expect(origin.requests.count == 1)
         session.finishTasksAndInvalidate()
         other.finishTasksAndInvalidate()
@@ -84,11 +84,11 @@ import TestSupport
         let rejecting = try Self.session(ChallengeDelegate(evaluatesServerTrust: true, session: { _ in use(nil) }))
         await #expect {
             _ = try await rejecting.data(from: origin.url("/x"))
-        } throws: { ($0 as? SessionError)?.code == .serverCertificateUntrusted }
+        } throws: { ($0 as? URLError)?.code == .serverCertificateUntrusted }
         let defaultNoRoots = try Self.session(ChallengeDelegate(evaluatesServerTrust: true, task: { _ in (.performDefaultHandling, nil) }))
         await #expect {
             _ = try await defaultNoRoots.data(from: origin.url("/x"))
-        } throws: { ($0 as? SessionError)?.code == .serverCertificateUntrusted }
+        } throws: { ($0 as? URLError)?.code == .serverCertificateUntrusted }
         let taskLevel = ChallengeDelegate(evaluatesServerTrust: true, task: { _ in (.performDefaultHandling, nil) })
         let withRoots = try Self.session(taskLevel, roots: certificates.caCertificatePath)
         #expect(try await withRoots.data(from: origin.url("/x")).0 == Data("ok".utf8))
@@ -120,7 +120,7 @@ import TestSupport
         let refusing = try Self.session(IdentityDelegate(nil), roots: certificates.caCertificatePath)
         await #expect {
             _ = try await refusing.data(from: origin.url("/x"))
-        } throws: { ($0 as? SessionError)?.code == .clientCertificateRejected }
+        } throws: { ($0 as? URLError)?.code == .clientCertificateRejected }
         session.finishTasksAndInvalidate()
         refusing.finishTasksAndInvalidate()
         try await origin.shutdown()

@@ -300,6 +300,6 @@ import TestSupport
 extension CompletionLatch {
     /// How the delegates above record a completion.
     static func event(_ error: (any Error)?) -> String {
-        error.map { "complete \(($0 as? SessionError)?.code.description ?? "\($0)")" } ?? "complete"
+        error.map { "complete \(($0 as? URLError)?.sessionError?.code.description ?? "\($0)")" } ?? "complete"
     }
 }

@@ -45,9 +45,9 @@ import TestSupport
         for (name, change) in cases {
             var request = URLRequest(url: origin.url("/x"))
             change(&request)
-            let error = await #expect(throws: SessionError.self, "\(name)") { _ = try await session.data(for: request) }
+            let error = await #expect(throws: URLError.self, "\(name)") { _ = try await session.data(for: request) }
             #expect(error?.code == .badURL, "\(name): \(String(describing: error))")
-            #expect(error?.message.contains("CR") == true || error?.message.contains("token") == true, "\(name): \(String(describing: error))")
+            #expect(error?.localizedDescription.contains("CR") == true || error?.localizedDescription.contains("token") == true, "\(name): \(String(describing: error))")
         }
         #expect(origin.requests.isEmpty)
         // Foundation's URLRequest drops such values itself; the check holds for every other way in.
@@ -90,8 +90,8 @@ import TestSupport
         ResumeDataTests.route(origin, etag: etag, cut: true)
         let session = Session(configuration: .ephemeral)
         defer { session.finishTasksAndInvalidate() }
-        let error = await #expect(throws: SessionError.self) { _ = try await session.download(for: URLRequest(url: origin.url("/big"))) }
-        let resumeData = try #require(error?.resumeData)
+        let error = await #expect(throws: URLError.self) { _ = try await session.download(for: URLRequest(url: origin.url("/big"))) }
+        let resumeData = try #require(error?.downloadTaskResumeData)
         origin.route("/big") { _ in
             var response = ScriptedResponse(status: 206, headers: [
                 HeaderField("ETag", "\"v1\""), HeaderField("Content-Range", "bytes 100000-9223372036854775806/9223372036854775807"),
@@ -132,7 +132,7 @@ import TestSupport
         components?.user = "u"
         components?.password = "p"
         let url = try #require(components?.url)
-        let error = await #expect(throws: SessionError.self) { _ = try await session.data(from: url) }
+        let error = await #expect(throws: URLError.self) { _ = try await session.data(from: url) }
         #expect(error?.code == .userAuthenticationRequired, "\(String(describing: error))")
         let count = origin.requests(to: "/stale").count
         #expect(count > 1 && count <= SessionTask.maximumHops + 1, "\(count) requests")
@@ -163,7 +163,7 @@ import TestSupport
         components?.user = "u"
         components?.password = "p"
         let url = try #require(components?.url)
-        let error = await #expect(throws: SessionError.self) { _ = try await session.data(from: url) }
+        let error = await #expect(throws: URLError.self) { _ = try await session.data(from: url) }
         #expect(error != nil)
         #expect(origin.requests(to: "/mixed").count <= SessionTask.maximumHops + 1)
     }

@@ -92,7 +92,7 @@ final class RecordingDelegate: SessionDelegate {
 
     func urlSession(_ session: Session, task: SessionTask, didCompleteWithError error: (any Error)?) {
         let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
-            state.events.append(error.map { "complete \(($0 as? SessionError)?.code.description ?? "\($0)")" } ?? "complete")
+            state.events.append(error.map { "complete \(($0 as? URLError)?.sessionError?.code.description ?? "\($0)")" } ?? "complete")
             state.done = true
             defer { state.finished = nil }
             return state.finished

@@ -116,11 +116,11 @@ import TestSupport
         let etag = Tag("\"v1\"")
         Self.route(origin, etag: etag, cut: true)
         let session = Session(configuration: .ephemeral)
-        let error = await #expect(throws: SessionError.self) {
+        let error = await #expect(throws: URLError.self) {
             _ = try await session.download(for: URLRequest(url: origin.url("/big")))
         }
         #expect(error?.code == .networkConnectionLost)
-        let resumeData = try #require(error?.resumeData)
+        let resumeData = try #require(error?.downloadTaskResumeData)
         #expect(!"\(error!)".contains("urlloading-resume-data"))
         Self.route(origin, etag: etag)
         let (_, contents) = try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<(URL, Data), any Error>) in
@@ -164,11 +164,11 @@ import TestSupport
         let session = Session(configuration: .ephemeral)
         let resumeData: Data
         if drop {
-            let error = await #expect(throws: SessionError.self) {
+            let error = await #expect(throws: URLError.self) {
                 _ = try await session.download(for: URLRequest(url: origin.url("/cut")))
             }
             #expect(error?.code == .networkConnectionLost)
-            resumeData = try #require(error?.resumeData)
+            resumeData = try #require(error?.downloadTaskResumeData)
         } else {
             let task = session.downloadTask(with: URLRequest(url: origin.url("/cut")))
             task.resume()
@@ -220,7 +220,7 @@ import TestSupport
                     if let error { continuation.resume(throwing: error) } else { continuation.resume() }
                 }.resume()
             }
-        } throws: { ($0 as? SessionError)?.code == .cannotDecodeResumeData }
+        } throws: { ($0 as? URLError)?.sessionError?.code == .cannotDecodeResumeData }
         session.finishTasksAndInvalidate()
     }
 }

@@ -37,4 +37,25 @@ import TestSupport
         session.finishTasksAndInvalidate()
         try await origin.shutdown()
     }
+
+    @Test("Errors are URLErrors with Apple's codes and user info, caught as Apple's code catches them, with no secret in them")
+    func errorsAreURLErrors() async throws {
+        let session = Session(configuration: .ephemeral)
+        defer { session.finishTasksAndInvalidate() }
+        let url = try #require(URL(string: "http://ann:s3cret@127.0.0.1:1/x?token=abc123"))
+        var caught: URLError?
+        do {
+            _ = try await session.data(from: url)
+        } catch let error as URLError where error.code == .cannotConnectToHost {
+            caught = error
+        }
+        let error = try #require(caught)
+        #expect(error.failingURL?.host == "127.0.0.1")
+        #expect(error.userInfo[NSURLErrorFailingURLErrorKey] as? URL == error.failingURL)
+        #expect(error.sessionError?.code == .cannotConnectToHost)
+        #expect(error.downloadTaskResumeData == nil)
+        for text in [error.localizedDescription, "\(error)", error.failingURL?.absoluteString ?? ""] {
+            #expect(!text.contains("s3cret") && !text.contains("abc123"), "\(text)")
+        }
+    }
 }

@@ -71,7 +71,7 @@ import TestSupport
         let origin = try await TestOrigin.start()
         origin.route("/r", response: ScriptedResponse(headers: [HeaderField("Cache-Control", "max-age=0"), HeaderField("Last-Modified", HTTPDate.format(Date().timeIntervalSince1970 - 1000))], body: "v"))
         let session = Session(configuration: .ephemeral)
-        let error = await #expect(throws: SessionError.self) {
+        let error = await #expect(throws: URLError.self) {
             _ = try await Self.get(session, origin.url("/r"), policy: .returnCacheDataDontLoad)
         }
         #expect(error?.code == .resourceUnavailable)

@@ -55,7 +55,7 @@ extension SessionTests {
     final class CompletionHandlerDelegate: SessionDelegate, Sendable {
         let (completions, completed) = AsyncStream<String>.makeStream()
         func urlSession(_ session: Session, task: SessionTask, didCompleteWithError error: (any Error)?) {
-            completed.yield(error.map { "\(($0 as? SessionError)?.code.description ?? "?")" } ?? "ok")
+            completed.yield(error.map { "\(($0 as? URLError)?.sessionError?.code.description ?? "?")" } ?? "ok")
         }
         func urlSession(_ session: Session, task: SessionTask, willPerformHTTPRedirection response: HTTPURLResponse,
                      newRequest request: URLRequest, completionHandler: @escaping @Sendable (URLRequest?) -> Void) {

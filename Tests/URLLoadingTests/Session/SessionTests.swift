@@ -137,7 +137,7 @@ import TestSupport
         let origin = try await TestOrigin.start()
         origin.route("/loop", Routes.redirect(to: "/loop"))
         let session = try Self.session { $0.httpMaximumRedirects = 5 }
-        let error = await #expect(throws: SessionError.self) {
+        let error = await #expect(throws: URLError.self) {
             _ = try await session.data(from: origin.url("/loop"))
         }
         #expect(error?.code == .httpTooManyRedirects)
@@ -196,12 +196,12 @@ import TestSupport
         origin.route("/huge", response: ScriptedResponse.hugeHead(bytes: 2_000_000))
         let session = try Self.session()
         let impatient = try Self.session { $0.timeoutIntervalForRequest = 1 }
-        func code(_ url: URL, in session: Session? = nil) async -> SessionError.Code? {
+        func code(_ url: URL, in session: Session? = nil) async -> URLError.Code? {
             do {
                 _ = try await (session ?? impatient).data(from: url)
                 return nil
             } catch {
-                return (error as? SessionError)?.code
+                return (error as? URLError)?.code
             }
         }
         #expect(await code(origin.url("/short"), in: session) == .networkConnectionLost)
@@ -209,7 +209,7 @@ import TestSupport
         #expect(await code(origin.url("/huge"), in: session) == .badServerResponse)
         #expect(await code(URL(string: "http://127.0.0.1:1/")!) == .cannotConnectToHost)
         #expect(await code(URL(string: "ftp://127.0.0.1/")!) == .unsupportedURL)
-        let error = await #expect(throws: SessionError.self) { _ = try await session.data(from: origin.url("/short?token=secret")) }
+        let error = await #expect(throws: URLError.self) { _ = try await session.data(from: origin.url("/short?token=secret")) }
         #expect(error.map { "\($0)" }?.contains("secret") == false)
         session.finishTasksAndInvalidate()
         impatient.finishTasksAndInvalidate()
@@ -257,7 +257,7 @@ import TestSupport
         waiting.cancel()
         let result = await waiting.result
         #expect((try? result.get()) == nil)
-        if case .failure(let error) = result { #expect((error as? SessionError)?.code == .cancelled) }
+        if case .failure(let error) = result { #expect((error as? URLError)?.code == .cancelled) }
         // The transfer's own end may come after the result, from the
         // transport's thread; once it is handled nothing keeps the task (no
         // cycle through the awaiting side's hand-over). Turns for that
@@ -309,7 +309,9 @@ import TestSupport
     @Test("S4: over plain http a second request to a host does not wait for the first's response (no HTTP/2 to wait for)")
     func noWaitBehindFirstConnection() async throws {
         let origin = try await TestOrigin.start()
-        origin.route("/slow", response: ScriptedResponse(parts: [.pause(.seconds(40)), .bytes(Array("late".utf8))], framing: .closeDelimited))
+        // Never answered within the test: whether /fast waited cannot depend on
+        // how slow a loaded machine is.
+        origin.route("/slow", response: ScriptedResponse(parts: [.pause(.seconds(3600)), .bytes(Array("late".utf8))], framing: .closeDelimited))
         origin.route("/fast", response: ScriptedResponse(body: "fast"))
         let session = try Self.session()
         let slow = session.dataTask(with: origin.url("/slow"))
@@ -365,8 +367,8 @@ import TestSupport
         await delegate.waitForCompletion()
         #expect(await eventually { session.delegate == nil }, "the session kept its delegate after invalidation")
         #expect(delegate.events.contains("complete"))
-        let after = await #expect(throws: SessionError.self) { _ = try await session.data(from: origin.url("/slow")) }
-        #expect(after?.code == .sessionInvalidated, "\(String(describing: after))")
+        let after = await #expect(throws: URLError.self) { _ = try await session.data(from: origin.url("/slow")) }
+        #expect(after?.code == .cancelled && after?.sessionError?.code == .sessionInvalidated, "\(String(describing: after))")
 
         let cancelling = RecordingDelegate()
         let second = try Self.session(cancelling)

@@ -1,0 +1,62 @@
+public import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+extension SessionError.Code {
+    /// Apple's code for this failure. Ours that Apple lacks map to the
+    /// nearest (README, "Errors").
+    var urlErrorCode: URLError.Code {
+        switch self {
+        case .cancelled, .sessionInvalidated: .cancelled
+        case .userCancelledAuthentication: .userCancelledAuthentication
+        case .userAuthenticationRequired: .userAuthenticationRequired
+        case .timedOut: .timedOut
+        case .cannotFindHost: .cannotFindHost
+        case .cannotConnectToHost: .cannotConnectToHost
+        case .networkConnectionLost: .networkConnectionLost
+        case .badServerResponse: .badServerResponse
+        case .httpTooManyRedirects: .httpTooManyRedirects
+        case .unsupportedURL: .unsupportedURL
+        case .badURL: .badURL
+        case .secureConnectionFailed: .secureConnectionFailed
+        case .serverCertificateUntrusted: .serverCertificateUntrusted
+        case .clientCertificateRejected: .clientCertificateRejected
+        case .cannotReadBody: .cannotOpenFile
+        case .cannotWriteFile: .cannotWriteToFile
+        case .requestBodyStreamExhausted: .requestBodyStreamExhausted
+        case .resourceUnavailable: .resourceUnavailable
+        case .cannotDecodeResumeData: .cannotDecodeRawData
+        default: .unknown
+        }
+    }
+}
+
+extension SessionError {
+    /// The key of `URLError.userInfo` that holds the `SessionError` behind it.
+    static let userInfoKey = "URLLoadingSessionError"
+    /// Apple's key for a failed download's resume data.
+    static let resumeDataKey = "NSURLSessionDownloadTaskResumeData"
+
+    /// The error as tasks deliver it and async calls throw it (Apple's
+    /// `URLError`): Apple's code, the failing URL (without its password or
+    /// query values), this error's message as the localized description,
+    /// and a download's resume data.
+    public var urlError: URLError {
+        var userInfo: [String: Any] = [NSLocalizedDescriptionKey: description, Self.userInfoKey: self]
+        if let failingURL { userInfo[NSURLErrorFailingURLErrorKey] = failingURL }
+        if let resumeData { userInfo[Self.resumeDataKey] = resumeData }
+        return URLError(code.urlErrorCode, userInfo: userInfo)
+    }
+}
+
+extension URLError {
+    /// A failed download's resume data: pass it to
+    /// `Session.downloadTask(withResumeData:)` (Apple's `downloadTaskResumeData`,
+    /// which swift-corelibs-foundation lacks).
+    public var downloadTaskResumeData: Data? { userInfo[SessionError.resumeDataKey] as? Data }
+
+    /// The session's own account of the failure, with codes Apple lacks
+    /// (`cannotDecodeResumeData`, `sessionInvalidated`, ...). Ours alone.
+    public var sessionError: SessionError? { userInfo[SessionError.userInfoKey] as? SessionError }
+}
