@@ -26,7 +26,7 @@ public enum DelegateFallback {
 extension SessionTask {
     /// The task's own delegate and the session's, read together.
     var delegates: (task: (any SessionDelegate)?, session: (any SessionDelegate)?) {
-        state.withLock { ($0.delegate, $0.session?.delegate) }
+        locked.withLock { ($0.delegate, $0.session?.delegate) }
     }
 
     /// Whether any delegate may hear of this task.

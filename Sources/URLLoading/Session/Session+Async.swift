@@ -48,19 +48,37 @@ extension Session {
     public func download(for request: URLRequest, delegate: (any SessionDelegate)? = nil) async throws -> (URL, URLResponse) {
         try await run(delegate: delegate) { deliver, runner in
             makeTask(.download, request, body: Self.body(of: request), sink: DownloadSink { location, response, error in
-                deliver(Result { () throws -> (URL, URLResponse) in
-                    if let error { throw error }
-                    guard let location, let response else {
-                        throw SessionError(.badServerResponse, failingURL: request.url, message: "no response").urlError
-                    }
-                    // The task deletes its file when this handler returns: keep a copy under a new name.
-                    let kept: URL
-                    do { kept = try DownloadFiles.unusedName() } catch let error as SessionError { throw error.urlError }
-                    try FileManager.default.moveItem(at: location, to: kept)
-                    return (kept, response)
-                })
+                deliver(Result { try Self.kept(location, response, error, url: request.url) })
             }, completionRunner: runner)
         }.0
+    }
+
+    /// Downloads `url` to a file that the caller owns (and must delete).
+    public func download(from url: URL, delegate: (any SessionDelegate)? = nil) async throws -> (URL, URLResponse) {
+        try await download(for: URLRequest(url: url), delegate: delegate)
+    }
+
+    /// Goes on with a download from resume data (SPEC S7) to a file that the
+    /// caller owns (and must delete).
+    public func download(resumeFrom resumeData: Data, delegate: (any SessionDelegate)? = nil) async throws -> (URL, URLResponse) {
+        try await run(delegate: delegate) { deliver, runner in
+            resumedTask(resumeData, sink: DownloadSink { location, response, error in
+                deliver(Result { try Self.kept(location, response, error, url: nil) })
+            }, completionRunner: runner)
+        }.0
+    }
+
+    /// A finished download's file under a new name the caller owns: the
+    /// task deletes its own file when the handler returns.
+    private static func kept(_ location: URL?, _ response: URLResponse?, _ error: (any Error)?, url: URL?) throws -> (URL, URLResponse) {
+        if let error { throw error }
+        guard let location, let response else {
+            throw SessionError(.badServerResponse, failingURL: url, message: "no response").urlError
+        }
+        let kept: URL
+        do { kept = try DownloadFiles.unusedName() } catch { throw error.urlError }
+        try FileManager.default.moveItem(at: location, to: kept)
+        return (kept, response)
     }
 
     /// Bridges one task to async/await. The transfer's end is handled on the

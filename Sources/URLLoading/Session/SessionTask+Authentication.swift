@@ -59,7 +59,7 @@ extension SessionTask {
     /// for the origin and the proxy (never replacing fields the request carries).
     func authorizationFields(for request: URLRequest, headers: [(name: String, value: String)], session: Session) -> [(name: String, value: String)] {
         guard let url = request.url else { return [] }
-        let pending = state.withLock { inner -> SentAuthorization? in
+        let pending = locked.withLock { inner -> SentAuthorization? in
             let pending = inner.authentication.pending
             inner.authentication.sent = pending
             inner.authentication.pending = nil
@@ -74,7 +74,7 @@ extension SessionTask {
         if !carries("Authorization"), url.user(percentEncoded: false) == nil,
            let remembered = session.preemptiveAuthorization(for: url, method: request.httpMethod ?? "GET") {
             fields.append((remembered.fieldName, remembered.value))
-            if pending == nil { state.withLock { $0.authentication.sent = remembered } }
+            if pending == nil { locked.withLock { $0.authentication.sent = remembered } }
         }
         if let proxy = session.settings.proxyURL, url.scheme?.lowercased() == "http", !carries("Proxy-Authorization"),
            let remembered = session.preemptiveAuthorization(for: proxy, method: request.httpMethod ?? "GET", proxy: true) {
@@ -96,7 +96,7 @@ extension SessionTask {
         let field = isProxy ? "Proxy-Authenticate" : "WWW-Authenticate"
         let lines = head.headers.filter { HeaderFields.namesEqual($0.name, field) }.map(\.value)
         let challenges = AuthChallenge.parse(lines, duplicateParameters: .lastWins)
-        let sent = state.withLock { $0.authentication.sent }
+        let sent = locked.withLock { $0.authentication.sent }
         // A stale nonce is not a failure: answer the new nonce with the same credential.
         if let sent, sent.digest != nil, let fresh = challenges.compactMap(DigestChallenge.init).first(where: \.stale),
            fresh.realm == sent.digest?.realm, let user = sent.credential.user, let password = sent.credential.password {
@@ -106,7 +106,7 @@ extension SessionTask {
             return true
         }
         if let sent {
-            state.withLock { inner in
+            locked.withLock { inner in
                 inner.authentication.failures[sent.space, default: 0] += 1
                 if let user = sent.credential.user { inner.authentication.failedUsers[sent.space, default: []].insert(user) }
             }
@@ -118,7 +118,7 @@ extension SessionTask {
     private func answerNextChallenge(
         _ challenges: [AuthChallenge], head: ResponseHead, url: URL, request: URLRequest, session: Session, isProxy: Bool
     ) -> Bool {
-        let rejected = state.withLock { $0.authentication.rejected }
+        let rejected = locked.withLock { $0.authentication.rejected }
         let candidates = challenges.compactMap { challenge -> (AuthChallenge, ProtectionSpace, Int)? in
             let method: ProtectionSpace.AuthenticationMethod
             let strength: Int
@@ -145,7 +145,7 @@ extension SessionTask {
             return (challenge, space, strength)
         }.sorted { $0.2 > $1.2 }
         guard let (challenge, space, _) = candidates.first else { return false }
-        let (failures, failedUsers, sentCredential) = state.withLock { inner in
+        let (failures, failedUsers, sentCredential) = locked.withLock { inner in
             (inner.authentication.failures[space] ?? 0, inner.authentication.failedUsers[space] ?? [],
              inner.authentication.sent?.space == space ? inner.authentication.sent?.credential : nil)
         }
@@ -176,11 +176,11 @@ extension SessionTask {
             case .performDefaultHandling:
                 credential = Self.defaultCredential(for: space, url: url, store: store, excluding: failedUsers)
             case .cancelAuthenticationChallenge:
-                self.perform(self.state.withLock { $0.machine.fail(SessionError(
+                self.perform(self.locked.withLock { $0.machine.fail(SessionError(
                     .userCancelledAuthentication, failingURL: url, message: "the delegate cancelled the authentication challenge")) })
                 return
             case .rejectProtectionSpace:
-                self.state.withLock { _ = $0.authentication.rejected.insert(space) }
+                self.locked.withLock { _ = $0.authentication.rejected.insert(space) }
                 if !self.answerNextChallenge(challenges, head: head, url: url, request: request, session: session, isProxy: isProxy) {
                     self.acceptResponse(head, url: url, session: session)
                 }
@@ -202,7 +202,7 @@ extension SessionTask {
 
     /// Sends the hop again with credentials.
     private func retry(with authorization: SentAuthorization, url: URL) {
-        perform(state.withLock { inner in
+        perform(locked.withLock { inner in
             if inner.transactions.count == inner.machine.hop {
                 inner.transactions.append(Self.transaction(url: url, status: inner.hopStatus, metrics: nil))
             }
@@ -215,8 +215,8 @@ extension SessionTask {
     /// A hop's response that is not a challenge for the credentials it
     /// carried: they worked.
     func authenticationSucceeded(status: Int, session: Session) {
-        guard let sent = state.withLock({ $0.authentication.sent }), status != (sent.space.isProxy ? 407 : 401) else { return }
-        state.withLock { $0.authentication.sent = nil }
+        guard let sent = locked.withLock({ $0.authentication.sent }), status != (sent.space.isProxy ? 407 : 401) else { return }
+        locked.withLock { $0.authentication.sent = nil }
         guard sent.credential.persistence != .none else { return }
         session.credentialStore?.set(sent.credential, for: sent.space)
         // NTLM and Negotiate authenticate a connection, not requests: nothing to send ahead.

@@ -34,19 +34,19 @@ extension SessionTask {
     /// the caller must stop here.
     func awaitsBodyStream(hop: Int, request: URLRequest, session: Session) -> Bool {
         guard sendsBody(hop: hop, request: request) else { return false }
-        let missing = state.withLock { inner -> Bool in
+        let missing = locked.withLock { inner -> Bool in
             guard let streamed = inner.streamedBody else { return false }
             return streamed.next == nil
         }
         guard missing else { return false }
-        guard state.withLock({ $0.machine.wait(.bodyStream, hop: hop) }) else { return true }
+        guard locked.withLock({ $0.machine.wait(.bodyStream, hop: hop) }) else { return true }
         events.enqueue { [self] in
             let owned = await self.askDelegate { delegate -> OwnedInputStream? in
                 await delegate.urlSession(session, needNewBodyStreamForTask: self).map(OwnedInputStream.init)
             }
             let stream = owned??.stream
             guard let stream else {
-                self.perform(self.state.withLock { inner in
+                self.perform(self.locked.withLock { inner in
                     guard hop == inner.machine.hop else { return [] }
                     return inner.machine.fail(SessionError(
                         .requestBodyStreamExhausted, failingURL: request.url,
@@ -54,7 +54,7 @@ extension SessionTask {
                 })
                 return
             }
-            self.perform(self.state.withLock { inner in
+            self.perform(self.locked.withLock { inner in
                 guard hop == inner.machine.hop, !inner.machine.isFinished else { return [] }
                 inner.streamedBody?.next = OwnedInputStream(stream: stream)
                 return inner.machine.proceedHop(hop)
@@ -72,7 +72,7 @@ extension SessionTask {
     /// Takes the stream at hand and starts reading it into a pipe the
     /// transfer sends from; nil when the task has no streamed body.
     func takeBodyStream() -> TransferRequest.Body? {
-        guard let (stream, length) = state.withLock({ inner -> (OwnedInputStream, Int64)? in
+        guard let (stream, length) = locked.withLock({ inner -> (OwnedInputStream, Int64)? in
             guard let streamed = inner.streamedBody, let stream = streamed.next else { return nil }
             inner.streamedBody?.next = nil
             return (stream, streamed.length)
@@ -128,14 +128,14 @@ extension SessionTask {
             case .part(let fields):
                 // The transfer may end before the delegate answers (its queue
                 // runs behind the transport): the task waits for the answer.
-                state.withLock { $0.machine.partDecisionOpened() }
+                locked.withLock { $0.machine.partDecisionOpened() }
                 events.enqueue { [self] in
-                    guard !self.state.withLock({ $0.machine.isFinished }), let response = self.partResponse(fields) else {
-                        self.perform(self.state.withLock { $0.machine.partDecisionClosed() })
+                    guard !self.locked.withLock({ $0.machine.isFinished }), let response = self.partResponse(fields) else {
+                        self.perform(self.locked.withLock { $0.machine.partDecisionClosed() })
                         return
                     }
                     let disposition = await self.askDelegate { await $0.urlSession(session, dataTask: self, didReceive: response) } ?? .allow
-                    self.perform(self.state.withLock { inner in
+                    self.perform(self.locked.withLock { inner in
                         disposition == .cancel
                             ? inner.machine.fail(SessionError(.cancelled, failingURL: response.url, message: "the delegate cancelled the task"))
                             : inner.machine.partDecisionClosed()
@@ -144,7 +144,7 @@ extension SessionTask {
             case .data(let data):
                 events.enqueueSync { [self] in
                     defer { self.delegateTook(data.count) }
-                    guard !self.state.withLock({ $0.machine.isFinished && $0.error != nil }) else { return }
+                    guard !self.locked.withLock({ $0.machine.isFinished && $0.error != nil }) else { return }
                     self.callDelegate { $0.urlSession(session, dataTask: self, didReceive: data) }
                 }
             }
@@ -154,7 +154,7 @@ extension SessionTask {
     /// The response of one part: the whole response's status and fields,
     /// with the part's fields (Content-Type, ...) in place of the whole's.
     private func partResponse(_ fields: [HeaderFields.Field]) -> HTTPURLResponse? {
-        guard let (url, head) = state.withLock({ $0.head }) else { return nil }
+        guard let (url, head) = locked.withLock({ $0.head }) else { return nil }
         var merged = head
         merged.headers.removeAll { field in
             HeaderFields.namesEqual(field.name, "Content-Length") || fields.contains { HeaderFields.namesEqual($0.name, field.name) }

@@ -13,14 +13,14 @@ extension SessionTask {
     /// Returns whether it did.
     func serveStaleIfError(reason: String) -> Bool {
         guard let session else { return false }
-        let (fallback, headers) = state.withLock { inner in
+        let (fallback, headers) = locked.withLock { inner in
             (inner.fallback, inner.currentRequest.map { Self.cacheRequestHeaders($0, cookie: inner.sentCookie, credentials: inner.credentialIdentity) } ?? [])
         }
         let now = Date().timeIntervalSince1970
         guard let stored = CacheExchange.staleIfError(fallback, requestHeaders: headers, now: now) else { return false }
         let shown = session.settings.sendsCacheStatus ? CacheExchange.staleIfErrorStatus(reason) : nil
         guard let response = Self.servedResponse(stored, cacheStatus: shown, now: now) else { return false }
-        state.withLock { inner in
+        locked.withLock { inner in
             inner.fallback = nil
             inner.cacheStatus = shown
         }
@@ -33,7 +33,7 @@ extension SessionTask {
     @discardableResult
     func updateCache(session: Session, body: Data?) -> StoredResponse? {
         guard let cache = session.urlCache, let request = currentRequest, let url = request.url else { return nil }
-        let (key, headers, status, requestTime, fromCache, cookie, credentials) = state.withLock { inner in
+        let (key, headers, status, requestTime, fromCache, cookie, credentials) = locked.withLock { inner in
             (inner.cacheKey, inner.networkHeaders, inner.head?.head.status, inner.requestTime, inner.networkHeaders == nil, inner.sentCookie,
              inner.credentialIdentity)
         }
@@ -59,7 +59,7 @@ extension SessionTask {
             url: url, key: key, method: method, status: status, responseHeaders: headers, requestHeaders: requestHeaders,
             body: body, requestTime: requestTime, now: now) else { return nil }
         // A delegate-driven task asks willCacheResponse first (SPEC S6).
-        if state.withLock({ $0.sink.asksDelegate }) { return candidate }
+        if locked.withLock({ $0.sink.asksDelegate }) { return candidate }
         cache.store(candidate, now: now)
         return nil
     }

@@ -26,7 +26,7 @@ extension SessionTask {
 
     func complete(_ result: Result<TransferMetrics?, SessionError>) {
         let url = currentRequest?.url
-        let (session, contents, metrics) = state.withLock { inner in
+        let (session, contents, metrics) = locked.withLock { inner in
             if case .failure(let error) = result {
                 inner.error = SessionError(error.code, failingURL: error.failingURL ?? url, message: error.message)
             }
@@ -39,30 +39,30 @@ extension SessionTask {
         if case .success = result, !contents.tail.isEmpty, let session, hasDelegate {
             deliverParts(contents.tail, session: session)
         }
-        var failure = state.withLock { $0.error }
+        var failure = locked.withLock { $0.error }
         try? contents.file?.handle.close()
-        let (resume, resumeHandler) = state.withLock { inner in (resumeData(inner, file: contents.file), inner.resumeDataHandler) }
+        let (resume, resumeHandler) = locked.withLock { inner in (resumeData(inner, file: contents.file), inner.resumeDataHandler) }
         if let resume, let sessionFailure = failure, resumeHandler == nil {
             var carrying = sessionFailure
             carrying.resumeData = resume.encoded()
             failure = carrying
-            state.withLock { $0.error = carrying }
+            locked.withLock { $0.error = carrying }
         }
         // Apple's form from here on: what handlers, delegates and async calls get.
         let error: (any Error)? = failure?.urlError
         if let resumeHandler { resumeHandler(resume?.encoded()) }
         guard let session else { return }
-        let sink = state.withLock { $0.sink }
+        let sink = locked.withLock { $0.sink }
         // A file that resume data points to stays; every other goes when the task is done.
         let ending = SinkEnding(task: self, session: session, error: error, keepsFile: resume != nil, metrics: metrics)
         let buffer = contents.body
         let finish: @Sendable () -> Void = { [self] in
             sink.end(contents, ending)
             self.callDelegate { $0.urlSession(session, task: self, didCompleteWithError: error) }
-            self.state.withLock { $0.session = nil; $0.delegate = nil }
+            self.locked.withLock { $0.session = nil; $0.delegate = nil }
             session.taskDidComplete(self)
         }
-        let ledKey = state.withLock { inner -> String? in
+        let ledKey = locked.withLock { inner -> String? in
             defer { inner.leadsKey = nil }
             return inner.leadsKey
         }

@@ -12,7 +12,7 @@ extension SessionTask {
     /// credentials that worked, a challenge, a revalidation's answer.
     func decisionTouchesStores(_ head: ResponseHead) -> Bool {
         if head.status == 401 || head.status == 407 { return true }
-        let (revalidating, sentCredentials, request) = state.withLock { ($0.revalidating != nil, $0.authentication.sent != nil, $0.currentRequest) }
+        let (revalidating, sentCredentials, request) = locked.withLock { ($0.revalidating != nil, $0.authentication.sent != nil, $0.currentRequest) }
         if revalidating || sentCredentials { return true }
         guard let session, let request, Self.handlesCookies(request, session: session) else { return false }
         return head.headers.contains { HeaderFields.namesEqual($0.name, "Set-Cookie") }
@@ -24,7 +24,7 @@ extension SessionTask {
         Self.storeCookies(of: head, url: url, request: request, session: session)
         authenticationSucceeded(status: head.status, session: session)
         if handleChallenge(head, url: url, request: request, session: session) { return }
-        let revalidating = state.withLock { $0.revalidating }
+        let revalidating = locked.withLock { $0.revalidating }
         if revalidating != nil { session.urlCache?.count(head.status == 304 ? "revalidations-not-modified" : "revalidations-replaced") }
         if let stored = revalidating, head.status == 304, let cache = session.urlCache {
             // The 304 answers the conditional request made for this entry:
@@ -33,11 +33,11 @@ extension SessionTask {
             let notModified = HeaderFields(head.headers.map { HeaderFields.Field($0.name, $0.value) })
             let now = Date().timeIntervalSince1970
             let (served, refreshed) = CacheExchange.notModified(
-                stored, notModifiedHeaders: notModified, requestTime: state.withLock { $0.requestTime }, now: now)
+                stored, notModifiedHeaders: notModified, requestTime: locked.withLock { $0.requestTime }, now: now)
             if refreshed { cache.store(served, now: now) }
             let shown = session.settings.sendsCacheStatus ? CacheExchange.notModifiedStatus : nil
             if let response = Self.servedResponse(served, cacheStatus: shown, now: now) {
-                state.withLock { $0.cacheStatus = shown }
+                locked.withLock { $0.cacheStatus = shown }
                 respondWithoutNetwork(response, served.body)
                 return
             }
@@ -48,8 +48,8 @@ extension SessionTask {
         if let redirect = Self.redirectRequest(from: request, status: head.status, headers: head.headers) {
             let maximum = session.settings.httpMaximumRedirects
             // Past the limit the delegate is not asked: following fails at once.
-            if state.withLock({ $0.machine.redirects >= maximum }) {
-                perform(state.withLock { $0.machine.follow(.redirect, url: url, maximumRedirects: maximum) })
+            if locked.withLock({ $0.machine.redirects >= maximum }) {
+                perform(locked.withLock { $0.machine.follow(.redirect, url: url, maximumRedirects: maximum) })
                 return
             }
             events.enqueue { [self] in
@@ -62,7 +62,7 @@ extension SessionTask {
                     chosen = redirect
                 }
                 if let chosen {
-                    self.perform(self.state.withLock { inner in
+                    self.perform(self.locked.withLock { inner in
                         // The redirect's own transfer may be cut short: record its exchange now.
                         if inner.transactions.count == inner.machine.hop {
                             inner.transactions.append(Self.transaction(url: url, status: inner.hopStatus, metrics: nil))
@@ -82,7 +82,7 @@ extension SessionTask {
 
     func acceptResponse(_ head: ResponseHead, url: URL, session: Session) {
         let length = head.headers.first { HeaderFields.namesEqual($0.name, "Content-Length") }.flatMap { FieldNumber.length($0.value) } ?? -1
-        state.withLock { inner in
+        locked.withLock { inner in
             inner.networkHeaders = HeaderFields(head.headers.map { HeaderFields.Field($0.name, $0.value) })
             var shown = head
             if let status = inner.cacheStatus { shown.headers.append(("Cache-Status", status)) }
@@ -105,19 +105,19 @@ extension SessionTask {
         if kind == .download {
             guard prepareDownloadFile(head, url: url, session: session) else { return }
         }
-        let asksDelegate = state.withLock { inner in
+        let asksDelegate = locked.withLock { inner in
             let sink = inner.sink
             sink.publish { Self.response(of: &inner) }
             return sink.asksDelegate
         }
         guard asksDelegate else {
-            perform(state.withLock { $0.machine.allow() })
+            perform(locked.withLock { $0.machine.allow() })
             return
         }
         if let contentType = head.headers.first(where: { HeaderFields.namesEqual($0.name, "Content-Type") })?.value,
            let boundary = MixedReplaceParser.boundary(ofContentType: contentType) {
             // Each part gets its own didReceiveResponse, when it begins.
-            perform(state.withLock { inner in
+            perform(locked.withLock { inner in
                 inner.sink.splitParts(boundary: boundary)
                 return inner.machine.allow()
             })
@@ -130,21 +130,21 @@ extension SessionTask {
             }
             switch disposition {
             case .allow:
-                self.perform(self.state.withLock { $0.machine.allow() })
+                self.perform(self.locked.withLock { $0.machine.allow() })
             case .cancel:
-                self.perform(self.state.withLock {
+                self.perform(self.locked.withLock {
                     $0.machine.fail(SessionError(.cancelled, failingURL: url, message: "the delegate cancelled the task"))
                 })
             case .becomeDownload:
                 // No body byte was delivered yet (it waits for this answer): all of it goes to the file.
                 guard let file = self.createDownloadFile(url: url) else { return }
-                self.state.withLock { inner in
+                self.locked.withLock { inner in
                     inner.kind = .download
                     inner.sink = DownloadSink(file: file)
                     inner.sink.accept(length: inner.bytesExpectedToReceive, cacheCopyLimit: 0)
                 }
                 self.callDelegate { $0.urlSession(session, dataTask: self, didBecome: self) }
-                self.perform(self.state.withLock { $0.machine.allow() })
+                self.perform(self.locked.withLock { $0.machine.allow() })
             }
         }
     }
@@ -153,7 +153,7 @@ extension SessionTask {
     /// the sink; false (the task failed) when it cannot.
     func openDownloadFile(url: URL) -> Bool {
         guard let file = createDownloadFile(url: url) else { return false }
-        _ = state.withLock { $0.sink.attach(file) }
+        _ = locked.withLock { $0.sink.attach(file) }
         return true
     }
 
@@ -163,7 +163,7 @@ extension SessionTask {
             let file = try DownloadFiles.create()
             return DownloadFile(handle: file.handle, url: file.url)
         } catch {
-            perform(state.withLock { $0.machine.fail(SessionError(.cannotWriteFile, failingURL: url, message: error.message)) })
+            perform(locked.withLock { $0.machine.fail(SessionError(.cannotWriteFile, failingURL: url, message: error.message)) })
             return nil
         }
     }
@@ -201,6 +201,6 @@ extension SessionTask {
 
     /// A byte stream's reader made room: take body bytes again.
     func continueDelivery() {
-        perform(state.withLock { $0.machine.continueDelivery() })
+        perform(locked.withLock { $0.machine.continueDelivery() })
     }
 }

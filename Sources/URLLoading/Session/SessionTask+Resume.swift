@@ -16,7 +16,7 @@ extension SessionTask {
     /// Cancels a download, producing resume data when the server allows
     /// resuming and bytes arrived; nil otherwise (and for other tasks).
     public func cancel(byProducingResumeData completionHandler: @escaping @Sendable (Data?) -> Void) {
-        let accepted = state.withLock { inner -> Bool in
+        let accepted = locked.withLock { inner -> Bool in
             guard inner.kind == .download, !inner.machine.isFinished else { return false }
             inner.resumeDataHandler = completionHandler
             return true
@@ -53,7 +53,7 @@ extension SessionTask {
     /// partial one, appended to after a 206 from the offset and started
     /// over after anything else. False when the task failed.
     func prepareDownloadFile(_ head: ResponseHead, url: URL, session: Session) -> Bool {
-        let (resume, expected) = state.withLock { inner in
+        let (resume, expected) = locked.withLock { inner in
             if (200...299).contains(head.status) { inner.resumable = ResumeData.validators(head.headers) }
             return (inner.resumeFrom, inner.bytesExpectedToReceive)
         }
@@ -66,10 +66,10 @@ extension SessionTask {
             try reopened.handle.truncate(atOffset: UInt64(offset))
             try reopened.handle.seekToEnd()
             let file = DownloadFile(handle: reopened.handle, url: reopened.url, offset: offset)
-            guard state.withLock({ $0.sink.attach(file) }), hasDelegate else { return true }
+            guard locked.withLock({ $0.sink.attach(file) }), hasDelegate else { return true }
         } catch {
             let message = (error as? SessionError)?.message ?? "cannot reopen the partial download: \(error.localizedDescription)"
-            perform(state.withLock { $0.machine.fail(SessionError(.cannotWriteFile, failingURL: url, message: message)) })
+            perform(locked.withLock { $0.machine.fail(SessionError(.cannotWriteFile, failingURL: url, message: message)) })
             return false
         }
         let total = expected >= 0 ? Self.sum(offset, expected) ?? -1 : -1
@@ -106,19 +106,23 @@ extension Session {
         resumedTask(resumeData, sink: DownloadSink(handler: completionHandler))
     }
 
-    private func resumedTask(_ data: Data, sink: any ResponseSink) -> SessionTask {
+    func resumedTask(
+        _ data: Data, sink: any ResponseSink, completionRunner: (@Sendable (@escaping @Sendable () -> Void) -> Void)? = nil
+    ) -> SessionTask {
         do {
             let resume = try ResumeData.decode(data, directory: DownloadFiles.directory)
             guard let request = resume.request else {
                 throw SessionError(.cannotDecodeResumeData, failingURL: nil, message: "resume data refused: no request")
             }
-            let task = makeTask(.download, request, body: Self.body(of: request), sink: sink)
-            task.state.withLock { $0.resumeFrom = resume }
+            let task = makeTask(.download, request, body: Self.body(of: request), sink: sink, completionRunner: completionRunner)
+            task.locked.withLock { $0.resumeFrom = resume }
             return task
         } catch {
             // Force-unwrap: a literal URL.
-            let task = makeTask(.download, URLRequest(url: URL(string: "http://resume-data.invalid/")!), body: .none, sink: sink)
-            task.state.withLock { $0.startupError = error as? SessionError }
+            let task = makeTask(
+                .download, URLRequest(url: URL(string: "http://resume-data.invalid/")!), body: .none, sink: sink,
+                completionRunner: completionRunner)
+            task.locked.withLock { $0.startupError = error as? SessionError }
             return task
         }
     }

@@ -45,8 +45,8 @@ extension SessionTask {
             transfer.tls.pinnedPublicKey = "sha256//" + hash
             return false
         case nil:
-            if state.withLock({ $0.skipsTrustProbe }) { return false }
-            guard state.withLock({ $0.machine.wait(.serverTrust, hop: hop) }) else { return true }
+            if locked.withLock({ $0.skipsTrustProbe }) { return false }
+            guard locked.withLock({ $0.machine.wait(.serverTrust, hop: hop) }) else { return true }
             probe(transfer, verifying: true, host: host, port: port, url: url, hop: hop, session: session)
             return true
         }
@@ -79,10 +79,10 @@ extension SessionTask {
     private func trustProbeCompleted(
         _ result: Result<TransferMetrics, TransferError>, trusted: Bool, host: String, port: Int, url: URL, hop: Int, session: Session
     ) {
-        guard !state.withLock({ $0.machine.isFinished || $0.machine.hop != hop }) else { return }
+        guard !locked.withLock({ $0.machine.isFinished || $0.machine.hop != hop }) else { return }
         guard case .success(let metrics) = result, !metrics.certificateChain.isEmpty else {
             // The real transfer reports the failure (cannot connect, handshake) as it is.
-            perform(state.withLock { inner in
+            perform(locked.withLock { inner in
                 inner.skipsTrustProbe = true
                 return inner.machine.proceedHop(hop)
             })
@@ -100,17 +100,17 @@ extension SessionTask {
                 session.setTrustDecision(.roots, host: host, port: port)
             case .useCredential:
                 guard answer?.credential?.kind == .serverTrust, let hash = trust.leafPublicKeyHash else {
-                    self.perform(self.state.withLock { $0.machine.fail(SessionError(
+                    self.perform(self.locked.withLock { $0.machine.fail(SessionError(
                         .serverCertificateUntrusted, failingURL: url, message: "the delegate did not trust the server's certificate")) })
                     return
                 }
                 session.setTrustDecision(.pinned(hash), host: host, port: port)
             case .cancelAuthenticationChallenge:
-                self.perform(self.state.withLock { $0.machine.fail(SessionError(
+                self.perform(self.locked.withLock { $0.machine.fail(SessionError(
                     .cancelled, failingURL: url, message: "the delegate cancelled the server-trust challenge")) })
                 return
             }
-            self.perform(self.state.withLock { $0.machine.proceedHop(hop) })
+            self.perform(self.locked.withLock { $0.machine.proceedHop(hop) })
         }
     }
 
@@ -134,7 +134,7 @@ extension SessionTask {
     func handleClientCertificateRequest(after error: TransferError, hop: Int) -> Bool {
         guard let session, let url = currentRequest?.url, url.scheme?.lowercased() == "https", let host = url.host,
               Self.asksForClientCertificate(error),
-              state.withLock({ inner in
+              locked.withLock({ inner in
                   guard inner.clientIdentity == nil, !inner.askedForClientCertificate,
                         inner.machine.wait(.clientCertificate, hop: hop) else { return false }
                   inner.askedForClientCertificate = true
@@ -152,17 +152,17 @@ extension SessionTask {
             case .useCredential: credential = answer?.credential
             case .performDefaultHandling, .rejectProtectionSpace: credential = stored
             case .cancelAuthenticationChallenge:
-                self.perform(self.state.withLock { $0.machine.fail(SessionError(
+                self.perform(self.locked.withLock { $0.machine.fail(SessionError(
                     .cancelled, failingURL: url, message: "the delegate cancelled the client-certificate challenge")) })
                 return
             }
             guard let credential, case .clientIdentity = credential.kind else {
-                self.perform(self.state.withLock { $0.machine.fail(SessionError(
+                self.perform(self.locked.withLock { $0.machine.fail(SessionError(
                     .clientCertificateRejected, failingURL: url, message: "the server requires a client certificate and none was given")) })
                 return
             }
             if credential.persistence != .none { session.credentialStore?.set(credential, for: space) }
-            self.perform(self.state.withLock { inner in
+            self.perform(self.locked.withLock { inner in
                 inner.clientIdentity = credential
                 return inner.machine.proceedHop(hop)
             })
@@ -172,7 +172,7 @@ extension SessionTask {
 
     /// The client identity for a hop's TLS settings.
     func applyClientIdentity(_ transfer: inout TransferRequest) {
-        guard let identity = state.withLock({ $0.clientIdentity }),
+        guard let identity = locked.withLock({ $0.clientIdentity }),
               case .clientIdentity(let certificate, let key, let passphrase) = identity.kind else { return }
         transfer.tls.clientCertificateFile = certificate
         transfer.tls.clientKeyFile = key

@@ -10,18 +10,18 @@ import Transport
 extension SessionTask {
     func runInterceptors() {
         guard let session, let request = currentRequest else { return }
-        if let failure = state.withLock({ $0.startupError }) {
-            perform(state.withLock { $0.machine.finishWithoutTransfer(.failure(failure)) })
+        if let failure = locked.withLock({ $0.startupError }) {
+            perform(locked.withLock { $0.machine.finishWithoutTransfer(.failure(failure)) })
             return
         }
         let interceptors = session.settings.interceptors
         if session.isInvalidated {
-            perform(state.withLock { $0.machine.finishWithoutTransfer(.failure(SessionError(
+            perform(locked.withLock { $0.machine.finishWithoutTransfer(.failure(SessionError(
                 .sessionInvalidated, failingURL: request.url, message: "the session was invalidated before the task started"))) })
             return
         }
         guard !interceptors.isEmpty else {
-            perform(state.withLock { $0.machine.proceed() })
+            perform(locked.withLock { $0.machine.proceed() })
             return
         }
         Task {
@@ -34,11 +34,11 @@ extension SessionTask {
                     self.respondWithoutNetwork(response, data)
                     return
                 case .fail(let error):
-                    self.perform(self.state.withLock { $0.machine.finishWithoutTransfer(.failure(error)) })
+                    self.perform(self.locked.withLock { $0.machine.finishWithoutTransfer(.failure(error)) })
                     return
                 }
             }
-            self.perform(self.state.withLock { inner in
+            self.perform(self.locked.withLock { inner in
                 inner.currentRequest = request
                 return inner.machine.proceed()
             })
@@ -46,21 +46,21 @@ extension SessionTask {
     }
 
     func respondWithoutNetwork(_ response: HTTPURLResponse, _ data: Data) {
-        state.withLock { inner in
+        locked.withLock { inner in
             inner.response = response
             inner.bytesReceived = Int64(data.count)
             inner.bytesExpectedToReceive = Int64(data.count)
             updateProgress(inner)
         }
         guard let session else { return }
-        switch state.withLock({ $0.sink.serve(response, data) }) {
+        switch locked.withLock({ $0.sink.serve(response, data) }) {
         case .finish:
-            perform(state.withLock { $0.machine.finishWithoutTransfer(.success(nil)) })
+            perform(locked.withLock { $0.machine.finishWithoutTransfer(.success(nil)) })
         case .askDelegate:
             events.enqueue { [self] in
                 let disposition = await self.askDelegate { await $0.urlSession(session, dataTask: self, didReceive: response) } ?? .allow
                 if disposition == .allow, !data.isEmpty { self.callDelegate { $0.urlSession(session, dataTask: self, didReceive: data) } }
-                self.perform(self.state.withLock {
+                self.perform(self.locked.withLock {
                     disposition == .allow ? $0.machine.finishWithoutTransfer(.success(nil))
                         : $0.machine.finishWithoutTransfer(.failure(SessionError(.cancelled, failingURL: response.url, message: "the delegate cancelled the task")))
                 })
@@ -71,23 +71,23 @@ extension SessionTask {
     func startTransfer(hop: Int) {
         guard let session, let request = currentRequest else { return }
         guard let url = request.url, let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https" else {
-            perform(state.withLock { $0.machine.fail(SessionError(.unsupportedURL, failingURL: request.url, message: "only http and https URLs are supported")) })
+            perform(locked.withLock { $0.machine.fail(SessionError(.unsupportedURL, failingURL: request.url, message: "only http and https URLs are supported")) })
             return
         }
         if let problem = FieldSyntax.problem(method: request.httpMethod ?? "GET", fields: (request.allHTTPHeaderFields ?? [:]).map { ($0.key, $0.value) }) {
-            perform(state.withLock { $0.machine.fail(SessionError(.badURL, failingURL: url, message: "the request cannot be sent: \(problem)")) })
+            perform(locked.withLock { $0.machine.fail(SessionError(.badURL, failingURL: url, message: "the request cannot be sent: \(problem)")) })
             return
         }
         if awaitsBodyStream(hop: hop, request: request, session: session) { return }
         var transfer = session.transferRequest(for: request, body: sendsBody(hop: hop, request: request) ? body : .none)
         let cookie = Self.cookieHeader(for: request, headers: transfer.headers, session: session)
         if let cookie { transfer.headers.append(("Cookie", cookie)) }
-        state.withLock { $0.sentCookie = cookie }
+        locked.withLock { $0.sentCookie = cookie }
         for field in authorizationFields(for: request, headers: transfer.headers, session: session) {
             transfer.headers.removeAll { HeaderFields.namesEqual($0.name, field.name) }
             transfer.headers.append(field)
         }
-        let (libcurlAuthentication, credentials) = state.withLock { inner in
+        let (libcurlAuthentication, credentials) = locked.withLock { inner in
             inner.credentialIdentity = Self.credentialIdentity(request, sent: inner.authentication.sent)
             return (inner.authentication.sent?.libcurl, inner.credentialIdentity)
         }
@@ -103,11 +103,11 @@ extension SessionTask {
             case .serve(let stored, let status, let revalidate):
                 if revalidate { session.revalidateInBackground(request, key: key) }
                 guard let response = Self.servedResponse(stored, cacheStatus: showStatus ? status : nil, now: now) else { break }
-                state.withLock { $0.cacheStatus = status }
+                locked.withLock { $0.cacheStatus = status }
                 respondWithoutNetwork(response, stored.body)
                 return
             case .fail(let message):
-                perform(state.withLock { $0.machine.fail(SessionError(.resourceUnavailable, failingURL: url, message: message)) })
+                perform(locked.withLock { $0.machine.fail(SessionError(.resourceUnavailable, failingURL: url, message: message)) })
                 return
             case .gatewayTimeout(let status):
                 let fields = showStatus ? ["Cache-Status": status] : [:]
@@ -116,19 +116,19 @@ extension SessionTask {
                 return
             case .network(let revalidating, let status):
                 // Identical GETs wait for the one in flight and read its stored result.
-                if revalidating == nil, policy == .useProtocolCachePolicy, !state.withLock({ $0.coalesced }) {
-                    guard state.withLock({ $0.machine.wait(.otherRequest, hop: 0) }) else { return }
+                if revalidating == nil, policy == .useProtocolCachePolicy, !locked.withLock({ $0.coalesced }) {
+                    guard locked.withLock({ $0.machine.wait(.otherRequest, hop: 0) }) else { return }
                     let waits = session.joinInFlight(key: key) { [self] in
-                        self.perform(self.state.withLock { inner in
+                        self.perform(self.locked.withLock { inner in
                             inner.coalesced = true
                             return inner.machine.proceedHop(0)
                         })
                     }
                     if waits { return }
-                    _ = state.withLock { $0.machine.proceedHop(0) } // leads: goes on at once
-                    state.withLock { $0.leadsKey = key }
+                    _ = locked.withLock { $0.machine.proceedHop(0) } // leads: goes on at once
+                    locked.withLock { $0.leadsKey = key }
                 }
-                state.withLock { inner in
+                locked.withLock { inner in
                     inner.cacheKey = key
                     inner.cacheStatus = showStatus ? status : nil
                     inner.revalidating = revalidating
@@ -147,13 +147,13 @@ extension SessionTask {
         applyClientIdentity(&transfer)
         guard let multi = session.multi else {
             // libcurl could not start when the session was made.
-            perform(state.withLock { $0.machine.fail(SessionError(
+            perform(locked.withLock { $0.machine.fail(SessionError(
                 .unknown, failingURL: url, message: "the session has no transport: libcurl could not start")) })
             return
         }
         if prepareServerTrust(&transfer, url: url, hop: hop, session: session) { return }
         if sendsBody(hop: hop, request: request), let stream = takeBodyStream() { transfer.body = stream }
         let id = multi.start(transfer, observer: HopObserver(task: self, hop: hop))
-        perform(state.withLock { $0.machine.started(id, hop: hop) })
+        perform(locked.withLock { $0.machine.started(id, hop: hop) })
     }
 }

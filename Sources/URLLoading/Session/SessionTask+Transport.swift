@@ -12,7 +12,7 @@ extension SessionTask {
     // MARK: Transport events (on the transport's thread)
 
     func received(_ head: ResponseHead, hop: Int) {
-        perform(state.withLock { inner in
+        perform(locked.withLock { inner in
             if hop == inner.machine.hop { inner.hopStatus = head.status }
             return inner.machine.head(head, hop: hop)
         })
@@ -21,7 +21,7 @@ extension SessionTask {
     func received(_ chunk: UnsafeRawBufferPointer, hop: Int) -> Bool {
         // The sink decides under the task's lock, so a consumer's
         // `continueDelivery` cannot slip between a refusal and the pause.
-        let (step, session) = state.withLock { inner -> (SinkStep, Session?) in
+        let (step, session) = locked.withLock { inner -> (SinkStep, Session?) in
             guard inner.machine.chunk(hop: hop) else { return (.refuse, nil) }
             guard hop == inner.machine.hop, !inner.machine.isFinished else { return (.taken, nil) }
             let listens = inner.delegate != nil || inner.session?.delegate != nil
@@ -48,11 +48,11 @@ extension SessionTask {
             guard let session else { return true }
             deliverParts(parts, session: session)
         case .malformed(let message):
-            perform(state.withLock { $0.machine.fail(SessionError(.badServerResponse, failingURL: currentRequest?.url, message: message)) })
+            perform(locked.withLock { $0.machine.fail(SessionError(.badServerResponse, failingURL: currentRequest?.url, message: message)) })
         case .write(let handle, let total, let expected, let report):
             if let failure = Self.writeAll(chunk, to: handle.fileDescriptor) {
                 // A full disk or a lost file: the task fails with what the system said.
-                perform(state.withLock { $0.machine.fail(SessionError(.cannotWriteFile, failingURL: nil, message: "writing the download failed: \(failure)")) })
+                perform(locked.withLock { $0.machine.fail(SessionError(.cannotWriteFile, failingURL: nil, message: "writing the download failed: \(failure)")) })
                 return true
             }
             if report, let session {
@@ -70,7 +70,7 @@ extension SessionTask {
     /// The delegate's context delivered `count` body bytes: a transfer
     /// paused for it goes on once the sink has room.
     func delegateTook(_ count: Int) {
-        perform(state.withLock { inner in
+        perform(locked.withLock { inner in
             inner.sink.delegateTook(count) ? inner.machine.continueDelivery() : []
         })
     }
@@ -94,7 +94,7 @@ extension SessionTask {
     }
 
     func sent(_ sent: Int64, total: Int64, hop: Int) {
-        let report = state.withLock { inner -> (Session, Int64)? in
+        let report = locked.withLock { inner -> (Session, Int64)? in
             guard hop == inner.machine.hop else { return nil }
             if hop != inner.sendingHop {
                 // The body is sent anew (after a challenge or redirect): count from 0.
@@ -125,7 +125,7 @@ extension SessionTask {
             return
         }
         let url = currentRequest?.url
-        perform(state.withLock { inner -> [StateMachine.Action] in
+        perform(locked.withLock { inner -> [StateMachine.Action] in
             guard hop == inner.machine.hop, !inner.machine.isFinished else { return [] }
             let metrics = try? result.get()
             inner.transactions.append(Self.transaction(url: url, status: inner.hopStatus, metrics: metrics))
@@ -141,7 +141,7 @@ extension SessionTask {
         guard let session, session.settings.waitsForConnectivity,
               error.failure == .cannotFindHost || error.failure == .cannotConnect else { return false }
         let deadline = session.settings.timeoutIntervalForResource
-        let retry = state.withLock { inner -> Int? in
+        let retry = locked.withLock { inner -> Int? in
             guard Date().timeIntervalSince(inner.started ?? Date()) < deadline,
                   let retry = inner.machine.retryForConnectivity(hop: hop) else { return nil }
             // A retry never waits behind itself for its own cache key.
@@ -154,7 +154,7 @@ extension SessionTask {
         }
         let delay = min(4.0, 0.25 * pow(2.0, Double(retry - 1)))
         DispatchQueue.global().asyncAfter(deadline: .now() + delay) { [self] in
-            self.perform(self.state.withLock { $0.machine.proceedHop(hop) })
+            self.perform(self.locked.withLock { $0.machine.proceedHop(hop) })
         }
         return true
     }

@@ -22,7 +22,7 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
     /// is. Made on first use: Foundation's `Progress` costs microseconds per
     /// update, which tasks nobody watches should not pay.
     public var progress: Progress {
-        state.withLock { inner in
+        locked.withLock { inner in
             if let progress = inner.progress { return progress }
             let progress = Progress(totalUnitCount: -1)
             inner.progress = progress
@@ -36,7 +36,7 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
     }
     /// Data, upload or download.
     /// A data task can become a download task mid-transfer (`becomeDownload`).
-    public var kind: Kind { state.withLock { $0.kind } }
+    public var kind: Kind { locked.withLock { $0.kind } }
     /// The request the task was created with.
     public let originalRequest: URLRequest?
 
@@ -44,7 +44,7 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
     /// Where a transfer's end is handled, when not on the transport's
     /// thread (set by the async APIs before the task starts).
     let completionRunner: (@Sendable (@escaping @Sendable () -> Void) -> Void)?
-    let state: Lock<Inner>
+    let locked: Lock<Inner>
     /// The task's serial context for delegate calls and completion
     /// handlers: its order, and its own delays only (SPEC S9).
     let events = DelegateQueue()
@@ -72,18 +72,18 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
             inner.streamedBody = StreamedBody(length: length, next: request.httpBodyStream.map { OwnedInputStream(stream: $0) })
             inner.bytesExpectedToSend = length
         }
-        state = Lock(inner)
+        locked = Lock(inner)
     }
 
     // MARK: Public state
 
     /// The request now being sent (after redirects).
-    public var currentRequest: URLRequest? { state.withLock { $0.currentRequest } }
+    public var currentRequest: URLRequest? { locked.withLock { $0.currentRequest } }
     /// The response, once its head arrived.
     public var response: URLResponse? { httpResponse }
 
     var httpResponse: HTTPURLResponse? {
-        state.withLock { Self.response(of: &$0) }
+        locked.withLock { Self.response(of: &$0) }
     }
 
     /// The response as the user sees it, built on first use.
@@ -111,34 +111,34 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
         return HTTPURLResponse(url: url, statusCode: head.status, httpVersion: head.httpVersion, headerFields: fields)
     }
     /// The error the task ended with, if any.
-    public var error: (any Error)? { state.withLock { $0.error }?.urlError }
+    public var error: (any Error)? { locked.withLock { $0.error }?.urlError }
     /// Body bytes received (decoded).
-    public var countOfBytesReceived: Int64 { state.withLock { $0.bytesReceived } }
+    public var countOfBytesReceived: Int64 { locked.withLock { $0.bytesReceived } }
     /// Request body bytes sent.
-    public var countOfBytesSent: Int64 { state.withLock { $0.bytesSent } }
+    public var countOfBytesSent: Int64 { locked.withLock { $0.bytesSent } }
     /// The response's Content-Length, or -1 when unknown.
-    public var countOfBytesExpectedToReceive: Int64 { state.withLock { $0.bytesExpectedToReceive } }
+    public var countOfBytesExpectedToReceive: Int64 { locked.withLock { $0.bytesExpectedToReceive } }
     /// The request body's length.
-    public var countOfBytesExpectedToSend: Int64 { state.withLock { $0.bytesExpectedToSend } }
+    public var countOfBytesExpectedToSend: Int64 { locked.withLock { $0.bytesExpectedToSend } }
     /// Priority between 0 and 1 (kept; libcurl has no per-transfer priority).
     public var priority: Float {
-        get { state.withLock { $0.priority } }
-        set { state.withLock { $0.priority = min(1, max(0, newValue)) } }
+        get { locked.withLock { $0.priority } }
+        set { locked.withLock { $0.priority = min(1, max(0, newValue)) } }
     }
     /// An application's description of the task.
     public var taskDescription: String? {
-        get { state.withLock { $0.taskDescription } }
-        set { state.withLock { $0.taskDescription = newValue } }
+        get { locked.withLock { $0.taskDescription } }
+        set { locked.withLock { $0.taskDescription = newValue } }
     }
     /// A delegate for this task alone; it takes precedence over the session's.
     public var delegate: (any SessionDelegate)? {
-        get { state.withLock { $0.delegate } }
-        set { state.withLock { $0.delegate = newValue } }
+        get { locked.withLock { $0.delegate } }
+        set { locked.withLock { $0.delegate = newValue } }
     }
 
-    /// Running, suspended, canceling or completed.
-    public var taskState: State {
-        state.withLock { inner in
+    /// Running, suspended, canceling or completed (Apple's `state`).
+    public var state: State {
+        locked.withLock { inner in
             // Cancelled and still delivering its last calls: canceling.
             if let outcome = inner.machine.outcome { return outcome == .cancelled && inner.session != nil ? .canceling : .completed }
             return inner.machine.isSuspended ? .suspended : .running
@@ -147,7 +147,7 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
 
     /// The fraction of the body received (or sent, for uploads), 0...1.
     public var fractionCompleted: Double {
-        state.withLock { inner in
+        locked.withLock { inner in
             if inner.machine.isFinished && inner.error == nil { return 1 }
             if inner.kind == .upload, inner.bytesExpectedToSend > 0 { return Double(inner.bytesSent) / Double(inner.bytesExpectedToSend) }
             guard inner.bytesExpectedToReceive > 0 else { return 0 }
@@ -157,7 +157,7 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
 
     public var description: String {
         let url = originalRequest?.url.map { SessionError.redacted($0).absoluteString } ?? "?"
-        return "SessionTask(\(taskIdentifier), \(kind), \(taskState), \(url))"
+        return "SessionTask(\(taskIdentifier), \(kind), \(state), \(url))"
     }
 
     public static func == (a: SessionTask, b: SessionTask) -> Bool { a === b }
@@ -167,7 +167,7 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
 
     /// Starts the task, or continues a suspended one.
     public func resume() {
-        perform(state.withLock { inner -> [StateMachine.Action] in
+        perform(locked.withLock { inner -> [StateMachine.Action] in
             if inner.started == nil { inner.started = Date() }
             return inner.machine.resume()
         })
@@ -175,12 +175,12 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
 
     /// Pauses the task: no more body bytes are taken until `resume()`.
     public func suspend() {
-        state.withLock { $0.machine.suspend() }
+        locked.withLock { $0.machine.suspend() }
     }
 
     /// Cancels the task: it completes with `SessionError.Code.cancelled`.
     public func cancel() {
-        perform(state.withLock { $0.machine.cancel() })
+        perform(locked.withLock { $0.machine.cancel() })
     }
 
     // MARK: Running
@@ -205,7 +205,7 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
                     decide(head, hop: hop)
                 }
             case .complete(let result):
-                state.withLock { inner in
+                locked.withLock { inner in
                     // A finished task's progress is whole, its total now known.
                     guard let progress = inner.progress else { return }
                     let done = inner.kind == .upload ? inner.bytesSent : inner.bytesReceived
@@ -217,7 +217,7 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
         }
     }
 
-    var session: Session? { state.withLock { $0.session } }
+    var session: Session? { locked.withLock { $0.session } }
 
     /// Mirrors the byte counts into `progress` (called under the task's lock).
     func updateProgress(_ inner: Inner) {
@@ -234,6 +234,6 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
     /// Whether this task reads and fills the cache: data tasks whose sink
     /// keeps the body (completion handlers, async APIs, a delegate's copy).
     var usesCache: Bool {
-        state.withLock { $0.kind == .data && $0.sink.usesCache }
+        locked.withLock { $0.kind == .data && $0.sink.usesCache }
     }
 }

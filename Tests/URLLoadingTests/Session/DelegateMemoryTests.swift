@@ -120,7 +120,7 @@ import TestSupport
         defer { session.finishTasksAndInvalidate() }
         let task = session.dataTask(with: URLRequest(url: origin.url("/big")))
         task.resume()
-        #expect(await eventually { task.taskState == SessionTask.State.completed }, "the task stalled after \(task.countOfBytesReceived) bytes")
+        #expect(await eventually { task.state == SessionTask.State.completed }, "the task stalled after \(task.countOfBytesReceived) bytes")
         #expect(task.countOfBytesReceived == Int64(8 << 20) && task.error == nil)
     }
 }

@@ -166,7 +166,7 @@ import Testing
         defer { session.invalidateAndCancel() }
         let url = try #require(URL(string: "http://127.0.0.1:9/"))
         let request = URLRequest(url: url)
-        func sink(_ task: SessionTask) -> any ResponseSink { task.state.withLock { $0.sink } }
+        func sink(_ task: SessionTask) -> any ResponseSink { task.locked.withLock { $0.sink } }
         #expect(sink(session.dataTask(with: request)) is DelegateDataSink)
         #expect(sink(session.dataTask(with: request) { _, _, _ in }) is CollectingSink)
         #expect(sink(session.uploadTask(with: request, from: Data())) is DelegateDataSink)

@@ -58,4 +58,42 @@ import TestSupport
             #expect(!text.contains("s3cret") && !text.contains("abc123"), "\(text)")
         }
     }
+
+    @Test("Apple's conveniences: tasks from a URL, download(from:), download(resumeFrom:), task lists and flush/reset with handlers")
+    func conveniences() async throws {
+        let origin = try await TestOrigin.start()
+        origin.route("/c", response: ScriptedResponse(body: "conv"))
+        let session = Session(configuration: .ephemeral)
+        let url = origin.url("/c")
+        let data = await withCheckedContinuation { continuation in
+            session.dataTask(with: url) { data, _, _ in continuation.resume(returning: data) }.resume()
+        }
+        #expect(data == Data("conv".utf8))
+        let downloaded = await withCheckedContinuation { continuation in
+            session.downloadTask(with: url) { location, _, _ in
+                continuation.resume(returning: location.flatMap { try? Data(contentsOf: $0) })
+            }.resume()
+        }
+        #expect(downloaded == Data("conv".utf8))
+        let (file, response) = try await session.download(from: url)
+        defer { try? FileManager.default.removeItem(at: file) }
+        #expect((response as? HTTPURLResponse)?.statusCode == 200 && (try? Data(contentsOf: file)) == Data("conv".utf8))
+        await #expect { _ = try await session.download(resumeFrom: Data("not resume data".utf8)) } throws: {
+            ($0 as? URLError)?.sessionError?.code == .cannotDecodeResumeData
+        }
+        // Suspended tasks of each kind, as the task lists give them.
+        let tasks = [session.dataTask(with: url), session.uploadTask(with: URLRequest(url: url), from: Data()), session.downloadTask(with: url)]
+        #expect(tasks.map(\.state) == [.suspended, .suspended, .suspended])
+        let all = await withCheckedContinuation { continuation in session.getAllTasks { continuation.resume(returning: $0) } }
+        #expect(all.map(\.taskIdentifier) == tasks.map(\.taskIdentifier))
+        let (dataTasks, uploads, downloads) = await withCheckedContinuation { continuation in
+            session.getTasksWithCompletionHandler { continuation.resume(returning: ($0, $1, $2)) }
+        }
+        #expect([dataTasks.count, uploads.count, downloads.count] == [1, 1, 1] as [Int])
+        await withCheckedContinuation { continuation in session.flush { continuation.resume() } }
+        await withCheckedContinuation { continuation in session.reset { continuation.resume() } }
+        session.invalidateAndCancel()
+        #expect(await eventually { tasks.allSatisfy { $0.state == .completed } })
+        try await origin.shutdown()
+    }
 }
