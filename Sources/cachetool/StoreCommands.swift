@@ -52,7 +52,7 @@ extension CacheTool {
                 let configuration = SessionConfiguration.default
                 configuration.applicationIdentifier = store.applicationIdentifier ?? "cachetool"
                 if store.cacheDir != nil {
-                    configuration.urlCache = try ResponseCache(memoryCapacity: 512 * 1024, diskCapacity: 10 * 1024 * 1024, directory: store.cacheDirectory)
+                    configuration.urlCache = try ResponseCache.open(memoryCapacity: 512 * 1024, diskCapacity: 10 * 1024 * 1024, directory: store.cacheDirectory)
                 }
                 if store.dataDir != nil {
                     configuration.httpCookieStorage = try PersistentCookieStore(directory: store.dataDirectory, keepSessionCookies: true)

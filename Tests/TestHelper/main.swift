@@ -95,7 +95,7 @@ case "cache-store-loop":
     let rest = Array(arguments.dropFirst())
     guard rest.count == 2, let first = Int(rest[1]) else { fail("usage: cache-store-loop <cache-dir> <first-index>") }
     do {
-        let cache = try ResponseCache(memoryCapacity: 0, diskCapacity: 1 << 30, directory: URL(fileURLWithPath: rest[0]))
+        let cache = try ResponseCache.open(memoryCapacity: 0, diskCapacity: 1 << 30, directory: URL(fileURLWithPath: rest[0]))
         var index = first
         while true {
             storeFixture(cache, url: "https://fixture.test/loop/\(index)", index: index)
@@ -110,7 +110,7 @@ case "cache-writer":
     let rest = Array(arguments.dropFirst())
     guard rest.count == 3, let count = Int(rest[2]) else { fail("usage: cache-writer <cache-dir> <tag> <count>") }
     do {
-        let cache = try ResponseCache(memoryCapacity: 0, diskCapacity: 1 << 30, directory: URL(fileURLWithPath: rest[0]))
+        let cache = try ResponseCache.open(memoryCapacity: 0, diskCapacity: 1 << 30, directory: URL(fileURLWithPath: rest[0]))
         for index in 0..<count {
             storeFixture(cache, url: "https://fixture.test/\(rest[1])/\(index)", index: index)
         }
@@ -196,7 +196,7 @@ case "full-disk-fetch":
     }
     do {
         let configuration = SessionConfiguration.ephemeral
-        configuration.urlCache = try ResponseCache(memoryCapacity: 0, diskCapacity: 100 << 20, directory: URL(fileURLWithPath: rest[0]))
+        configuration.urlCache = try ResponseCache.open(memoryCapacity: 0, diskCapacity: 100 << 20, directory: URL(fileURLWithPath: rest[0]))
         configuration.httpCookieStorage = try PersistentCookieStore(directory: URL(fileURLWithPath: rest[1]))
         let session = Session(configuration: configuration)
         for _ in 0..<count {
@@ -250,7 +250,7 @@ case "store-loop":
                 fail("round \(round): the cookie was refused")
             }
             try cookies.flush()
-            let cache = try ResponseCache(memoryCapacity: 0, diskCapacity: 1 << 30, directory: URL(fileURLWithPath: rest[0]))
+            let cache = try ResponseCache.open(memoryCapacity: 0, diskCapacity: 1 << 30, directory: URL(fileURLWithPath: rest[0]))
             storeFixture(cache, url: url.absoluteString, index: round)
             cache.flush()
         } catch {

@@ -16,7 +16,7 @@ import TestSupport
 
     /// A cache with a fresh, a stale and a large entry on two hosts.
     static func makeCache(_ directory: URL) throws {
-        let cache = try ResponseCache(memoryCapacity: 0, diskCapacity: 1 << 30, directory: directory)
+        let cache = try ResponseCache.open(memoryCapacity: 0, diskCapacity: 1 << 30, directory: directory)
         let old = Date().addingTimeInterval(-3 * 86_400)
         cache.store(url: URL(string: "https://a.test/fresh")!, status: 200,
                     responseHeaders: [("Cache-Control", "max-age=3600"), ("Content-Type", "text/plain"), ("Set-Cookie", "sid=topsecret")],

@@ -30,7 +30,7 @@ import TestSupport
             }
         }
         // The library itself, opening the store and reading the entry.
-        let cache = try ResponseCache(memoryCapacity: 0, diskCapacity: 1 << 30, directory: cacheDirectory)
+        let cache = try ResponseCache.open(memoryCapacity: 0, diskCapacity: 1 << 30, directory: cacheDirectory)
         _ = cache.lookup(key: "https://a.test/fresh", requestHeaders: [])
         cache.flush()
         for victim in victims {
@@ -72,7 +72,7 @@ import TestSupport
     @Test("No command prints a password or a secret query value; URLs are stored without the password")
     func noSecretsInOutput() async throws {
         let directory = TemporaryDirectory()
-        let cache = try ResponseCache(memoryCapacity: 0, diskCapacity: 1 << 30, directory: directory.url)
+        let cache = try ResponseCache.open(memoryCapacity: 0, diskCapacity: 1 << 30, directory: directory.url)
         let planted = [
             "http://alice:s3cretpw@a.test/p?token=tok3nvalue&page=2",
             "https://b.test/q?api_key=k3yvalue&X-Amz-Signature=s1gvalue&session_id=sessval&plain=visible",

@@ -24,18 +24,37 @@ public final class ResponseCache: Sendable, CustomStringConvertible {
 
     /// A cache with a memory tier and, when `directory` is given, a disk tier
     /// in that directory (created if needed, mode 0700; a damaged database
-    /// there is recreated empty).
+    /// there is recreated empty). Apple's initializer: it never fails. When
+    /// the disk tier cannot be opened (permissions, a newer schema, a lock
+    /// held for too long) the cache keeps memory only, logs why, and says
+    /// so in `startupError`; `open(memoryCapacity:diskCapacity:directory:)`
+    /// throws instead.
     ///
     /// - Parameters:
     ///   - memoryCapacity: Bytes the memory tier may hold.
     ///   - diskCapacity: Bytes the disk tier may hold.
     ///   - directory: The disk tier's directory; nil for memory only.
+    public convenience init(memoryCapacity: Int, diskCapacity: Int, directory: URL?) {
+        let logger = Logger(label: "urlloading.cache")
+        do {
+            let disk = try directory.map { try DiskTier(directory: $0, capacity: diskCapacity, logger: logger) }
+            self.init(memory: MemoryTier(capacity: memoryCapacity), disk: disk, logger: logger)
+        } catch {
+            let failure = StoreError.wrapping(error, path: directory?.path ?? "")
+            logger.error("the cache's disk tier could not be opened; it keeps memory only", metadata: ["error": "\(failure)"])
+            self.init(memory: MemoryTier(capacity: memoryCapacity), disk: nil, logger: logger, startupError: failure)
+        }
+    }
+
+    /// A cache with a disk tier in `directory`, or the reason it cannot be
+    /// opened.
+    ///
     /// - Throws: `StoreError` when the directory or database cannot be
     ///   opened (permissions, a newer schema, a lock held for too long).
-    public convenience init(memoryCapacity: Int, diskCapacity: Int, directory: URL?) throws {
+    public static func open(memoryCapacity: Int, diskCapacity: Int, directory: URL) throws -> ResponseCache {
         let logger = Logger(label: "urlloading.cache")
-        let disk = try directory.map { try DiskTier(directory: $0, capacity: diskCapacity, logger: logger) }
-        self.init(memory: MemoryTier(capacity: memoryCapacity), disk: disk, logger: logger)
+        let disk = try DiskTier(directory: directory, capacity: diskCapacity, logger: logger)
+        return ResponseCache(memory: MemoryTier(capacity: memoryCapacity), disk: disk, logger: logger)
     }
 
     /// A cache held in memory only.
@@ -45,11 +64,24 @@ public final class ResponseCache: Sendable, CustomStringConvertible {
         self.init(memory: MemoryTier(capacity: capacity), disk: nil, logger: Logger(label: "urlloading.cache"))
     }
 
-    init(memory: MemoryTier, disk: DiskTier?, logger: Logger) {
+    init(memory: MemoryTier, disk: DiskTier?, logger: Logger, startupError: StoreError? = nil) {
         self.memory = memory
         self.disk = disk
         self.logger = logger
+        self.startupError = startupError
     }
+
+    /// The application's shared cache (Apple's `URLCache.shared`): the one
+    /// default sessions use, under `$XDG_CACHE_HOME/<app>/`, 512 KiB in
+    /// memory and 10 MiB on disk; memory only when its folder cannot be
+    /// opened (see `startupError`).
+    public static var shared: ResponseCache {
+        SessionConfiguration.Values.sharedCacheOrMemory(for: StoreLocations.defaultApplicationIdentifier)
+    }
+
+    /// Why the disk tier asked for could not be opened; nil when it was (or
+    /// none was asked for).
+    public let startupError: StoreError?
 
     /// The directory of the disk tier, if any.
     public var directory: URL? { disk?.directory }

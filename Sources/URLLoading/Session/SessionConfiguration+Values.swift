@@ -77,7 +77,7 @@ extension SessionConfiguration {
             get {
                 switch cacheChoice {
                 case .explicit(let cache): return cache
-                case .applicationShared: return try? Values.sharedCache(for: applicationIdentifier)
+                case .applicationShared: return Values.sharedCacheOrMemory(for: applicationIdentifier)
                 case .sessionPrivate, .none: return nil
                 }
             }
@@ -166,9 +166,17 @@ extension SessionConfiguration {
 
         /// The application's persistent cache, opened once per process.
         static func sharedCache(for applicationIdentifier: String) throws -> ResponseCache {
-            try sharedCaches.withLock { caches in
+            let cache = sharedCacheOrMemory(for: applicationIdentifier)
+            if let error = cache.startupError { throw error }
+            return cache
+        }
+
+        /// The application's cache, kept in memory only when its folder
+        /// cannot be opened: one object per application identifier.
+        static func sharedCacheOrMemory(for applicationIdentifier: String) -> ResponseCache {
+            sharedCaches.withLock { caches in
                 if let cache = caches[applicationIdentifier] { return cache }
-                let cache = try ResponseCache(
+                let cache = ResponseCache(
                     memoryCapacity: sharedMemoryCapacity, diskCapacity: sharedDiskCapacity,
                     directory: StoreLocations(applicationIdentifier: applicationIdentifier).cacheDirectory)
                 caches[applicationIdentifier] = cache

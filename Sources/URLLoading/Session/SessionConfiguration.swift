@@ -169,7 +169,9 @@ public final class SessionConfiguration: Sendable, CustomStringConvertible {
     /// setting nil turns caching off.
     public var urlCache: ResponseCache? {
         get { value(\.urlCache) }
-        set { update(\.urlCache, newValue) }
+        // Not through the key path: that would read the property first, and
+        // reading a default configuration's cache opens the shared one.
+        set { values.withLock { $0.cacheChoice = newValue.map { .explicit($0) } ?? .none } }
     }
     /// The cookie store. Default configurations use the application's
     /// shared persistent store (`Cookies.sqlite` under `$XDG_DATA_HOME/<app>/`);
@@ -178,7 +180,7 @@ public final class SessionConfiguration: Sendable, CustomStringConvertible {
     /// session from this configuration share it; setting nil turns cookies off.
     public var httpCookieStorage: (any CookieStore)? {
         get { value(\.httpCookieStorage) }
-        set { update(\.httpCookieStorage, newValue) }
+        set { values.withLock { $0.cookieChoice = newValue.map { .explicit($0) } ?? .none } }
     }
     /// The credential store. Default configurations use the application's
     /// shared store (permanent credentials in `Credentials.sqlite` under
@@ -188,7 +190,7 @@ public final class SessionConfiguration: Sendable, CustomStringConvertible {
     /// share it; setting nil keeps no credentials.
     public var urlCredentialStorage: (any CredentialStore)? {
         get { value(\.urlCredentialStorage) }
-        set { update(\.urlCredentialStorage, newValue) }
+        set { values.withLock { $0.credentialChoice = newValue.map { .explicit($0) } ?? .none } }
     }
 
     /// The kind and the application identifier.

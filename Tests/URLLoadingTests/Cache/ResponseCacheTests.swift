@@ -23,7 +23,7 @@ import TestSupport
     @Test("C7: store, look up, remove one, remove all — through URLRequest and HTTPURLResponse")
     func foundationAPI() throws {
         let directory = TemporaryDirectory()
-        let cache = try ResponseCache(memoryCapacity: 1 << 20, diskCapacity: 1 << 24, directory: directory.url)
+        let cache = try ResponseCache.open(memoryCapacity: 1 << 20, diskCapacity: 1 << 24, directory: directory.url)
         let url = try #require(URL(string: "https://example.com/a?x=1"))
         let request = URLRequest(url: url)
         let response = try #require(HTTPURLResponse(url: url, statusCode: 200, httpVersion: "HTTP/1.1",
@@ -51,14 +51,14 @@ import TestSupport
         let large = Data((0..<300_000).map { UInt8(truncatingIfNeeded: $0 * 7) })
         var bytes = 0
         do {
-            let cache = try ResponseCache(memoryCapacity: 0, diskCapacity: 100 << 20, directory: directory.url)
+            let cache = try ResponseCache.open(memoryCapacity: 0, diskCapacity: 100 << 20, directory: directory.url)
             let a = Self.stored("https://example.com/small", body: small)
             let b = Self.stored("https://example.com/large", body: large)
             cache.store(a)
             cache.store(b)
             bytes = a.cost + b.cost
         }
-        let reopened = try ResponseCache(memoryCapacity: 0, diskCapacity: 100 << 20, directory: directory.url)
+        let reopened = try ResponseCache.open(memoryCapacity: 0, diskCapacity: 100 << 20, directory: directory.url)
         #expect(reopened.lookup(key: Self.key("https://example.com/small"), requestHeaders: [])?.body == small)
         #expect(reopened.lookup(key: Self.key("https://example.com/large"), requestHeaders: [])?.body == large)
         #expect(reopened.currentDiskUsage == bytes)
@@ -69,14 +69,14 @@ import TestSupport
     @Test("C3: a tier stores a response only up to 5% of its capacity; capacity 0 stores nothing")
     func fivePercentRule() throws {
         let directory = TemporaryDirectory()
-        let cache = try ResponseCache(memoryCapacity: 100_000, diskCapacity: 1_000_000, directory: directory.url)
+        let cache = try ResponseCache.open(memoryCapacity: 100_000, diskCapacity: 1_000_000, directory: directory.url)
         let fits = Self.stored("https://example.com/fits", body: Data(count: 4000))      // < 5,000 and < 50,000
         let diskOnly = Self.stored("https://example.com/disk", body: Data(count: 20_000)) // > 5,000, < 50,000
         let neither = Self.stored("https://example.com/none", body: Data(count: 60_000))  // > 50,000
         for response in [fits, diskOnly, neither] { cache.store(response) }
         #expect(cache.currentMemoryUsage == fits.cost)
         #expect(cache.currentDiskUsage == fits.cost + diskOnly.cost)
-        let none = try ResponseCache(memoryCapacity: 0, diskCapacity: 0, directory: TemporaryDirectory().url)
+        let none = try ResponseCache.open(memoryCapacity: 0, diskCapacity: 0, directory: TemporaryDirectory().url)
         none.store(fits)
         #expect(none.lookup(key: fits.key, requestHeaders: []) == nil)
     }
@@ -87,7 +87,7 @@ import TestSupport
         let responses = (0..<21).map { Self.stored("https://example.com/\($0 + 10)", body: Data(count: 900)) }
         let cost = responses[0].cost // the same for every one: equal URL lengths and bodies
         // Room for exactly 20: the 5% rule admits each one.
-        let cache = try ResponseCache(memoryCapacity: 0, diskCapacity: 20 * cost, directory: directory.url)
+        let cache = try ResponseCache.open(memoryCapacity: 0, diskCapacity: 20 * cost, directory: directory.url)
         let t0 = Date().timeIntervalSince1970
         for (offset, response) in responses.prefix(20).enumerated() { cache.store(response, now: t0 + Double(offset)) }
         #expect(try cache.diskListing().count == 20)
@@ -119,7 +119,7 @@ import TestSupport
     @Test("C7: storage policies: memory only, and not allowed")
     func storagePolicies() throws {
         let directory = TemporaryDirectory()
-        let cache = try ResponseCache(memoryCapacity: 1 << 20, diskCapacity: 1 << 20, directory: directory.url)
+        let cache = try ResponseCache.open(memoryCapacity: 1 << 20, diskCapacity: 1 << 20, directory: directory.url)
         cache.store(Self.stored("https://example.com/m", body: Data(count: 10), policy: .allowedInMemoryOnly))
         cache.store(Self.stored("https://example.com/n", body: Data(count: 10), policy: .notAllowed))
         #expect(cache.lookup(key: Self.key("https://example.com/m"), requestHeaders: []) != nil)
@@ -130,7 +130,7 @@ import TestSupport
     @Test("C7: remove responses stored since a date")
     func removeSince() throws {
         let directory = TemporaryDirectory()
-        let cache = try ResponseCache(memoryCapacity: 1 << 20, diskCapacity: 1 << 20, directory: directory.url)
+        let cache = try ResponseCache.open(memoryCapacity: 1 << 20, diskCapacity: 1 << 20, directory: directory.url)
         let now = Date().timeIntervalSince1970
         cache.store(Self.stored("https://example.com/old", body: Data(count: 10), at: now - 1000))
         cache.store(Self.stored("https://example.com/new", body: Data(count: 10), at: now))
@@ -143,7 +143,7 @@ import TestSupport
     @Test("§4.1: variants of one URL are kept apart by Vary; secrets are stored as fingerprints only")
     func varyVariants() throws {
         let directory = TemporaryDirectory()
-        let cache = try ResponseCache(memoryCapacity: 0, diskCapacity: 1 << 20, directory: directory.url)
+        let cache = try ResponseCache.open(memoryCapacity: 0, diskCapacity: 1 << 20, directory: directory.url)
         let headers: HeaderFields = [("Cache-Control", "max-age=60"), ("Vary", "Accept-Language, Authorization")]
         cache.store(Self.stored("https://example.com/v", body: Data("en".utf8), headers: headers,
                                 request: [("Accept-Language", "en"), ("Authorization", "Bearer secret-token-1")]))
@@ -164,7 +164,7 @@ import TestSupport
         try Data("garbage, not a database".utf8).write(to: directory.url.appendingPathComponent("Cache.sqlite"))
         // Damaged, but private as the library made it (one others can read is refused).
         chmod(directory.path("Cache.sqlite"), 0o600)
-        let cache = try ResponseCache(memoryCapacity: 0, diskCapacity: 1 << 20, directory: directory.url)
+        let cache = try ResponseCache.open(memoryCapacity: 0, diskCapacity: 1 << 20, directory: directory.url)
         cache.store(Self.stored("https://example.com/x", body: Data(count: 10)))
         #expect(cache.lookup(key: Self.key("https://example.com/x"), requestHeaders: []) != nil)
     }
@@ -172,7 +172,7 @@ import TestSupport
     @Test("C2: a body file lost behind the cache's back is a miss, never a partial body")
     func lostBodyFileIsAMiss() throws {
         let directory = TemporaryDirectory()
-        let cache = try ResponseCache(memoryCapacity: 0, diskCapacity: 100 << 20, directory: directory.url)
+        let cache = try ResponseCache.open(memoryCapacity: 0, diskCapacity: 100 << 20, directory: directory.url)
         cache.store(Self.stored("https://example.com/big", body: Data(count: 500_000)))
         let bodies = directory.url.appendingPathComponent("Bodies")
         for name in try FileManager.default.contentsOfDirectory(atPath: bodies.path) {
@@ -192,7 +192,7 @@ import TestSupport
         let children = try ["a", "b"].map { tag in
             try ChildProcess.start(ChildProcess.helper, ["cache-writer", directory.url.path, tag, "\(count)"])
         }
-        let cache = try ResponseCache(memoryCapacity: 0, diskCapacity: 1 << 30, directory: directory.url)
+        let cache = try ResponseCache.open(memoryCapacity: 0, diskCapacity: 1 << 30, directory: directory.url)
         for index in 0..<count {
             let url = "https://fixture.test/c/\(index)"
             cache.store(Self.stored(url, body: CacheFixtures.body(for: url, index: index)))
@@ -229,7 +229,7 @@ import TestSupport
             let result = try await child.wait()
             #expect(result.signalled, "round \(round): the child ended by itself: \(result.standardError)")
 
-            let cache = try ResponseCache(memoryCapacity: 0, diskCapacity: 1 << 30, directory: directory.url)
+            let cache = try ResponseCache.open(memoryCapacity: 0, diskCapacity: 1 << 30, directory: directory.url)
             #expect(try CacheMaintenance.verify(in: directory.url).isEmpty, "round \(round): integrity_check failed")
             let listing = try cache.diskListing()
             #expect(listing.count >= reported, "round \(round): lost entries that were reported stored")

@@ -52,7 +52,7 @@ import TestSupport
     func refusesReadableCookieAndCacheFiles() throws {
         let directory = TemporaryDirectory()
         _ = try PersistentCookieStore(directory: directory.url)
-        _ = try ResponseCache(memoryCapacity: 0, diskCapacity: 1 << 20, directory: directory.url)
+        _ = try ResponseCache.open(memoryCapacity: 0, diskCapacity: 1 << 20, directory: directory.url)
         for name in ["Cookies.sqlite", "Cache.sqlite"] {
             chmod(directory.path(name), 0o644)
         }
@@ -62,7 +62,7 @@ import TestSupport
             (error as? StoreError)?.kind == .insecurePermissions && "\(error)".contains("Cookies.sqlite")
         }
         #expect {
-            _ = try ResponseCache(memoryCapacity: 0, diskCapacity: 1 << 20, directory: directory.url)
+            _ = try ResponseCache.open(memoryCapacity: 0, diskCapacity: 1 << 20, directory: directory.url)
         } throws: { error in
             (error as? StoreError)?.kind == .insecurePermissions && "\(error)".contains("Cache.sqlite")
         }

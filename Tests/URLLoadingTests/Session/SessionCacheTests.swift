@@ -135,12 +135,12 @@ import TestSupport
         let directory = TemporaryDirectory()
         let configuration = SessionConfiguration.default
         // Every store in the temporary directory: nothing under the real home.
-        configuration.urlCache = try ResponseCache(memoryCapacity: 0, diskCapacity: 1 << 20, directory: directory.url)
+        configuration.urlCache = try ResponseCache.open(memoryCapacity: 0, diskCapacity: 1 << 20, directory: directory.url)
         configuration.httpCookieStorage = try PersistentCookieStore(directory: directory.url)
         configuration.urlCredentialStorage = MemoryCredentialStore()
         let persistent = Session(configuration: configuration)
         _ = try await Self.get(persistent, origin.url("/p"))
-        let reopened = try ResponseCache(memoryCapacity: 0, diskCapacity: 1 << 20, directory: directory.url)
+        let reopened = try ResponseCache.open(memoryCapacity: 0, diskCapacity: 1 << 20, directory: directory.url)
         #expect(reopened.cachedResponse(for: URLRequest(url: origin.url("/p")))?.data == Data("p".utf8))
         for session in [first, second, persistent] { session.finishTasksAndInvalidate() }
         try await origin.shutdown()
@@ -337,12 +337,12 @@ extension ScriptedResponse {
         }
         let directory = TemporaryDirectory()
         // Memory 200 KB (5% = 10 KB), disk 2 MB (5% = 100 KB).
-        let cache = try ResponseCache(memoryCapacity: 200_000, diskCapacity: 2_000_000, directory: directory.url)
+        let cache = try ResponseCache.open(memoryCapacity: 200_000, diskCapacity: 2_000_000, directory: directory.url)
         let configuration = SessionConfiguration.ephemeral
         configuration.urlCache = cache
         let session = Session(configuration: configuration)
         for path in ["/small", "/medium", "/large"] { _ = try await SessionCacheTests.get(session, origin.url(path)) }
-        let memoryOnly = try ResponseCache(memoryCapacity: 0, diskCapacity: 2_000_000, directory: directory.url)
+        let memoryOnly = try ResponseCache.open(memoryCapacity: 0, diskCapacity: 2_000_000, directory: directory.url)
         #expect(memoryOnly.cachedResponse(for: URLRequest(url: origin.url("/small")))?.data.count == 1_000)
         #expect(memoryOnly.cachedResponse(for: URLRequest(url: origin.url("/medium")))?.data.count == 30_000)
         #expect(memoryOnly.cachedResponse(for: URLRequest(url: origin.url("/large"))) == nil)

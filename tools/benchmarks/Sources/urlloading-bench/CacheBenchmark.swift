@@ -23,7 +23,7 @@ enum CacheBenchmark {
 
     static func ours(_ path: String, memory: Int = 0, disk: Int = 1 << 34) -> ResponseCache {
         do {
-            return try ResponseCache(memoryCapacity: memory, diskCapacity: disk, directory: URL(fileURLWithPath: path))
+            return try ResponseCache.open(memoryCapacity: memory, diskCapacity: disk, directory: URL(fileURLWithPath: path))
         } catch {
             fail("cannot open our cache at \(path): \(error)")
         }
