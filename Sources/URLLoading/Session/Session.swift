@@ -222,13 +222,16 @@ public final class Session: Sendable, CustomStringConvertible {
         }
         let streamed = streamsBody || (request.httpBodyStream != nil && request.httpBody == nil)
         let length = streamed ? request.value(forHTTPHeaderField: "Content-Length").flatMap(FieldNumber.length) ?? -1 : nil
-        return state.withLock { state in
+        let (task, delegate) = state.withLock { state in
             let task = SessionTask(session: self, identifier: state.nextIdentifier, kind: kind, request: request, body: body, sink: sink,
                                    streamedBodyLength: length, completionRunner: completionRunner)
             state.nextIdentifier += 1
             if !state.invalidated && !state.invalidating { state.tasks[task.taskIdentifier] = task }
-            return task
+            return (task, state.delegate)
         }
+        // On the task's own context, so it comes before any other call for it.
+        if let delegate { task.events.enqueue { [self] in delegate.urlSession(self, didCreateTask: task) } }
+        return task
     }
 
     static func body(of request: URLRequest) -> TransferRequest.Body {

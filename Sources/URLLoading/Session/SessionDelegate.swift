@@ -68,6 +68,9 @@ public protocol SessionDelegate: AnyObject, Sendable {
 
     // MARK: Tasks (Apple's URLSessionTaskDelegate)
 
+    /// A task was made (before `resume()`, before any other call for it).
+    func urlSession(_ session: Session, didCreateTask task: SessionTask)
+
     /// A redirect: return the request to follow (possibly changed), or nil
     /// to take the redirect response as the task's result.
     func urlSession(
@@ -171,6 +174,7 @@ extension SessionDelegate {
         completionHandler(.performDefaultHandling, nil)
     }
 
+    public func urlSession(_ session: Session, didCreateTask task: SessionTask) { DelegateFallback.unhandled() }
     public func urlSession(
         _ session: Session, task: SessionTask, willPerformHTTPRedirection response: HTTPURLResponse,
         newRequest request: URLRequest

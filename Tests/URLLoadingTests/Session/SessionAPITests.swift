@@ -2,6 +2,7 @@ import Foundation
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
+import Locking
 import Testing
 import TestSupport
 @testable import URLLoading
@@ -94,6 +95,34 @@ import TestSupport
         await withCheckedContinuation { continuation in session.reset { continuation.resume() } }
         session.invalidateAndCancel()
         #expect(await eventually { tasks.allSatisfy { $0.state == .completed } })
+        try await origin.shutdown()
+    }
+
+    final class CreationDelegate: SessionTaskDelegate {
+        let events = Lock<[String]>([])
+        let completed = CompletionLatch()
+        func urlSession(_ session: Session, didCreateTask task: SessionTask) {
+            events.withLock { $0.append("created \(task.taskIdentifier)") }
+        }
+        func urlSession(_ session: Session, task: SessionTask, didCompleteWithError error: (any Error)?) {
+            events.withLock { $0.append("complete \(task.taskIdentifier)") }
+            completed.open()
+        }
+    }
+
+    @Test("didCreateTask comes for every task made, before any other call for it")
+    func didCreateTask() async throws {
+        let origin = try await TestOrigin.start()
+        origin.route("/t", response: ScriptedResponse(body: "t"))
+        let delegate = CreationDelegate()
+        let session = Session(configuration: .ephemeral, delegate: delegate)
+        let first = session.dataTask(with: origin.url("/t"))
+        first.resume()
+        await delegate.completed.wait()
+        _ = session.downloadTask(with: origin.url("/t"))
+        #expect(await eventually { delegate.events.withLock { $0.count } == 3 })
+        #expect(delegate.events.withLock { $0 } == ["created 1", "complete 1", "created 2"])
+        session.invalidateAndCancel()
         try await origin.shutdown()
     }
 }
