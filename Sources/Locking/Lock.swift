@@ -52,7 +52,7 @@ public struct Lock<Value>: ~Copyable {
 }
 
 // The lock hands its value to one thread at a time, as `Mutex` does.
-extension Lock: @unchecked Sendable {}
+extension Lock: Sendable {}
 
 #if URLLOADING_TSAN
 /// The sanitizer build's storage: a heap-allocated `pthread_mutex_t` (a

@@ -53,9 +53,8 @@ extension SessionTask {
     func askDelegate<Answer>(_ call: (any SessionDelegate) async -> Answer) async -> Answer? {
         let (taskDelegate, sessionDelegate) = delegates
         if let taskDelegate {
-            let probe = DelegateFallback.Probe()
-            let answer = await DelegateFallback.$probe.withValue(probe) { await call(taskDelegate) }
-            guard probe.unhandled, let sessionDelegate else { return answer }
+            let (answer, implemented) = await Self.probing(taskDelegate, call)
+            guard !implemented, let sessionDelegate else { return answer }
             return await call(sessionDelegate)
         }
         guard let sessionDelegate else { return nil }
@@ -67,8 +66,16 @@ extension SessionTask {
     func askIfImplemented<Answer>(
         _ delegate: any SessionDelegate, _ call: (any SessionDelegate) async -> Answer
     ) async -> Answer? {
+        let (answer, implemented) = await Self.probing(delegate, call)
+        return implemented ? answer : nil
+    }
+
+    /// The answer, and whether the delegate's own method gave it.
+    private static func probing<Answer>(
+        _ delegate: any SessionDelegate, _ call: (any SessionDelegate) async -> Answer
+    ) async -> (Answer, implemented: Bool) {
         let probe = DelegateFallback.Probe()
         let answer = await DelegateFallback.$probe.withValue(probe) { await call(delegate) }
-        return probe.unhandled ? nil : answer
+        return (answer, !probe.unhandled)
     }
 }

@@ -97,7 +97,11 @@ public final class Session: Sendable, CustomStringConvertible {
                 return fallback()
             }
         }
-        urlCache = opened("cache", settings.resolveCache) { ResponseCache(memoryCapacity: SessionConfiguration.Values.sharedMemoryCapacity) }
+        // A default configuration's fallback is the shared cache's own (memory only), so
+        // the session's cache stays `ResponseCache.shared`.
+        urlCache = opened("cache", settings.resolveCache) {
+            settings.urlCache ?? ResponseCache(memoryCapacity: SessionConfiguration.Values.sharedMemoryCapacity)
+        }
         cookieStore = opened("cookie", settings.resolveCookieStore) { MemoryCookieStore() }
         credentialStore = opened("credential", settings.resolveCredentialStore) { MemoryCredentialStore() }
         do {

@@ -12,7 +12,7 @@ import URLLoading
 /// through the completion handler and comparing the method with Foundation's
 /// constant; priorities; a configuration changed through a `let`.
 @Suite(.timeLimit(.minutes(Sanitizer.minutes(1)))) struct PortedShapesTests {
-    final class PortedDelegate: NSObject, SessionDataDelegate, @unchecked Sendable {
+    final class PortedDelegate: NSObject, SessionDataDelegate {
         let received = Lock<Data>(Data())
         let methods = Lock<[String]>([])
         let done = CompletionLatch()
