@@ -55,8 +55,8 @@ extension CacheTool {
                     configuration.urlCache = try ResponseCache.open(memoryCapacity: 512 * 1024, diskCapacity: 10 * 1024 * 1024, directory: store.cacheDirectory)
                 }
                 if store.dataDir != nil {
-                    configuration.httpCookieStorage = try PersistentCookieStore(directory: store.dataDirectory, keepSessionCookies: true)
-                    configuration.urlCredentialStorage = try PersistentCredentialStore(directory: store.dataDirectory)
+                    configuration.httpCookieStorage = try CookieStore(directory: store.dataDirectory, keepSessionCookies: true)
+                    configuration.urlCredentialStorage = try CredentialStore(directory: store.dataDirectory)
                 }
                 let session = Session(configuration: configuration)
                 defer { session.finishTasksAndInvalidate() }
@@ -112,9 +112,9 @@ extension CacheTool {
         var sameSite: String
     }
 
-    static func openCookies(_ store: StoreOptions) throws -> PersistentCookieStore {
+    static func openCookies(_ store: StoreOptions) throws -> CookieStore {
         // A tool keeps session cookies: dropping them is the application's restart, not ours.
-        try existingStore(store.dataDirectory, PersistentCookieStore.fileName) { try PersistentCookieStore(directory: $0, keepSessionCookies: true) }
+        try existingStore(store.dataDirectory, CookieStore.fileName) { try CookieStore(directory: $0, keepSessionCookies: true) }
     }
 
     struct ListCookies: ParsableCommand {
@@ -192,7 +192,7 @@ extension CacheTool {
                 throw ExitCode(ExitStatus.failure)
             }
             try reportingStoreErrors {
-                let cookies = try PersistentCookieStore(directory: store.dataDirectory, keepSessionCookies: true)
+                let cookies = try CookieStore(directory: store.dataDirectory, keepSessionCookies: true)
                 let result = cookies.importNetscapeFormat(text)
                 try cookies.flush()
                 if store.json {
@@ -242,8 +242,8 @@ extension CacheTool {
         var users: [String]
     }
 
-    static func openCredentials(_ store: StoreOptions) throws -> PersistentCredentialStore {
-        try existingStore(store.dataDirectory, PersistentCredentialStore.fileName) { try PersistentCredentialStore(directory: $0) }
+    static func openCredentials(_ store: StoreOptions) throws -> CredentialStore {
+        try existingStore(store.dataDirectory, CredentialStore.fileName) { try CredentialStore(directory: $0) }
     }
 
     struct ListCredentials: ParsableCommand {

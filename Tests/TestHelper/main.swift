@@ -24,7 +24,8 @@
 //       prints "origin <base-url>", and runs until its standard input closes.
 //
 //   urlloading-test-helper shared-session <url>
-//       Checks Session.shared (one object, invalidation ignored) and prints
+//       Checks Session.shared (one object, invalidation ignored, using
+//       CookieStore.shared, CredentialStore.shared, ResponseCache.shared) and prints
 //       "shared <body>" of a GET of <url> through it.
 //
 //   urlloading-test-helper cookie-fetch <app-id> <url>
@@ -167,9 +168,19 @@ case "shared-session":
     guard Session.shared === Session.shared, Session.shared.configuration.kind == .default else { fail("not one default session") }
     Session.shared.finishTasksAndInvalidate()
     Session.shared.invalidateAndCancel()
+    guard Session.shared.configuration.httpCookieStorage === CookieStore.shared,
+          Session.shared.configuration.urlCredentialStorage === CredentialStore.shared,
+          Session.shared.configuration.urlCache === ResponseCache.shared
+    else { fail("the shared session does not use the shared stores") }
     do {
         let (data, _) = try await Session.shared.data(from: url)
         print("shared \(String(decoding: data, as: UTF8.self))")
+        print("cookies \(CookieStore.shared.cookies(for: url)?.map(\.headerPair).joined(separator: ";") ?? "nil")")
+        CredentialStore.shared.set(Credential(user: "ann", password: "pw", persistence: .permanent), for: ProtectionSpace(url: url) ?? ProtectionSpace(host: "x", port: 1, protocol: "http"))
+        print("stores \(CookieStore.shared.path ?? "memory") \(CredentialStore.shared.path ?? "memory")")
+        for error in [CookieStore.shared.startupError, CredentialStore.shared.startupError, ResponseCache.shared.startupError].compactMap({ $0 }) {
+            print("startup error: \(error.kind)")
+        }
     } catch {
         fail("\(error)")
     }
@@ -197,7 +208,7 @@ case "full-disk-fetch":
     do {
         let configuration = SessionConfiguration.ephemeral
         configuration.urlCache = try ResponseCache.open(memoryCapacity: 0, diskCapacity: 100 << 20, directory: URL(fileURLWithPath: rest[0]))
-        configuration.httpCookieStorage = try PersistentCookieStore(directory: URL(fileURLWithPath: rest[1]))
+        configuration.httpCookieStorage = try CookieStore(directory: URL(fileURLWithPath: rest[1]))
         let session = Session(configuration: configuration)
         for _ in 0..<count {
             // Each request asks the network: a stored copy would hide a write that failed.
@@ -244,7 +255,7 @@ case "store-loop":
     guard rest.count == 3, let rounds = Int(rest[2]), rounds > 0 else { fail("usage: store-loop <cache-dir> <data-dir> <rounds>") }
     for round in 0..<rounds {
         do {
-            let cookies = try PersistentCookieStore(directory: URL(fileURLWithPath: rest[1]), keepSessionCookies: true)
+            let cookies = try CookieStore(directory: URL(fileURLWithPath: rest[1]), keepSessionCookies: true)
             let url = URL(string: "https://loop.test/\(getpid())/\(round)")!
             guard cookies.setCookies(["c\(getpid())=\(round); Max-Age=600"], for: url, mainDocumentURL: url, policy: .always).count == 1 else {
                 fail("round \(round): the cookie was refused")

@@ -171,10 +171,10 @@ import TestSupport
     func cookiesAndCredentials() async throws {
         let directory = TemporaryDirectory()
         let path = directory.url.path
-        let cookies = try PersistentCookieStore(directory: directory.url)
+        let cookies = try CookieStore(directory: directory.url)
         cookies.setCookies(["sid=cookie-secret-value; Max-Age=3600; HttpOnly", "theme=dark; Max-Age=3600"], for: URL(string: "https://a.test/")!)
         cookies.setCookies(["other=x; Max-Age=3600"], for: URL(string: "https://b.test/")!)
-        let credentials = try PersistentCredentialStore(directory: directory.url)
+        let credentials = try CredentialStore(directory: directory.url)
         credentials.set(Credential(user: "ann", password: "S3cretPassw0rd", persistence: .permanent),
                         for: ProtectionSpace(host: "a.test", port: 443, protocol: "https", realm: "api", authenticationMethod: .httpBasic))
         var outputs: [String] = []

@@ -2,7 +2,7 @@ import Foundation
 
 /// The rules of a cookie store, without locking or persistence: the storage
 /// model of RFC 6265bis §5.7, retrieval (§5.8.3), expiry, and eviction.
-/// `MemoryCookieStore` and `PersistentCookieStore` keep one behind a lock.
+/// `CookieStore` keeps one behind a lock.
 ///
 /// Cookies sit in buckets by registrable domain (or by host, for IP
 /// addresses and hosts that are public suffixes), so a lookup reads one

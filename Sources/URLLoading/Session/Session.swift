@@ -21,9 +21,9 @@ public final class Session: Sendable, CustomStringConvertible {
     /// The response cache the configuration resolved to, if any.
     public let urlCache: ResponseCache?
     /// The cookie store the configuration resolved to, if any.
-    public let cookieStore: (any CookieStore)?
+    public let cookieStore: CookieStore?
     /// The credential store the configuration resolved to, if any.
-    public let credentialStore: (any CredentialStore)?
+    public let credentialStore: CredentialStore?
     /// Why a persistent store of the configuration, or libcurl, could not be
     /// opened when the session was made, in that order; empty when all was
     /// well. A store that could not be opened is replaced by one in memory
@@ -88,22 +88,12 @@ public final class Session: Sendable, CustomStringConvertible {
         self.isShared = isShared
         let logger = Logger(label: "urlloading.session")
         var errors: [any Error] = []
-        func opened<Store>(_ what: String, _ open: () throws -> Store?, else fallback: () -> Store) -> Store? {
-            do {
-                return try open()
-            } catch {
-                logger.error("the \(what) store could not be opened; this session keeps one in memory", metadata: ["error": "\(error)"])
-                errors.append(error)
-                return fallback()
-            }
-        }
-        // A default configuration's fallback is the shared cache's own (memory only), so
-        // the session's cache stays `ResponseCache.shared`.
-        urlCache = opened("cache", settings.resolveCache) {
-            settings.urlCache ?? ResponseCache(memoryCapacity: SessionConfiguration.Values.sharedMemoryCapacity)
-        }
-        cookieStore = opened("cookie", settings.resolveCookieStore) { MemoryCookieStore() }
-        credentialStore = opened("credential", settings.resolveCredentialStore) { MemoryCredentialStore() }
+        // Shared stores that could not open their files keep memory only;
+        // they logged why when they were made.
+        urlCache = settings.resolveCache()
+        cookieStore = settings.resolveCookieStore()
+        credentialStore = settings.resolveCredentialStore()
+        errors += [urlCache?.startupError, cookieStore?.startupError, credentialStore?.startupError].compactMap { $0 }
         do {
             multi = try CurlMulti(maximumConnectionsPerHost: settings.httpMaximumConnectionsPerHost)
         } catch {
@@ -363,7 +353,7 @@ public final class Session: Sendable, CustomStringConvertible {
         let key = Self.originKey(origin)
         guard var sent = state.withLock({ $0.authenticated[key] }) else { return nil }
         guard let user = sent.credential.user, let password = sent.credential.password,
-              credentialStore?.credentials(for: sent.space)[user] != nil
+              credentialStore?.credentials(for: sent.space)?[user] != nil
         else {
             state.withLock { _ = $0.authenticated.removeValue(forKey: key) }
             return nil

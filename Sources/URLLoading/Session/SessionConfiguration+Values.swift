@@ -3,6 +3,7 @@ import Foundation
 import FoundationNetworking
 #endif
 import Locking
+import Logging
 
 extension SessionConfiguration {
     /// The settings themselves, as a value: what a session copies when it is
@@ -65,8 +66,8 @@ extension SessionConfiguration {
         var sendsCacheStatus = true
 
         var cacheChoice: StoreChoice<ResponseCache>
-        var cookieChoice: StoreChoice<any CookieStore>
-        var credentialChoice: StoreChoice<any CredentialStore>
+        var cookieChoice: StoreChoice<CookieStore>
+        var credentialChoice: StoreChoice<CredentialStore>
 
         /// The response cache. Default configurations use the application's
         /// shared persistent cache; ephemeral ones give each session a new
@@ -89,11 +90,11 @@ extension SessionConfiguration {
         /// ephemeral ones give each session a new in-memory store (this property
         /// is nil for them until you set one). Setting a store makes every
         /// session from this configuration share it; setting nil turns cookies off.
-        var httpCookieStorage: (any CookieStore)? {
+        var httpCookieStorage: CookieStore? {
             get {
                 switch cookieChoice {
                 case .explicit(let store): return store
-                case .applicationShared: return try? Values.sharedCookieStore(for: applicationIdentifier)
+                case .applicationShared: return Values.sharedCookieStoreOrMemory(for: applicationIdentifier)
                 case .sessionPrivate, .none: return nil
                 }
             }
@@ -113,11 +114,11 @@ extension SessionConfiguration {
         /// new in-memory store (this property is nil for them until you set
         /// one). Setting a store makes every session from this configuration
         /// share it; setting nil keeps no credentials.
-        var urlCredentialStorage: (any CredentialStore)? {
+        var urlCredentialStorage: CredentialStore? {
             get {
                 switch credentialChoice {
                 case .explicit(let store): return store
-                case .applicationShared: return try? Values.sharedCredentialStore(for: applicationIdentifier)
+                case .applicationShared: return Values.sharedCredentialStoreOrMemory(for: applicationIdentifier)
                 case .sessionPrivate, .none: return nil
                 }
             }
@@ -164,13 +165,6 @@ extension SessionConfiguration {
 
         private static let sharedCaches = Lock<[String: ResponseCache]>([:])
 
-        /// The application's persistent cache, opened once per process.
-        static func sharedCache(for applicationIdentifier: String) throws -> ResponseCache {
-            let cache = sharedCacheOrMemory(for: applicationIdentifier)
-            if let error = cache.startupError { throw error }
-            return cache
-        }
-
         /// The application's cache, kept in memory only when its folder
         /// cannot be opened: one object per application identifier.
         static func sharedCacheOrMemory(for applicationIdentifier: String) -> ResponseCache {
@@ -185,58 +179,74 @@ extension SessionConfiguration {
         }
 
         /// The cache a new session gets.
-        func resolveCache() throws -> ResponseCache? {
+        func resolveCache() -> ResponseCache? {
             switch cacheChoice {
             case .explicit(let cache): return cache
             case .none: return nil
             case .sessionPrivate: return ResponseCache(memoryCapacity: Self.ephemeralMemoryCapacity)
-            case .applicationShared: return try Self.sharedCache(for: applicationIdentifier)
+            case .applicationShared: return Self.sharedCacheOrMemory(for: applicationIdentifier)
             }
         }
 
-        private static let sharedCookieStores = Lock<[String: PersistentCookieStore]>([:])
+        private static let sharedCookieStores = Lock<[String: CookieStore]>([:])
 
-        /// The application's persistent cookie store, opened once per process.
-        static func sharedCookieStore(for applicationIdentifier: String) throws -> PersistentCookieStore {
-            try sharedCookieStores.withLock { stores in
+        /// The application's cookie store, kept in memory only when its file
+        /// cannot be opened: one object per application identifier.
+        static func sharedCookieStoreOrMemory(for applicationIdentifier: String) -> CookieStore {
+            sharedStore(in: sharedCookieStores, for: applicationIdentifier, file: CookieStore.fileName, what: "cookie",
+                        open: { try CookieStore(directory: $0) }, fallback: CookieStore.init(fallbackFor:))
+        }
+
+        /// One store per application identifier in `table`: opened in the
+        /// application's data directory or, when that fails, kept in memory
+        /// with the reason (logged once, here).
+        private static func sharedStore<Store: Sendable>(
+            in table: borrowing Lock<[String: Store]>, for applicationIdentifier: String, file: String, what: String,
+            open: (URL) throws -> Store, fallback: (StoreError) -> Store
+        ) -> Store {
+            table.withLock { stores in
                 if let store = stores[applicationIdentifier] { return store }
-                let store = try PersistentCookieStore(
-                    directory: StoreLocations(applicationIdentifier: applicationIdentifier).dataDirectory)
+                let directory = StoreLocations(applicationIdentifier: applicationIdentifier).dataDirectory
+                let store: Store
+                do {
+                    store = try open(directory)
+                } catch {
+                    let failure = StoreError.wrapping(error, path: directory.appendingPathComponent(file).path)
+                    Logger(label: "urlloading.\(what)s").error(
+                        "the shared \(what) store could not be opened; it keeps memory only", metadata: ["error": "\(failure)"])
+                    store = fallback(failure)
+                }
                 stores[applicationIdentifier] = store
                 return store
             }
         }
 
         /// The cookie store a new session gets.
-        func resolveCookieStore() throws -> (any CookieStore)? {
+        func resolveCookieStore() -> CookieStore? {
             switch cookieChoice {
             case .explicit(let store): return store
             case .none: return nil
-            case .sessionPrivate: return MemoryCookieStore()
-            case .applicationShared: return try Self.sharedCookieStore(for: applicationIdentifier)
+            case .sessionPrivate: return CookieStore()
+            case .applicationShared: return Self.sharedCookieStoreOrMemory(for: applicationIdentifier)
             }
         }
 
-        private static let sharedCredentialStores = Lock<[String: PersistentCredentialStore]>([:])
+        private static let sharedCredentialStores = Lock<[String: CredentialStore]>([:])
 
-        /// The application's credential store, opened once per process.
-        static func sharedCredentialStore(for applicationIdentifier: String) throws -> PersistentCredentialStore {
-            try sharedCredentialStores.withLock { stores in
-                if let store = stores[applicationIdentifier] { return store }
-                let store = try PersistentCredentialStore(
-                    directory: StoreLocations(applicationIdentifier: applicationIdentifier).dataDirectory)
-                stores[applicationIdentifier] = store
-                return store
-            }
+        /// The application's credential store, kept in memory only when its
+        /// file cannot be opened: one object per application identifier.
+        static func sharedCredentialStoreOrMemory(for applicationIdentifier: String) -> CredentialStore {
+            sharedStore(in: sharedCredentialStores, for: applicationIdentifier, file: CredentialStore.fileName, what: "credential",
+                        open: { try CredentialStore(directory: $0) }, fallback: CredentialStore.init(fallbackFor:))
         }
 
         /// The credential store a new session gets.
-        func resolveCredentialStore() throws -> (any CredentialStore)? {
+        func resolveCredentialStore() -> CredentialStore? {
             switch credentialChoice {
             case .explicit(let store): return store
             case .none: return nil
-            case .sessionPrivate: return MemoryCredentialStore()
-            case .applicationShared: return try Self.sharedCredentialStore(for: applicationIdentifier)
+            case .sessionPrivate: return CredentialStore()
+            case .applicationShared: return Self.sharedCredentialStoreOrMemory(for: applicationIdentifier)
             }
         }
     }

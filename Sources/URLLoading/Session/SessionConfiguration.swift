@@ -178,7 +178,7 @@ public final class SessionConfiguration: Sendable, CustomStringConvertible {
     /// ephemeral ones give each session a new in-memory store (this property
     /// is nil for them until you set one). Setting a store makes every
     /// session from this configuration share it; setting nil turns cookies off.
-    public var httpCookieStorage: (any CookieStore)? {
+    public var httpCookieStorage: CookieStore? {
         get { value(\.httpCookieStorage) }
         set { values.withLock { $0.cookieChoice = newValue.map { .explicit($0) } ?? .none } }
     }
@@ -188,7 +188,7 @@ public final class SessionConfiguration: Sendable, CustomStringConvertible {
     /// new in-memory store (this property is nil for them until you set
     /// one). Setting a store makes every session from this configuration
     /// share it; setting nil keeps no credentials.
-    public var urlCredentialStorage: (any CredentialStore)? {
+    public var urlCredentialStorage: CredentialStore? {
         get { value(\.urlCredentialStorage) }
         set { values.withLock { $0.credentialChoice = newValue.map { .explicit($0) } ?? .none } }
     }

@@ -225,7 +225,7 @@ extension SessionTask {
 
     /// Default handling (SPEC A3): the store's default credential for the
     /// space (or, from `.netrc`, for its server), else the URL's user and password.
-    static func defaultCredential(for space: ProtectionSpace, url: URL, store: (any CredentialStore)?, excluding failed: Set<String>) -> Credential? {
+    static func defaultCredential(for space: ProtectionSpace, url: URL, store: CredentialStore?, excluding failed: Set<String>) -> Credential? {
         var candidates: [Credential] = []
         if let store {
             if let credential = store.defaultCredential(for: space) { candidates.append(credential) }

@@ -20,7 +20,7 @@ import TestSupport
     @Test("K3: header order is longer paths first, then earlier creation; path and domain matching")
     func orderAndMatching() {
         let clock = Clock()
-        let store = MemoryCookieStore(clock: clock.now)
+        let store = CookieStore(clock: clock.now)
         store.setCookies(["a=1; Path=/", "b=2; Path=/docs", "c=3"], for: Self.page)
         clock.advance(1)
         store.setCookies(["d=4; Path=/docs; Domain=example.com"], for: Self.page)
@@ -34,7 +34,7 @@ import TestSupport
     @Test("K1: Expires and Max-Age (Max-Age wins), expiry on read, deletion by an expired cookie, the 400-day cap")
     func expiry() {
         let clock = Clock()
-        let store = MemoryCookieStore(clock: clock.now)
+        let store = CookieStore(clock: clock.now)
         store.setCookies([
             "short=1; Max-Age=10", "dated=2; Expires=\(HTTPDate.format(Self.t0.timeIntervalSince1970 + 20))",
             "both=3; Max-Age=30; Expires=\(HTTPDate.format(Self.t0.timeIntervalSince1970 + 5))",
@@ -53,7 +53,7 @@ import TestSupport
 
     @Test("K1: Secure only over https and never set from http; an http cookie may not shadow a Secure one")
     func secure() {
-        let store = MemoryCookieStore(clock: Clock().now)
+        let store = CookieStore(clock: Clock().now)
         let http = URL(string: "http://www.example.com/")!
         #expect(store.setCookies(["s=1; Secure"], for: http).isEmpty)
         store.setCookies(["s=1; Secure; Path=/"], for: Self.page)
@@ -65,7 +65,7 @@ import TestSupport
 
     @Test("K1: __Secure- and __Host- prefixes; Domain attributes that are public suffixes or other sites are refused")
     func prefixesAndDomains() {
-        let store = MemoryCookieStore(clock: Clock().now)
+        let store = CookieStore(clock: Clock().now)
         #expect(store.setCookies(["__Secure-a=1"], for: Self.page).isEmpty)
         #expect(store.setCookies(["__Secure-a=1; Secure"], for: Self.page).count == 1)
         #expect(store.setCookies(["__Host-b=1; Secure; Domain=example.com"], for: Self.page).isEmpty)
@@ -82,20 +82,20 @@ import TestSupport
 
     @Test("K2: accept policies always, never and only from the main document's domain")
     func acceptPolicies() {
-        let store = MemoryCookieStore(clock: Clock().now)
+        let store = CookieStore(clock: Clock().now)
         let tracker = URL(string: "https://tracker.test/pixel")!
         #expect(store.setCookies(["a=1"], for: tracker, mainDocumentURL: Self.page, policy: .never).isEmpty)
         #expect(store.setCookies(["a=1"], for: tracker, mainDocumentURL: Self.page, policy: .onlyFromMainDocumentDomain).isEmpty)
         #expect(store.setCookies(["a=1"], for: URL(string: "https://cdn.example.com/")!, mainDocumentURL: Self.page, policy: .onlyFromMainDocumentDomain).count == 1)
         #expect(store.setCookies(["b=1"], for: tracker, mainDocumentURL: nil, policy: .onlyFromMainDocumentDomain).count == 1)
         #expect(store.setCookies(["c=1"], for: tracker, mainDocumentURL: Self.page, policy: .always).count == 1)
-        store.acceptPolicy = .never
+        store.cookieAcceptPolicy = .never
         #expect(store.setCookies(["d=1"], for: tracker).isEmpty)
     }
 
     @Test("K1: SameSite Lax and Strict neither sent to nor set by another site's requests")
     func sameSite() {
-        let store = MemoryCookieStore(clock: Clock().now)
+        let store = CookieStore(clock: Clock().now)
         store.setCookies(["n=1; SameSite=None; Secure", "l=2; SameSite=Lax", "s=3; SameSite=Strict", "u=4"], for: Self.page)
         let otherSite = URL(string: "https://news.test/")!
         #expect(store.cookieHeader(for: Self.page, mainDocumentURL: otherSite) == "n=1; u=4")
@@ -107,7 +107,7 @@ import TestSupport
     @Test("K1: at most 50 per domain and the total limit; expired first, then least recently used")
     func eviction() {
         let clock = Clock()
-        let store = MemoryCookieStore(limits: (perDomain: 50, total: 120), clock: clock.now)
+        let store = CookieStore(limits: (perDomain: 50, total: 120), clock: clock.now)
         let www = URL(string: "https://www.example.com/")!
         let other = URL(string: "https://a.example.com/")!
         store.setCookies(["expiring=1; Max-Age=5"], for: www)
@@ -146,13 +146,13 @@ import TestSupport
     @Test("K3: delete one, remove since a date, remove all; programmatic cookies replace by name, domain and path")
     func deletion() {
         let clock = Clock()
-        let store = MemoryCookieStore(clock: clock.now)
+        let store = CookieStore(clock: clock.now)
         store.setCookies(["a=1", "b=2"], for: Self.page)
         clock.advance(60)
         store.setCookie(Cookie(name: "c", value: "3", domain: ".example.com", creationDate: clock.now()))
         store.setCookie(Cookie(name: "c", value: "4", domain: ".example.com", creationDate: clock.now()))
         #expect(store.allCookies.count == 3)
-        #expect(store.cookies(for: Self.page).first { $0.name == "c" }?.value == "4")
+        #expect(store.cookies(for: Self.page)?.first { $0.name == "c" }?.value == "4")
         store.removeCookies(since: Self.t0.addingTimeInterval(30))
         #expect(Set(store.allCookies.map(\.name)) == ["a", "b"])
         if let a = store.allCookies.first(where: { $0.name == "a" }) { store.deleteCookie(a) }
@@ -163,7 +163,7 @@ import TestSupport
 
     @Test("Secrets: a cookie's and a store's descriptions never show values")
     func descriptionsHideValues() {
-        let store = MemoryCookieStore(clock: Clock().now)
+        let store = CookieStore(clock: Clock().now)
         let cookies = store.setCookies(["session=s3cr3t-token; Secure; HttpOnly; SameSite=Lax"], for: Self.page)
         let text = "\(cookies) \(store) \(String(reflecting: cookies))"
         #expect(!text.contains("s3cr3t"))
@@ -185,18 +185,18 @@ import TestSupport
         let directory = TemporaryDirectory()
         let clock = Clock()
         do {
-            let store = try PersistentCookieStore(directory: directory.url, clock: clock.now)
+            let store = try CookieStore(directory: directory.url, clock: clock.now)
             store.setCookies(["keep=1; Max-Age=3600; HttpOnly; SameSite=Strict", "session=2", "gone=3; Max-Age=10"], for: Self.page)
             #expect(store.allCookies.count == 3)
         }
         let mode = try FileManager.default.attributesOfItem(atPath: directory.path("Cookies.sqlite"))[.posixPermissions] as? Int
         #expect(mode == 0o600)
         do {
-            let store = try PersistentCookieStore(directory: directory.url, keepSessionCookies: true, clock: clock.now)
+            let store = try CookieStore(directory: directory.url, keepSessionCookies: true, clock: clock.now)
             #expect(Set(store.allCookies.map(\.name)) == ["keep", "session", "gone"])
         }
         clock.advance(60)
-        let store = try PersistentCookieStore(directory: directory.url, clock: clock.now)
+        let store = try CookieStore(directory: directory.url, clock: clock.now)
         #expect(store.allCookies.map(\.name) == ["keep"])
         let keep = store.allCookies.first
         #expect(keep?.isHTTPOnly == true && keep?.sameSite == .strict && keep?.domain == "www.example.com" && keep?.isHostOnly == true)
@@ -207,10 +207,10 @@ import TestSupport
     @Test("K4: changes reach the file before the call returns; deletions too")
     func writeThrough() throws {
         let directory = TemporaryDirectory()
-        let first = try PersistentCookieStore(directory: directory.url, keepSessionCookies: true, clock: Clock().now)
+        let first = try CookieStore(directory: directory.url, keepSessionCookies: true, clock: Clock().now)
         first.setCookies(["a=1", "b=2"], for: Self.page)
         if let b = first.allCookies.first(where: { $0.name == "b" }) { first.deleteCookie(b) }
-        let second = try PersistentCookieStore(directory: directory.url, keepSessionCookies: true, clock: Clock().now)
+        let second = try CookieStore(directory: directory.url, keepSessionCookies: true, clock: Clock().now)
         #expect(second.allCookies.map(\.name) == ["a"])
         _ = first
     }
@@ -219,14 +219,14 @@ import TestSupport
     func lastAccessPersisted() throws {
         let directory = TemporaryDirectory()
         let clock = Clock()
-        let store = try PersistentCookieStore(directory: directory.url, keepSessionCookies: true, clock: clock.now)
+        let store = try CookieStore(directory: directory.url, keepSessionCookies: true, clock: clock.now)
         store.setCookies(["a=1"], for: Self.page)
         clock.advance(500)
         #expect(store.cookieHeader(for: Self.page) == "a=1")
-        let before = try PersistentCookieStore(directory: directory.url, keepSessionCookies: true, clock: clock.now)
+        let before = try CookieStore(directory: directory.url, keepSessionCookies: true, clock: clock.now)
         #expect(before.allCookies.first?.lastAccessDate == Self.t0)
         try store.flush()
-        let after = try PersistentCookieStore(directory: directory.url, keepSessionCookies: true, clock: clock.now)
+        let after = try CookieStore(directory: directory.url, keepSessionCookies: true, clock: clock.now)
         #expect(after.allCookies.first?.lastAccessDate == Self.t0.addingTimeInterval(500))
     }
 
@@ -236,7 +236,7 @@ import TestSupport
         try Data(repeating: 0x41, count: 8192).write(to: directory.url.appendingPathComponent("Cookies.sqlite"))
         // Damaged, but private as the library made it (one others can read is refused).
         chmod(directory.path("Cookies.sqlite"), 0o600)
-        let store = try PersistentCookieStore(directory: directory.url, clock: Clock().now)
+        let store = try CookieStore(directory: directory.url, clock: Clock().now)
         #expect(store.allCookies.isEmpty)
         store.setCookies(["a=1"], for: Self.page)
         let names = try FileManager.default.contentsOfDirectory(atPath: directory.url.path)
@@ -247,12 +247,12 @@ import TestSupport
 
     @Test("K: Netscape cookies.txt export and import round-trip, HttpOnly and session cookies included")
     func netscapeRoundTrip() {
-        let store = MemoryCookieStore(clock: Clock().now)
+        let store = CookieStore(clock: Clock().now)
         store.setCookies(["a=1; Max-Age=3600; Domain=example.com; Path=/docs", "h=2; HttpOnly; Secure", "s=3"], for: Self.page)
         let text = store.exportNetscapeFormat()
         #expect(text.contains(".example.com\tTRUE\t/docs\tFALSE\t\(Int(Self.t0.timeIntervalSince1970) + 3600)\ta\t1"))
         #expect(text.contains("#HttpOnly_www.example.com\tFALSE\t/docs\tTRUE\t0\th\t2"))
-        let copy = MemoryCookieStore(clock: Clock().now)
+        let copy = CookieStore(clock: Clock().now)
         let result = copy.importNetscapeFormat(text + "garbage line\n")
         #expect(result.imported == 3 && result.skippedLines == 1)
         #expect(copy.cookieHeader(for: Self.page) == store.cookieHeader(for: Self.page))
@@ -265,7 +265,7 @@ extension CookieStoreTests {
     func netscapeControlCharacters() throws {
         // Found by tools/fuzz cookies-txt: a value ending in a vertical tab was
         // imported, then could not be written back, and sending it is refused.
-        let store = MemoryCookieStore(clock: Clock().now)
+        let store = CookieStore(clock: Clock().now)
         let text = "www.example.com\tFALSE\t/\tFALSE\t0\tv\txy\u{0B}\n"
             + "www.example.com\tFALSE\t/\tFALSE\t0\t\u{01}\u{00}sid\tz\n"
             + "www.example.com\tFALSE\t/p\u{7F}\tFALSE\t0\tp\t1\n"
@@ -287,7 +287,7 @@ extension CookieStoreTests {
 
     @Test("Foundation's HTTPCookie converts both ways, scope and Secure kept")
     func httpCookieBridge() throws {
-        let store = MemoryCookieStore(clock: Clock().now)
+        let store = CookieStore(clock: Clock().now)
         let stored = try #require(store.setCookies(["a=1; Domain=example.com; Path=/docs; Secure; SameSite=Strict; Max-Age=60"], for: Self.page).first)
         let foundation = try #require(stored.httpCookie)
         #expect(foundation.name == "a" && foundation.value == "1" && foundation.path == "/docs" && foundation.isSecure)
@@ -296,13 +296,44 @@ extension CookieStoreTests {
         #expect(back.isSecure)
         #expect(back.expiresDate.map { abs($0.timeIntervalSince(stored.expiresDate ?? .distantPast)) < 1 } == true)
     }
+
+    @Test("Apple's HTTPCookieStorage shapes: optional cookie lists, setCookies of cookies under the accept policy, a task's cookies")
+    func applesShapes() async throws {
+        let store = CookieStore()
+        #expect(store.cookies?.isEmpty == true)
+        let page = Self.page
+        let made = Cookie(name: "m", value: "1", domain: "www.example.com")
+        store.setCookies([made], for: page, mainDocumentURL: URL(string: "https://www.example.com/"))
+        #expect(store.cookies(for: page)?.map(\.name) == ["m"])
+        // Cross-site under onlyFromMainDocumentDomain, and anything under never, is refused.
+        store.cookieAcceptPolicy = .onlyFromMainDocumentDomain
+        store.setCookies([Cookie(name: "x", value: "1", domain: "www.example.com")], for: page, mainDocumentURL: URL(string: "https://other.test/"))
+        store.cookieAcceptPolicy = .never
+        store.setCookies([Cookie(name: "n", value: "1", domain: "www.example.com")], for: page, mainDocumentURL: nil)
+        #expect(store.cookies?.map(\.name) == ["m"])
+        store.cookieAcceptPolicy = .always
+        // A task's current request decides which cookies are stored and read.
+        let session = Session(configuration: .ephemeral)
+        let task = session.dataTask(with: page)
+        store.storeCookies([Cookie(name: "t", value: "2", domain: "www.example.com", path: "/docs")], for: task)
+        let read = Lock<[String]?>(nil)
+        let latch = CompletionLatch()
+        store.getCookiesFor(task) { cookies in
+            read.withLock { $0 = cookies?.map(\.name) }
+            latch.open()
+        }
+        await latch.wait()
+        #expect(read.withLock { $0 } == ["t", "m"])
+        task.cancel()
+        session.invalidateAndCancel()
+    }
 }
 
 /// Without the Public Suffix List (issue 18 item 8).
 @Suite struct MissingPublicSuffixListTests {
     @Test("Without the list, a Domain cookie is stored host-only: evil.co.uk cannot set one for co.uk's other sites")
     func domainCookiesHostOnly() throws {
-        let store = MemoryCookieStore(publicSuffixes: .unavailable)
+        let store = CookieStore(publicSuffixes: .unavailable)
         let evil = try #require(URL(string: "https://evil.co.uk/"))
         let stored = store.setCookies(["a=1; Domain=co.uk", "b=2; Domain=evil.co.uk"], for: evil, mainDocumentURL: evil, policy: .always)
         #expect(stored.map(\.name).sorted() == ["a", "b"])

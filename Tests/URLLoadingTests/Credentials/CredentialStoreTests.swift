@@ -1,4 +1,5 @@
 import Foundation
+import Locking
 import Testing
 import TestSupport
 @testable import URLLoading
@@ -15,11 +16,11 @@ import TestSupport
         // A directory the store creates gets mode 0700.
         let directory = (url: parent.url.appendingPathComponent("app"), path: { (name: String) in parent.path("app/" + name) })
         do {
-            let store = try PersistentCredentialStore(directory: directory.url)
+            let store = try CredentialStore(directory: directory.url)
             store.set(Credential(user: "ann", password: "p1", persistence: .permanent), for: Self.space)
             store.set(Credential(user: "bob", password: "p2", persistence: .forSession), for: Self.space)
             store.set(Credential(user: "eve", password: "p3", persistence: .none), for: Self.space)
-            #expect(Set(store.credentials(for: Self.space).keys) == ["ann", "bob"])
+            #expect(Set(store.credentials(for: Self.space)?.keys ?? [:].keys) == ["ann", "bob"])
             #expect(store.defaultCredential(for: Self.space)?.user == "ann")
             store.setDefaultCredential(Credential(user: "bob", password: "p2", persistence: .forSession), for: Self.space)
             #expect(store.defaultCredential(for: Self.space)?.user == "bob")
@@ -28,21 +29,21 @@ import TestSupport
         let directoryMode = try FileManager.default.attributesOfItem(atPath: directory.url.path)[.posixPermissions] as? Int
         #expect(mode == 0o600)
         #expect(directoryMode == 0o700)
-        let reopened = try PersistentCredentialStore(directory: directory.url)
-        #expect(reopened.credentials(for: Self.space).keys.sorted() == ["ann"])
+        let reopened = try CredentialStore(directory: directory.url)
+        #expect(reopened.credentials(for: Self.space)?.keys.sorted() == ["ann"])
         #expect(reopened.defaultCredential(for: Self.space)?.password == "p1")
         #expect(reopened.allCredentials.keys.first?.host == "api.example.com")
         if let ann = reopened.defaultCredential(for: Self.space) { reopened.remove(ann, for: Self.space) }
-        #expect(try PersistentCredentialStore(directory: directory.url).allCredentials.isEmpty)
+        #expect(try CredentialStore(directory: directory.url).allCredentials.isEmpty)
     }
 
     @Test("A1: a credential file that others can read is refused with a clear error")
     func refusesReadableFile() throws {
         let directory = TemporaryDirectory()
-        _ = try PersistentCredentialStore(directory: directory.url)
+        _ = try CredentialStore(directory: directory.url)
         chmod(directory.path("Credentials.sqlite"), 0o644)
         #expect {
-            _ = try PersistentCredentialStore(directory: directory.url)
+            _ = try CredentialStore(directory: directory.url)
         } throws: { error in
             (error as? StoreError)?.kind == .insecurePermissions && "\(error)".contains("Credentials.sqlite")
         }
@@ -51,13 +52,13 @@ import TestSupport
     @Test("Cookie and cache databases that others can read are refused with the same error")
     func refusesReadableCookieAndCacheFiles() throws {
         let directory = TemporaryDirectory()
-        _ = try PersistentCookieStore(directory: directory.url)
+        _ = try CookieStore(directory: directory.url)
         _ = try ResponseCache.open(memoryCapacity: 0, diskCapacity: 1 << 20, directory: directory.url)
         for name in ["Cookies.sqlite", "Cache.sqlite"] {
             chmod(directory.path(name), 0o644)
         }
         #expect {
-            _ = try PersistentCookieStore(directory: directory.url)
+            _ = try CookieStore(directory: directory.url)
         } throws: { error in
             (error as? StoreError)?.kind == .insecurePermissions && "\(error)".contains("Cookies.sqlite")
         }
@@ -83,7 +84,7 @@ import TestSupport
             password "x"
         default login anonymous password guest
         """.write(to: file, atomically: true, encoding: .utf8)
-        let store = MemoryCredentialStore()
+        let store = CredentialStore()
         #expect(try store.importNetrc(from: file) == 2)
         let space = try #require(ProtectionSpace(url: URL(string: "https://example.org/x")!))
         #expect(store.defaultCredential(for: space)?.password == "s3cret")
@@ -94,12 +95,38 @@ import TestSupport
     @Test("Secrets: descriptions, dumps and errors never show passwords")
     func secretsHidden() throws {
         let credential = Credential(user: "ann", password: "hunter2-secret", persistence: .permanent)
-        let store = MemoryCredentialStore()
+        let store = CredentialStore()
         store.set(credential, for: Self.space)
         var dumped = ""
         dump(credential, to: &dumped)
         let text = "\(credential) \(String(reflecting: credential)) \(store) \(store.allCredentials) \(dumped)"
         #expect(!text.contains("hunter2"))
         #expect(text.contains("ann"))
+    }
+
+    @Test("Apple's URLCredentialStorage shapes: optional credential lists, task forms, handler forms")
+    func applesShapes() async throws {
+        let store = CredentialStore()
+        #expect(store.credentials(for: Self.space) == nil)
+        let session = Session(configuration: .ephemeral)
+        let task = session.dataTask(with: try #require(URL(string: "https://example.org/")))
+        store.set(Credential(user: "ann", password: "p1", persistence: .forSession), for: Self.space, task: task)
+        store.setDefaultCredential(Credential(user: "bob", password: "p2", persistence: .forSession), for: Self.space, task: task)
+        #expect(store.credentials(for: Self.space)?.keys.sorted() == ["ann", "bob"])
+        let latch = CompletionLatch()
+        let seen = Lock<(String?, Int)>((nil, 0))
+        store.getDefaultCredential(for: Self.space, task: task) { credential in
+            seen.withLock { $0.0 = credential?.user }
+            store.getCredentials(for: Self.space, task: task) { credentials in
+                seen.withLock { $0.1 = credentials?.count ?? 0 }
+                latch.open()
+            }
+        }
+        await latch.wait()
+        #expect(seen.withLock { $0.0 } == "bob" && seen.withLock { $0.1 } == 2)
+        store.remove(Credential(user: "bob", password: "p2", persistence: .forSession), for: Self.space, task: task)
+        #expect(store.credentials(for: Self.space)?.keys.sorted() == ["ann"])
+        task.cancel()
+        session.invalidateAndCancel()
     }
 }

@@ -181,7 +181,7 @@ import TestSupport
         origin.route("/a", Routes.basicAuth(realm: "a", user: "ann", password: "pw", then: Self.ok))
         origin.route("/b", Routes.basicAuth(realm: "b", user: "bob", password: "pw", then: Self.ok))
         let directory = TemporaryDirectory()
-        let store = try PersistentCredentialStore(directory: directory.url)
+        let store = try CredentialStore(directory: directory.url)
         let delegate = ChallengeDelegate(task: { challenge in
             challenge.protectionSpace.realm == "a"
                 ? use(Credential(user: "ann", password: "pw", persistence: .permanent))
@@ -191,7 +191,7 @@ import TestSupport
         #expect(try await Self.status(session, origin.url("/a")).0 == 200)
         #expect(try await Self.status(session, origin.url("/b")).0 == 200)
         #expect(Set(store.allCredentials.keys.compactMap(\.realm)) == ["a", "b"])
-        let reopened = try PersistentCredentialStore(directory: directory.url)
+        let reopened = try CredentialStore(directory: directory.url)
         #expect(reopened.allCredentials.keys.compactMap(\.realm) == ["a"])
         session.finishTasksAndInvalidate()
         try await origin.shutdown()

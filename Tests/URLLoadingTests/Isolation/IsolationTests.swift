@@ -186,9 +186,9 @@ extension IsolationTests {
         }
         // The default stores on disk, read through the library afresh and through cachetool.
         await sessions[2].1.flush()
-        let cookiesOnDisk = try PersistentCookieStore(directory: locations.dataDirectory, keepSessionCookies: true)
+        let cookiesOnDisk = try CookieStore(directory: locations.dataDirectory, keepSessionCookies: true)
         #expect(cookiesOnDisk.allCookies.map(\.value) == ["d"])
-        let credentialsOnDisk = try PersistentCredentialStore(directory: locations.dataDirectory)
+        let credentialsOnDisk = try CredentialStore(directory: locations.dataDirectory)
         #expect(Set(credentialsOnDisk.allCredentials.values.flatMap(\.keys)) == ["tenant", "d"])
         let tool = ChildProcess.productsDirectory.appendingPathComponent("cachetool")
         let stores = ["--cache-dir", locations.cacheDirectory.path, "--data-dir", locations.dataDirectory.path]
@@ -217,16 +217,16 @@ extension IsolationTests {
         let configuration = SessionConfiguration.ephemeral
         weak var weakSession: Session?
         weak var weakCache: ResponseCache?
-        weak var weakCookies: MemoryCookieStore?
-        weak var weakCredentials: MemoryCredentialStore?
+        weak var weakCookies: CookieStore?
+        weak var weakCredentials: CredentialStore?
         do {
             let (invalidated, signal) = AsyncStream<Void>.makeStream()
             let session = Session(configuration: configuration, delegate: InvalidationDelegate { signal.yield() })
             _ = try await Self.exercise(session, origin, tenant: "gone")
             _ = try await session.data(from: origin.url("/large"))
             let cache = try #require(session.urlCache)
-            let cookies = try #require(session.cookieStore as? MemoryCookieStore)
-            let credentials = try #require(session.credentialStore as? MemoryCredentialStore)
+            let cookies = try #require(session.cookieStore)
+            let credentials = try #require(session.credentialStore)
             #expect(cache.currentMemoryUsage > 0 && !cookies.allCookies.isEmpty && !credentials.allCredentials.isEmpty)
             if cancel { session.invalidateAndCancel() } else { session.finishTasksAndInvalidate() }
             for await _ in invalidated { break }
@@ -279,18 +279,18 @@ extension IsolationTests {
         #expect(first.urlCache != nil && first.cookieStore != nil)
         // One configuration value, two sessions: private stores, nothing crosses.
         #expect(first.urlCache !== second.urlCache)
-        #expect((first.cookieStore as? MemoryCookieStore) !== (second.cookieStore as? MemoryCookieStore))
-        #expect((first.credentialStore as? MemoryCredentialStore) !== (second.credentialStore as? MemoryCredentialStore))
+        #expect(first.cookieStore !== second.cookieStore)
+        #expect(first.credentialStore !== second.credentialStore)
         let (firstSeen, _) = try await Self.exercise(first, origin, tenant: "first")
         let (secondSeen, secondCookies) = try await Self.exercise(second, origin, tenant: "second")
         #expect(firstSeen != secondSeen && secondCookies == "who=second")
         // A store the caller put in is shared, and outlives the sessions' invalidation.
-        let shared = MemoryCookieStore()
+        let shared = CookieStore()
         let explicit = SessionConfiguration.ephemeral
         explicit.httpCookieStorage = shared
         let third = Session(configuration: explicit)
         let fourth = Session(configuration: explicit)
-        #expect((third.cookieStore as? MemoryCookieStore) === shared && (fourth.cookieStore as? MemoryCookieStore) === shared)
+        #expect(third.cookieStore === shared && fourth.cookieStore === shared)
         _ = try await Self.exercise(third, origin, tenant: "third")
         let (_, fourthCookies) = try await Self.exercise(fourth, origin, tenant: "fourth")
         // The fourth's cookie replaced the third's (same name, domain and path) in the one store.

@@ -11,10 +11,10 @@ import TestSupport
 /// non-throwing initializer with a delegate queue, the shared session,
 /// a session's description.
 @Suite(.timeLimit(.minutes(Sanitizer.minutes(1)))) struct SessionAPITests {
-    @Test("Session.shared is one object, fetches with the default configuration, and ignores invalidation")
+    @Test("Session.shared is one object, fetches with the default configuration, ignores invalidation, and uses the shared stores")
     func sharedSession() async throws {
         let origin = try await TestOrigin.start()
-        origin.route("/s", response: ScriptedResponse(body: "shared"))
+        origin.route("/s", response: ScriptedResponse(headers: [HeaderField("Set-Cookie", "k=v; Max-Age=600")], body: "shared"))
         // In a child whose default stores live in a temporary folder.
         let folder = TemporaryDirectory()
         var environment = ProcessInfo.processInfo.environment
@@ -22,6 +22,34 @@ import TestSupport
         environment["XDG_CACHE_HOME"] = folder.path("cache")
         let result = try await ChildProcess.run(ChildProcess.helper, ["shared-session", origin.url("/s").absoluteString], environment: environment)
         #expect(result.status == 0 && result.standardOutput.contains("shared shared"), "\(result.standardError)")
+        #expect(result.standardOutput.contains("cookies k=v"))
+        #expect(!result.standardOutput.contains("startup error"), "\(result.standardOutput)")
+        // The cookie and the permanent credential are in the default files.
+        let data = URL(fileURLWithPath: folder.path("data")).appendingPathComponent(ChildProcess.helper.lastPathComponent)
+        #expect(result.standardOutput.contains("stores \(data.appendingPathComponent("Cookies.sqlite").path) \(data.appendingPathComponent("Credentials.sqlite").path)"),
+                "\(result.standardOutput)")
+        let cookies = try CookieStore(directory: data, keepSessionCookies: true)
+        #expect(cookies.allCookies.map(\.headerPair) == ["k=v"])
+        #expect(try CredentialStore(directory: data).allCredentials.values.flatMap(\.keys) == ["ann"])
+        try await origin.shutdown()
+    }
+
+    @Test("Shared stores whose folder cannot be made keep memory only, say why in startupError, and the shared session still works")
+    func sharedStoresFallBackToMemory() async throws {
+        let origin = try await TestOrigin.start()
+        origin.route("/s", response: ScriptedResponse(headers: [HeaderField("Set-Cookie", "k=v")], body: "shared"))
+        let folder = TemporaryDirectory()
+        // XDG folders that are files: no store can be created under them.
+        try Data().write(to: URL(fileURLWithPath: folder.path("data")))
+        try Data().write(to: URL(fileURLWithPath: folder.path("cache")))
+        var environment = ProcessInfo.processInfo.environment
+        environment["XDG_DATA_HOME"] = folder.path("data")
+        environment["XDG_CACHE_HOME"] = folder.path("cache")
+        let result = try await ChildProcess.run(ChildProcess.helper, ["shared-session", origin.url("/s").absoluteString], environment: environment)
+        #expect(result.status == 0 && result.standardOutput.contains("shared shared"), "\(result.standardError)")
+        #expect(result.standardOutput.contains("cookies k=v"), "cookies are kept in memory")
+        #expect(result.standardOutput.contains("stores memory memory"))
+        #expect(result.standardOutput.components(separatedBy: "startup error").count == 4, "\(result.standardOutput)")
         try await origin.shutdown()
     }
 

@@ -136,8 +136,8 @@ import TestSupport
         let configuration = SessionConfiguration.default
         // Every store in the temporary directory: nothing under the real home.
         configuration.urlCache = try ResponseCache.open(memoryCapacity: 0, diskCapacity: 1 << 20, directory: directory.url)
-        configuration.httpCookieStorage = try PersistentCookieStore(directory: directory.url)
-        configuration.urlCredentialStorage = MemoryCredentialStore()
+        configuration.httpCookieStorage = try CookieStore(directory: directory.url)
+        configuration.urlCredentialStorage = CredentialStore()
         let persistent = Session(configuration: configuration)
         _ = try await Self.get(persistent, origin.url("/p"))
         let reopened = try ResponseCache.open(memoryCapacity: 0, diskCapacity: 1 << 20, directory: directory.url)

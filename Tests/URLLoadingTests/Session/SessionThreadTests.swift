@@ -123,11 +123,11 @@ import TestSupport
         let configuration = SessionConfiguration.ephemeral
         // A writer waits up to 50 s for the lock: far longer than the other
         // request takes, however loaded the machine.
-        configuration.httpCookieStorage = try PersistentCookieStore(directory: directory.url, busyTimeout: .seconds(50), clock: { Date() })
+        configuration.httpCookieStorage = try CookieStore(directory: directory.url, busyTimeout: .seconds(50), clock: { Date() })
         configuration.httpCookieAcceptPolicy = .always
         let session = Session(configuration: configuration)
         defer { session.finishTasksAndInvalidate() }
-        let holder = try ChildProcess.startWithOutputLines(ChildProcess.helper, ["hold-lock", directory.path(PersistentCookieStore.fileName)])
+        let holder = try ChildProcess.startWithOutputLines(ChildProcess.helper, ["hold-lock", directory.path(CookieStore.fileName)])
         defer { holder.kill(SIGKILL) }
         #expect(await holder.nextLine() == "locked")
         let settingDone = Lock(false)

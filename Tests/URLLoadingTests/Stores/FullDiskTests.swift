@@ -85,7 +85,7 @@ import TestSupport
     @Test("Full disk: a cookie write that fails keeps the cookie in memory and flush() reports it; with room again it is written")
     func fullDiskCookieWrite() async throws {
         try await SmallDisk.with(kilobytes: 1024) { disk in
-            let store = try PersistentCookieStore(directory: disk.url)
+            let store = try CookieStore(directory: disk.url)
             let url = try #require(URL(string: "https://example.com/"))
             _ = store.setCookies(["first=1; Max-Age=3600"], for: url)
             let filler = try disk.fill(leaving: 0)
@@ -97,7 +97,7 @@ import TestSupport
             #expect(throws: StoreError.self, "flush() reports the write that fails") { try store.flush() }
             try FileManager.default.removeItem(at: filler)
             try store.flush()
-            let reopened = try PersistentCookieStore(directory: disk.url)
+            let reopened = try CookieStore(directory: disk.url)
             #expect(reopened.cookies(for: url, mainDocumentURL: nil).count == 9, "written once there was room")
         }
     }

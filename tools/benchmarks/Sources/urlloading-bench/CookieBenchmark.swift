@@ -29,15 +29,15 @@ enum CookieBenchmark {
         }
     }
 
-    static func fill(_ store: any CookieStore) {
+    static func fill(_ store: CookieStore) {
         for site in 0..<sites { store.setCookies(fields(site), for: url(site, 0), mainDocumentURL: nil, policy: .always) }
     }
 
     static func run() {
-        let memory = MemoryCookieStore()
+        let memory = CookieStore()
         fill(memory)
         let directory = URL(fileURLWithPath: scratchDirectory("cookies-ours"))
-        guard let persistent = try? PersistentCookieStore(directory: directory) else { fail("cannot open the cookie store in \(directory.path)") }
+        guard let persistent = try? CookieStore(directory: directory) else { fail("cannot open the cookie store in \(directory.path)") }
         fill(persistent)
         guard memory.allCookies.count == sites * perSite, persistent.allCookies.count == sites * perSite else {
             fail("expected \(sites * perSite) cookies, have \(memory.allCookies.count) and \(persistent.allCookies.count)")
@@ -57,10 +57,10 @@ enum CookieBenchmark {
         // The request URLs exist before the clock starts: only the stores are timed.
         let targets = (0..<lookups).map { url($0 % sites, $0) }
         var sink = 0
-        func timeOurs(_ store: any CookieStore) -> Double {
+        func timeOurs(_ store: CookieStore) -> Double {
             median((0..<5).map { _ in
                 microsecondsPerOperation(lookups) {
-                    for target in targets { sink &+= store.cookies(for: target).count }
+                    for target in targets { sink &+= store.cookies(for: target, mainDocumentURL: nil).count }
                 }
             })
         }
@@ -73,7 +73,7 @@ enum CookieBenchmark {
         })
         // Both stores answer the same question: the same number of cookies per URL.
         let probe = url(7, 4)
-        let oursProbe = memory.cookies(for: probe).count
+        let oursProbe = memory.cookies(for: probe, mainDocumentURL: nil).count
         let theirsProbe = foundation.cookies(for: probe)?.count ?? -1
 
         print("cookies(for:) with \(sites * perSite) stored cookies (Foundation holds \(foundationCount); for \(probe.absoluteString): ours \(oursProbe), Foundation \(theirsProbe))")

@@ -1,0 +1,83 @@
+import Foundation
+import Logging
+import Migrations
+import Storage
+
+/// The cookie table of a persistent store: loaded whole when the store
+/// opens, then written change by change.
+final class CookieDatabase: Sendable {
+    let database: Database
+
+    init(path: String, logger: Logger, busyTimeout: Duration? = nil) throws {
+        var options = Database.Options()
+        if let busyTimeout { options.busyTimeout = busyTimeout }
+        // Cookie values are credentials: owner only.
+        options.fileMode = 0o600
+        options.directoryMode = 0o700
+        // Refused, as the credential store's, when others can read it.
+        options.requirePrivateFile = true
+        // Cookies cannot be fetched again: keep a damaged file for inspection.
+        options.onCorruption = .moveAside
+        options.logger = logger
+        database = try Database(path: path, migrations: Schema.cookies, options: options)
+    }
+
+    private static let columns = "name, value, domain, host_only, path, expires, created, last_access, secure, http_only, same_site"
+
+    /// Every cookie that is still valid, after deleting expired ones and,
+    /// unless kept, session cookies (a new process starts a new session).
+    func load(now: Date, keepSessionCookies: Bool) throws -> [Cookie] {
+        try database.write { connection in
+            try connection.run("DELETE FROM cookies WHERE expires IS NOT NULL AND expires <= ?", [.real(now.timeIntervalSince1970)])
+            if !keepSessionCookies { try connection.run("DELETE FROM cookies WHERE expires IS NULL") }
+            return try connection.query("SELECT \(Self.columns) FROM cookies") { row in
+                var cookie = Cookie(
+                    name: row.text(0) ?? "", value: row.text(1) ?? "", domain: row.text(2) ?? "",
+                    isHostOnly: row.int64(3) != 0, path: row.text(4) ?? "/",
+                    expiresDate: row.isNull(5) ? nil : Date(timeIntervalSince1970: row.double(5)),
+                    creationDate: Date(timeIntervalSince1970: row.double(6)),
+                    isSecure: row.int64(8) != 0, isHTTPOnly: row.int64(9) != 0,
+                    sameSite: Cookie.SameSite(rawValue: row.text(10) ?? "") ?? .unspecified)
+                cookie.lastAccessDate = Date(timeIntervalSince1970: row.double(7))
+                return cookie
+            }
+        }
+    }
+
+    /// Writes final states and last-access times in one transaction.
+    func apply(_ changes: CookieJar.Changes, touches: [Cookie.Key: Date]) throws {
+        try database.write { connection in
+            let upsert = try connection.cachedStatement("""
+                INSERT OR REPLACE INTO cookies(\(Self.columns)) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                """)
+            let delete = try connection.cachedStatement(
+                "DELETE FROM cookies WHERE name = ? AND domain = ? AND host_only = ? AND path = ?")
+            let touch = try connection.cachedStatement(
+                "UPDATE cookies SET last_access = ? WHERE name = ? AND domain = ? AND host_only = ? AND path = ?")
+            for (key, cookie) in changes.final {
+                if let cookie {
+                    upsert.reset()
+                    try upsert.bind([
+                        .text(cookie.name), .text(cookie.value), .text(cookie.domain), .integer(cookie.isHostOnly ? 1 : 0),
+                        .text(cookie.path), cookie.expiresDate.map { .real($0.timeIntervalSince1970) } ?? .null,
+                        .real(cookie.creationDate.timeIntervalSince1970), .real(cookie.lastAccessDate.timeIntervalSince1970),
+                        .integer(cookie.isSecure ? 1 : 0), .integer(cookie.isHTTPOnly ? 1 : 0), .text(cookie.sameSite.rawValue),
+                    ])
+                    try upsert.run()
+                } else {
+                    delete.reset()
+                    try delete.bind([.text(key.name), .text(key.domain), .integer(key.isHostOnly ? 1 : 0), .text(key.path)])
+                    try delete.run()
+                }
+            }
+            for (key, date) in touches where changes.final[key] == nil {
+                touch.reset()
+                try touch.bind([
+                    .real(date.timeIntervalSince1970), .text(key.name), .text(key.domain),
+                    .integer(key.isHostOnly ? 1 : 0), .text(key.path),
+                ])
+                try touch.run()
+            }
+        }
+    }
+}
