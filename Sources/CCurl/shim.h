@@ -75,4 +75,25 @@ static inline CURLMcode urlloading_multi_setopt_long(CURLM *m, CURLMoption o, lo
     return curl_multi_setopt(m, o, v);
 }
 
+// The TLS version and cipher suite of a transfer's connection ("TLSv1.3",
+// "TLS_AES_256_GCM_SHA384"), or NULL when it has none or the TLS library is
+// not OpenSSL. OpenSSL's functions are looked up in the process (libcurl
+// brought libssl in), so nothing links against it. Call while the
+// connection is alive (libcurl may free the SSL object once it closes).
+#include <dlfcn.h>
+static inline const char *urlloading_tls_detail(CURL *h, int cipher) {
+    struct curl_tlssessioninfo *info = NULL;
+    if (curl_easy_getinfo(h, CURLINFO_TLS_SSL_PTR, &info) != CURLE_OK || info == NULL) return NULL;
+    if (info->backend != CURLSSLBACKEND_OPENSSL || info->internals == NULL) return NULL;
+    if (!cipher) {
+        const char *(*get_version)(const void *) = (const char *(*)(const void *))dlsym(RTLD_DEFAULT, "SSL_get_version");
+        return get_version ? get_version(info->internals) : NULL;
+    }
+    const void *(*get_cipher)(const void *) = (const void *(*)(const void *))dlsym(RTLD_DEFAULT, "SSL_get_current_cipher");
+    const char *(*cipher_name)(const void *) = (const char *(*)(const void *))dlsym(RTLD_DEFAULT, "SSL_CIPHER_get_name");
+    if (!get_cipher || !cipher_name) return NULL;
+    const void *current = get_cipher(info->internals);
+    return current ? cipher_name(current) : NULL;
+}
+
 #endif

@@ -23,6 +23,10 @@ final class Transfer {
     /// The response head as it arrives, line by line.
     private var head = ResponseHeadParser(maximumBytes: CurlMulti.maximumHeadBytes)
     private var headDelivered = false
+    private var tlsVersion: String?
+    private var tlsCipherSuite: String?
+    /// Whether CURLOPT_PROXY names a proxy.
+    private var viaProxy = false
     /// libcurl decodes the content codings it knows (`decodeContent`).
     private var decodesContent = false
     /// A connect-only transfer (no head is expected).
@@ -147,6 +151,7 @@ final class Transfer {
         idleSeconds = request.idleTimeout.map { Double(milliseconds($0)) / 1000 }
         if let total = request.totalTimeout { try set(CURLOPT_TIMEOUT_MS, max(1, milliseconds(total))) }
         if let proxy = request.proxy {
+            viaProxy = true
             try set(CURLOPT_PROXY, proxy)
             // The configuration's proxy is meant for every host: no_proxy from the environment does not apply.
             try set(CURLOPT_NOPROXY, "")
@@ -290,6 +295,11 @@ final class Transfer {
         metrics.remotePort = integer(CURLINFO_PRIMARY_PORT)
         metrics.localAddress = text(CURLINFO_LOCAL_IP)
         metrics.localPort = integer(CURLINFO_LOCAL_PORT)
+        metrics.requestHeaderBytes = Int64(integer(CURLINFO_REQUEST_SIZE))
+        metrics.tlsVersion = tlsVersion
+        metrics.tlsCipherSuite = tlsCipherSuite
+        metrics.viaProxy = viaProxy
+        metrics.endDate = Date()
         if collectsCertificates {
             metrics.certificateChain = certificateChain()
         }
@@ -409,6 +419,9 @@ final class Transfer {
             return false
         }
         headDelivered = true
+        // While the connection is certainly open (see urlloading_tls_detail).
+        tlsVersion = urlloading_tls_detail(handle, 0).map { String(cString: $0) }
+        tlsCipherSuite = urlloading_tls_detail(handle, 1).map { String(cString: $0) }
         observer.transferDidReceiveHead(final)
         return true
     }

@@ -126,6 +126,16 @@ package struct TransferMetrics: Sendable, Equatable {
     package var remotePort: Int?
     package var localAddress: String?
     package var localPort: Int?
+    /// When libcurl reported the transfer done; its phases' dates are this
+    /// minus `total` plus each phase's seconds.
+    package var endDate: Date?
+    /// The connection's TLS version ("TLSv1.3") and cipher suite, for https.
+    package var tlsVersion: String?
+    package var tlsCipherSuite: String?
+    /// Whether the request went through a proxy.
+    package var viaProxy = false
+    /// Bytes of the request head sent.
+    package var requestHeaderBytes: Int64 = 0
 
     package init() {}
 }

@@ -204,10 +204,10 @@ extension SessionTask {
     private func retry(with authorization: SentAuthorization, url: URL) {
         perform(locked.withLock { inner in
             if inner.transactions.count == inner.machine.hop {
-                inner.transactions.append(Self.transaction(url: url, status: inner.hopStatus, metrics: nil))
+                inner.transactions.append(Self.transaction(inner, metrics: nil))
             }
             inner.authentication.pending = authorization
-            inner.hopStatus = nil
+            inner.hopHead = nil
             return inner.machine.follow(.authentication, url: url)
         })
     }

@@ -8,20 +8,6 @@ import Transport
 /// The end of a task: metrics, resume data, the cache, then the delivery
 /// and `didCompleteWithError` on the task's context.
 extension SessionTask {
-    static func transaction(url: URL?, status: Int?, metrics: TransferMetrics?) -> TaskMetrics.Transaction {
-        // The URL as requested: metrics go to the application's own delegate.
-        TaskMetrics.Transaction(
-            url: url, statusCode: status,
-            networkProtocolName: metrics?.httpVersion ?? "", isReusedConnection: metrics?.reusedConnection ?? false,
-            domainLookupSeconds: metrics?.nameLookup ?? 0, connectSeconds: metrics?.connect ?? 0,
-            secureConnectionSeconds: metrics?.tlsHandshake ?? 0, requestSentSeconds: metrics?.requestSent ?? 0,
-            firstByteSeconds: metrics?.firstByte ?? 0, totalSeconds: metrics?.total ?? 0,
-            requestBodyBytesSent: metrics?.bytesSent ?? 0, responseBodyBytesReceived: metrics?.bytesReceived ?? 0,
-            responseHeaderBytesReceived: metrics?.headerBytes ?? 0, remoteAddress: metrics?.remoteAddress,
-            remotePort: metrics?.remotePort, localAddress: metrics?.localAddress, localPort: metrics?.localPort,
-            cacheStatus: nil)
-    }
-
     // MARK: Completion
 
     func complete(_ result: Result<TransferMetrics?, SessionError>) {
@@ -31,7 +17,7 @@ extension SessionTask {
                 inner.error = SessionError(error.code, failingURL: error.failingURL ?? url, message: error.message)
             }
             let metrics = TaskMetrics(
-                transactions: inner.transactions,
+                transactionMetrics: inner.transactions,
                 taskInterval: DateInterval(start: inner.started ?? Date(), end: max(Date(), inner.started ?? Date())),
                 redirectCount: inner.machine.redirects)
             return (inner.session, inner.sink.close(), metrics)

@@ -30,7 +30,8 @@ extension SessionTask {
         var transactions: [TaskMetrics.Transaction] = []
         var started: Date?
         /// The status of the current hop's head.
-        var hopStatus: Int?
+        /// The current hop's response head, once it arrived.
+        var hopHead: ResponseHead?
         // The cache's part (SPEC C4–C6).
         var cacheKey: String?
         var cacheStatus: String?

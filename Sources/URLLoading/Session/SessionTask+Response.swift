@@ -65,10 +65,10 @@ extension SessionTask {
                     self.perform(self.locked.withLock { inner in
                         // The redirect's own transfer may be cut short: record its exchange now.
                         if inner.transactions.count == inner.machine.hop {
-                            inner.transactions.append(Self.transaction(url: url, status: inner.hopStatus, metrics: nil))
+                            inner.transactions.append(Self.transaction(inner, metrics: nil))
                         }
                         inner.currentRequest = chosen
-                        inner.hopStatus = nil
+                        inner.hopHead = nil
                         return inner.machine.follow(.redirect, url: url, maximumRedirects: maximum)
                     })
                 } else {

@@ -103,7 +103,10 @@ extension SessionTask {
             case .serve(let stored, let status, let revalidate):
                 if revalidate { session.revalidateInBackground(request, key: key) }
                 guard let response = Self.servedResponse(stored, cacheStatus: showStatus ? status : nil, now: now) else { break }
-                locked.withLock { $0.cacheStatus = status }
+                locked.withLock { inner in
+                    inner.cacheStatus = status
+                    inner.transactions.append(Self.cacheTransaction(request, response: response, cacheStatus: status))
+                }
                 respondWithoutNetwork(response, stored.body)
                 return
             case .fail(let message):
@@ -112,6 +115,7 @@ extension SessionTask {
             case .gatewayTimeout(let status):
                 let fields = showStatus ? ["Cache-Status": status] : [:]
                 guard let response = HTTPURLResponse(url: url, statusCode: 504, httpVersion: "HTTP/1.1", headerFields: fields) else { break }
+                locked.withLock { $0.transactions.append(Self.cacheTransaction(request, response: response, cacheStatus: status)) }
                 respondWithoutNetwork(response, Data())
                 return
             case .network(let revalidating, let status):

@@ -13,7 +13,7 @@ extension SessionTask {
 
     func received(_ head: ResponseHead, hop: Int) {
         perform(locked.withLock { inner in
-            if hop == inner.machine.hop { inner.hopStatus = head.status }
+            if hop == inner.machine.hop { inner.hopHead = head }
             return inner.machine.head(head, hop: hop)
         })
     }
@@ -124,11 +124,9 @@ extension SessionTask {
         if case .failure(let error) = result, handleClientCertificateRequest(after: error, hop: hop) {
             return
         }
-        let url = currentRequest?.url
         perform(locked.withLock { inner -> [StateMachine.Action] in
             guard hop == inner.machine.hop, !inner.machine.isFinished else { return [] }
-            let metrics = try? result.get()
-            inner.transactions.append(Self.transaction(url: url, status: inner.hopStatus, metrics: metrics))
+            inner.transactions.append(Self.transaction(inner, metrics: try? result.get()))
             return inner.machine.transferCompleted(result, hop: hop)
         })
     }

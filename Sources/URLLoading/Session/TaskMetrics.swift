@@ -1,40 +1,112 @@
 public import Foundation
+#if canImport(FoundationNetworking)
+public import FoundationNetworking
+#endif
 
-/// Timing and size figures of a task, one entry per request it sent
-/// (redirects make several), filled from libcurl's timing info.
-public struct TaskMetrics: Sendable, Equatable {
-    /// One request/response exchange.
-    public struct Transaction: Sendable, Equatable {
-        /// The request's URL.
-        public var url: URL?
-        /// The response's status, or nil when none arrived.
-        public var statusCode: Int?
-        /// "HTTP/1.1", "HTTP/2".
-        public var networkProtocolName: String
-        /// Whether an existing connection carried it.
-        public var isReusedConnection: Bool
-        /// Seconds from the start of the exchange to the end of each phase.
-        public var domainLookupSeconds: Double
-        public var connectSeconds: Double
-        public var secureConnectionSeconds: Double
-        public var requestSentSeconds: Double
-        public var firstByteSeconds: Double
-        public var totalSeconds: Double
-        public var requestBodyBytesSent: Int64
-        public var responseBodyBytesReceived: Int64
-        public var responseHeaderBytesReceived: Int64
-        public var remoteAddress: String?
-        public var remotePort: Int?
-        public var localAddress: String?
-        public var localPort: Int?
-        /// How the cache took part: "hit", "fwd=miss", ... (RFC 9211 terms).
-        public var cacheStatus: String?
-    }
-
-    /// Every exchange, in order.
-    public var transactions: [Transaction]
-    /// When the task started and ended.
+/// What a task's exchanges took (Apple's `URLSessionTaskMetrics`): one
+/// transaction per request it made or answer it took from the cache
+/// (redirects and authentication challenges make several), with the dates
+/// of each phase from libcurl's timing info.
+public struct TaskMetrics: Sendable {
+    /// Every transaction, in order.
+    public var transactionMetrics: [TaskTransactionMetrics]
+    /// From the task's `resume()` to its end.
     public var taskInterval: DateInterval
     /// Redirects followed.
     public var redirectCount: Int
+}
+
+/// One request and its response (Apple's `URLSessionTaskTransactionMetrics`).
+///
+/// Dates are nil for phases that did not happen: no name lookup or connect
+/// on a reused connection, no TLS over http, none at all for an answer
+/// from the cache (`resourceFetchType == .localCache`).
+public struct TaskTransactionMetrics: Sendable {
+    /// Where the response came from.
+    public enum ResourceFetchType: Int, Sendable, Hashable {
+        /// Not known.
+        case unknown
+        /// Fetched from the network.
+        case networkLoad
+        /// Pushed by the server (HTTP/2 push; libcurl does not accept pushes, so never).
+        case serverPush
+        /// Answered from the response cache.
+        case localCache
+    }
+
+    /// The request as sent (after redirects and added fields).
+    public var request: URLRequest
+    /// The response, nil when none arrived.
+    public var response: URLResponse?
+
+    /// When the task began to fetch this resource (from the network or the cache).
+    public var fetchStartDate: Date?
+    /// When the name lookup began (nil on a reused connection).
+    public var domainLookupStartDate: Date?
+    /// When the name lookup ended.
+    public var domainLookupEndDate: Date?
+    /// When the connection began to be made.
+    public var connectStartDate: Date?
+    /// When the TLS handshake began (nil over http).
+    public var secureConnectionStartDate: Date?
+    /// When the TLS handshake ended.
+    public var secureConnectionEndDate: Date?
+    /// When the connection was ready (TLS included).
+    public var connectEndDate: Date?
+    /// When the request began to be sent.
+    public var requestStartDate: Date?
+    /// When the request was sent (with a body, at the latest when the response began).
+    public var requestEndDate: Date?
+    /// When the first byte of the response arrived.
+    public var responseStartDate: Date?
+    /// When the last byte of the response arrived.
+    public var responseEndDate: Date?
+
+    /// The protocol as its ALPN identifier: "http/1.1", "h2", "h3" (Apple's spelling).
+    public var networkProtocolName: String?
+    /// Whether a proxy carried the request.
+    public var isProxyConnection: Bool
+    /// Whether an existing connection carried the request.
+    public var isReusedConnection: Bool
+    /// Network or cache.
+    public var resourceFetchType: ResourceFetchType
+
+    /// Bytes of the request head sent (libcurl's count: a small body sent
+    /// along with the head is counted too).
+    public var countOfRequestHeaderBytesSent: Int64
+    /// Bytes of request body sent.
+    public var countOfRequestBodyBytesSent: Int64
+    /// The same, before any content encoding (the library encodes none).
+    public var countOfRequestBodyBytesBeforeEncoding: Int64
+    /// Bytes of response head received.
+    public var countOfResponseHeaderBytesReceived: Int64
+    /// Bytes of response body received, as sent (before decoding).
+    public var countOfResponseBodyBytesReceived: Int64
+    /// Bytes of response body after content decoding.
+    public var countOfResponseBodyBytesAfterDecoding: Int64
+
+    /// The local IP address of the connection.
+    public var localAddress: String?
+    /// The local port of the connection.
+    public var localPort: Int?
+    /// The server's (or proxy's) IP address.
+    public var remoteAddress: String?
+    /// The server's (or proxy's) port.
+    public var remotePort: Int?
+
+    /// The TLS version ("TLSv1.3"; Apple's `tls_protocol_version_t` does not
+    /// exist on Linux), nil over http.
+    public var negotiatedTLSProtocolVersion: String?
+    /// The TLS cipher suite's name ("TLS_AES_256_GCM_SHA384"), nil over http.
+    public var negotiatedTLSCipherSuite: String?
+
+    /// Ours: how the cache took part, in RFC 9211 terms (`"URLLoading; hit"`,
+    /// `"URLLoading; fwd=uri-miss"`, ...), nil when the task used no cache.
+    public var cacheStatus: String?
+}
+
+/// Apple's nested names.
+extension TaskMetrics {
+    /// `URLSessionTaskTransactionMetrics` under its Apple-like nesting.
+    public typealias Transaction = TaskTransactionMetrics
 }

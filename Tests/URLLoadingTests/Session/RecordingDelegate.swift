@@ -87,7 +87,7 @@ final class RecordingDelegate: SessionDelegate {
     }
 
     func urlSession(_ session: Session, task: SessionTask, didFinishCollecting metrics: TaskMetrics) {
-        record("metrics \(metrics.transactions.count)")
+        record("metrics \(metrics.transactionMetrics.count)")
     }
 
     func urlSession(_ session: Session, task: SessionTask, didCompleteWithError error: (any Error)?) {

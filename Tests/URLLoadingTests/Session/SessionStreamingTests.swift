@@ -75,31 +75,82 @@ import TestSupport
         try await origin.shutdown()
     }
 
-    @Test("S4: metrics from libcurl's timing info, one transaction per hop, connection reuse seen")
-    func metrics() async throws {
-        final class MetricsDelegate: SessionDelegate {
-            let collected = Lock<[TaskMetrics]>([])
-            func urlSession(_ session: Session, task: SessionTask, didFinishCollecting metrics: TaskMetrics) {
-                collected.withLock { $0.append(metrics) }
-            }
+    final class MetricsDelegate: SessionDelegate {
+        let collected = Lock<[TaskMetrics]>([])
+        func urlSession(_ session: Session, task: SessionTask, didFinishCollecting metrics: TaskMetrics) {
+            collected.withLock { $0.append(metrics) }
         }
+    }
+
+    @Test("S4: metrics in Apple's shape: one transaction per hop with request, response, ordered dates, byte counts, reuse")
+    func metrics() async throws {
         let origin = try await TestOrigin.start()
         origin.route("/r", Routes.redirect(to: "/m"))
         origin.route("/m", response: ScriptedResponse(body: "12345"))
         let delegate = MetricsDelegate()
         let session = Session(configuration: .ephemeral, delegate: delegate)
+        let before = Date()
         _ = try await session.data(for: URLRequest(url: origin.url("/r")), delegate: delegate)
         let metrics = try #require(delegate.collected.withLock { $0.first })
         #expect(metrics.redirectCount == 1)
-        #expect(metrics.transactions.count == 2)
-        #expect(metrics.transactions.map(\.statusCode) == [302, 200])
-        let last = try #require(metrics.transactions.last)
-        #expect(last.networkProtocolName == "HTTP/1.1")
-        #expect(last.responseBodyBytesReceived == 5)
-        #expect(last.remotePort == origin.port)
-        #expect(last.totalSeconds > 0)
-        #expect(last.firstByteSeconds <= last.totalSeconds)
-        #expect(last.isReusedConnection)
+        #expect(metrics.transactionMetrics.count == 2)
+        #expect(metrics.transactionMetrics.map { ($0.response as? HTTPURLResponse)?.statusCode } == [302, 200])
+        #expect(metrics.transactionMetrics.map { $0.request.url?.path } == ["/r", "/m"])
+        #expect(metrics.transactionMetrics.allSatisfy { $0.resourceFetchType == .networkLoad })
+        let first = try #require(metrics.transactionMetrics.first)
+        let last = try #require(metrics.transactionMetrics.last)
+        #expect(!first.isReusedConnection && last.isReusedConnection)
+        // A new connection has every phase but TLS, in order; a reused one has no lookup or connect.
+        let phases = [first.fetchStartDate, first.domainLookupStartDate, first.domainLookupEndDate, first.connectStartDate,
+                      first.connectEndDate, first.requestStartDate, first.requestEndDate, first.responseStartDate, first.responseEndDate]
+        let dates = phases.compactMap { $0 }
+        #expect(dates.count == phases.count && dates == dates.sorted(), "\(phases)")
+        #expect(dates.first.map { $0 >= before.addingTimeInterval(-0.01) } == true && metrics.taskInterval.contains(dates[dates.count - 1]))
+        #expect(first.secureConnectionStartDate == nil && first.negotiatedTLSProtocolVersion == nil)
+        #expect(last.domainLookupStartDate == nil && last.connectStartDate == nil && last.responseStartDate != nil)
+        #expect(last.networkProtocolName == "http/1.1" && !last.isProxyConnection)
+        #expect(last.countOfResponseBodyBytesReceived == 5 && last.countOfResponseBodyBytesAfterDecoding == 5)
+        #expect(last.countOfResponseHeaderBytesReceived > 0 && last.countOfRequestHeaderBytesSent > 0)
+        #expect(last.remotePort == origin.port && last.remoteAddress == "127.0.0.1" && last.localPort != nil)
+        session.finishTasksAndInvalidate()
+        try await origin.shutdown()
+    }
+
+    @Test("Metrics: a cache hit is a local-cache transaction with its Cache-Status; a miss names it too")
+    func cacheHitMetrics() async throws {
+        let origin = try await TestOrigin.start()
+        origin.route("/c", response: ScriptedResponse(headers: [HeaderField("Cache-Control", "max-age=600")], body: "cached"))
+        let delegate = MetricsDelegate()
+        let session = Session(configuration: .ephemeral, delegate: delegate)
+        for _ in 0..<2 { _ = try await session.data(for: URLRequest(url: origin.url("/c")), delegate: delegate) }
+        let collected = delegate.collected.withLock { $0 }
+        #expect(collected.count == 2)
+        let miss = try #require(collected.first?.transactionMetrics.first)
+        let hit = try #require(collected.last?.transactionMetrics.first)
+        #expect(collected.last?.transactionMetrics.count == 1)
+        #expect(miss.resourceFetchType == .networkLoad && miss.cacheStatus?.contains("fwd=uri-miss") == true)
+        #expect(hit.resourceFetchType == .localCache && hit.cacheStatus?.contains("hit") == true)
+        #expect((hit.response as? HTTPURLResponse)?.statusCode == 200 && hit.request.url == origin.url("/c"))
+        #expect(hit.connectStartDate == nil && hit.remoteAddress == nil && hit.fetchStartDate != nil)
+        session.finishTasksAndInvalidate()
+        try await origin.shutdown()
+    }
+
+    @Test("Metrics over TLS: secure connection dates and the negotiated version and cipher suite")
+    func tlsMetrics() async throws {
+        let certificates = try TestCertificates.shared()
+        let origin = try await TestOrigin.start(tls: certificates.server)
+        origin.route("/t", response: ScriptedResponse(body: "secure"))
+        let configuration = SessionConfiguration.ephemeral
+        configuration.trustRootsFile = certificates.caCertificatePath
+        let delegate = MetricsDelegate()
+        let session = Session(configuration: configuration, delegate: delegate)
+        _ = try await session.data(for: URLRequest(url: origin.url("/t")), delegate: delegate)
+        let transaction = try #require(delegate.collected.withLock { $0.first?.transactionMetrics.first })
+        let secure = [transaction.connectStartDate, transaction.secureConnectionStartDate, transaction.secureConnectionEndDate, transaction.connectEndDate]
+        #expect(secure.allSatisfy { $0 != nil } && secure.compactMap { $0 } == secure.compactMap { $0 }.sorted(), "\(secure)")
+        #expect(transaction.negotiatedTLSProtocolVersion?.hasPrefix("TLSv1.") == true, "\(String(describing: transaction.negotiatedTLSProtocolVersion))")
+        #expect(transaction.negotiatedTLSCipherSuite?.isEmpty == false)
         session.finishTasksAndInvalidate()
         try await origin.shutdown()
     }

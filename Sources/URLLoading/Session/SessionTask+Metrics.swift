@@ -1,0 +1,94 @@
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import Transport
+
+/// Transactions of Apple's shape from libcurl's figures (issue 19 item 3).
+extension SessionTask {
+    /// The current hop's exchange over the network; `metrics` is nil when
+    /// its transfer was cut short (a redirect or challenge answered early).
+    static func transaction(_ inner: Inner, metrics: TransferMetrics?) -> TaskTransactionMetrics {
+        let request = inner.currentRequest ?? URLRequest(url: URL(fileURLWithPath: "/"))
+        let url = request.url ?? URL(fileURLWithPath: "/")
+        // The final hop's response is built already; an earlier hop's (a redirect, a 401) only here.
+        let final = inner.hopHead.flatMap { head in inner.response.flatMap { $0.statusCode == head.status && $0.url == url ? $0 : nil } }
+        let response: URLResponse? = final ?? inner.hopHead.flatMap { makeResponse(url: url, head: $0) }
+        var transaction = TaskTransactionMetrics(request: request, response: response, fetchType: .networkLoad, cacheStatus: inner.cacheStatus)
+        guard let metrics else { return transaction }
+        // libcurl gives seconds from the transfer's start to each phase's end, cumulative.
+        let end = metrics.endDate ?? Date()
+        let start = end.addingTimeInterval(-max(0, metrics.total))
+        func at(_ seconds: Double) -> Date { start.addingTimeInterval(max(0, seconds)) }
+        transaction.fetchStartDate = start
+        if !metrics.reusedConnection {
+            transaction.domainLookupStartDate = start
+            transaction.domainLookupEndDate = at(metrics.nameLookup)
+            transaction.connectStartDate = at(metrics.nameLookup)
+            if metrics.tlsHandshake > 0 {
+                transaction.secureConnectionStartDate = at(metrics.connect)
+                transaction.secureConnectionEndDate = at(metrics.tlsHandshake)
+            }
+            transaction.connectEndDate = at(max(metrics.connect, metrics.tlsHandshake))
+        }
+        transaction.requestStartDate = at(metrics.requestSent)
+        // libcurl 7.88 does not time the end of the upload: with a body, the response's start bounds it.
+        transaction.requestEndDate = at(metrics.bytesSent > 0 ? metrics.firstByte : metrics.requestSent)
+        transaction.responseStartDate = at(metrics.firstByte)
+        transaction.responseEndDate = end
+        transaction.networkProtocolName = alpnName(metrics.httpVersion)
+        transaction.isProxyConnection = metrics.viaProxy
+        transaction.isReusedConnection = metrics.reusedConnection
+        transaction.countOfRequestHeaderBytesSent = metrics.requestHeaderBytes
+        transaction.countOfRequestBodyBytesSent = metrics.bytesSent
+        transaction.countOfRequestBodyBytesBeforeEncoding = metrics.bytesSent
+        transaction.countOfResponseHeaderBytesReceived = metrics.headerBytes
+        transaction.countOfResponseBodyBytesReceived = metrics.bytesReceived
+        transaction.countOfResponseBodyBytesAfterDecoding = final != nil ? inner.bytesReceived : metrics.bytesReceived
+        transaction.localAddress = metrics.localAddress
+        transaction.localPort = metrics.localPort
+        transaction.remoteAddress = metrics.remoteAddress
+        transaction.remotePort = metrics.remotePort
+        transaction.negotiatedTLSProtocolVersion = metrics.tlsVersion
+        transaction.negotiatedTLSCipherSuite = metrics.tlsCipherSuite
+        return transaction
+    }
+
+    /// An answer from the response cache: no network phase at all.
+    static func cacheTransaction(_ request: URLRequest, response: HTTPURLResponse, cacheStatus: String) -> TaskTransactionMetrics {
+        let now = Date()
+        var transaction = TaskTransactionMetrics(request: request, response: response, fetchType: .localCache, cacheStatus: cacheStatus)
+        transaction.fetchStartDate = now
+        transaction.responseStartDate = now
+        transaction.responseEndDate = now
+        return transaction
+    }
+
+    /// "HTTP/1.1" → "http/1.1", "HTTP/2" → "h2", "HTTP/3" → "h3": Apple's (ALPN) spelling.
+    static func alpnName(_ httpVersion: String) -> String? {
+        switch httpVersion.uppercased() {
+        case "": nil
+        case "HTTP/2", "HTTP/2.0": "h2"
+        case "HTTP/3", "HTTP/3.0": "h3"
+        default: httpVersion.lowercased()
+        }
+    }
+}
+
+extension TaskTransactionMetrics {
+    /// A transaction with no phase recorded yet.
+    init(request: URLRequest, response: URLResponse?, fetchType: ResourceFetchType, cacheStatus: String?) {
+        self.request = request
+        self.response = response
+        isProxyConnection = false
+        isReusedConnection = false
+        resourceFetchType = fetchType
+        countOfRequestHeaderBytesSent = 0
+        countOfRequestBodyBytesSent = 0
+        countOfRequestBodyBytesBeforeEncoding = 0
+        countOfResponseHeaderBytesReceived = 0
+        countOfResponseBodyBytesReceived = 0
+        countOfResponseBodyBytesAfterDecoding = 0
+        self.cacheStatus = cacheStatus
+    }
+}
