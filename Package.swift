@@ -93,6 +93,17 @@ let package = Package(
             swiftSettings: strictSwift
         ),
 
+        // Turns URLSession code into ours by README's porting table (issue 19).
+        .executableTarget(
+            name: "port-urlsession",
+            swiftSettings: strictSwift
+        ),
+        .plugin(
+            name: "PortURLSession",
+            capability: .buildTool(),
+            dependencies: ["port-urlsession"]
+        ),
+
         // MARK: Tests
         .target(
             name: "TestSupport",
@@ -137,6 +148,15 @@ let package = Package(
             dependencies: ["URLLoading", "TestSupport", "Locking"],
             exclude: ["Results"],
             swiftSettings: strictSwift
+        ),
+        // Programs written with Apple's names (PortingTests/URLSessionSources),
+        // ported at build time and run against the loopback origin. Plain
+        // Swift 6 settings: the code is what a user of URLSession writes.
+        .testTarget(
+            name: "PortingTests",
+            dependencies: ["URLLoading", "TestSupport"],
+            exclude: ["URLSessionSources"],
+            plugins: ["PortURLSession"]
         ),
         .testTarget(
             name: "cachetoolTests",

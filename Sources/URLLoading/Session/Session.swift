@@ -17,7 +17,15 @@ public final class Session: Sendable, CustomStringConvertible {
     let settings: SessionConfiguration.Values
     /// A copy of the configuration the session was made with (a new object
     /// on each access, as Apple's).
-    public var configuration: SessionConfiguration { SessionConfiguration(settings) }
+    public var configuration: SessionConfiguration {
+        // As Apple's: the copy names the stores this session uses (an
+        // ephemeral session's private ones included).
+        var values = settings
+        values.urlCache = urlCache
+        values.httpCookieStorage = cookieStore
+        values.urlCredentialStorage = credentialStore
+        return SessionConfiguration(values)
+    }
     /// The response cache the configuration resolved to, if any.
     public let urlCache: ResponseCache?
     /// The cookie store the configuration resolved to, if any.
