@@ -7,17 +7,17 @@ package enum Schema {
 
     /// The disk tier of the response cache.
     package static let cache: [Migration] = [
-        Migration(version: 1, name: "cache_create", sql: text(PackageResources._001_cache_create_sql)),
+        Migration(version: 1, name: "cache_create", sql: text(PackageResources._001_cache_create_sql))
     ]
 
     /// The persistent cookie store.
     package static let cookies: [Migration] = [
-        Migration(version: 1, name: "cookies_create", sql: text(PackageResources._001_cookies_create_sql)),
+        Migration(version: 1, name: "cookies_create", sql: text(PackageResources._001_cookies_create_sql))
     ]
 
     /// The persistent credential store.
     package static let credentials: [Migration] = [
-        Migration(version: 1, name: "credentials_create", sql: text(PackageResources._001_credentials_create_sql)),
+        Migration(version: 1, name: "credentials_create", sql: text(PackageResources._001_credentials_create_sql))
     ]
 
     private static func text(_ bytes: [UInt8]) -> String {

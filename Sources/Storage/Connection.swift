@@ -18,7 +18,8 @@ package final class Connection {
     ///   database or its header is damaged.
     package init(path: String, busyTimeout: Duration, readOnly: Bool = false) throws(SQLiteError) {
         var db: OpaquePointer?
-        let flags = (readOnly ? SQLITE_OPEN_READONLY : (SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE))
+        let flags =
+            (readOnly ? SQLITE_OPEN_READONLY : (SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE))
             | SQLITE_OPEN_NOMUTEX
         let rc = sqlite3_open_v2(path, &db, flags, nil)
         guard rc == SQLITE_OK, let db else {
@@ -59,7 +60,7 @@ package final class Connection {
             do {
                 try execute("PRAGMA journal_mode=WAL")
                 return
-            } catch where error.isBusy && ContinuousClock.now + pause < deadline {
+            } catch  where error.isBusy && ContinuousClock.now + pause < deadline {
                 // Milliseconds at most: a thread that opens a store may block.
                 let (seconds, attoseconds) = pause.components
                 usleep(useconds_t(clamping: seconds * 1_000_000 + attoseconds / 1_000_000_000_000))

@@ -84,17 +84,21 @@ package final class Database: Sendable {
                 throw StorageError.corrupt(error, path: path)
             case .recreate:
                 try Self.removeFiles(of: path)
-                options.logger.warning("damaged database deleted and recreated", metadata: [
-                    "path": "\(path)", "error": "\(error)",
-                ])
+                options.logger.warning(
+                    "damaged database deleted and recreated",
+                    metadata: [
+                        "path": "\(path)", "error": "\(error)",
+                    ])
                 created = try Self.prepareFile(path, options: options)
                 (connection, report) = try Self.connect(path, migrator: migrator, options: options, created: created)
                 report.recreated = true
             case .moveAside:
                 let aside = try Self.moveFilesAside(of: path)
-                options.logger.error("damaged database moved aside; a new empty one was created", metadata: [
-                    "path": "\(path)", "movedTo": "\(aside)", "error": "\(error)",
-                ])
+                options.logger.error(
+                    "damaged database moved aside; a new empty one was created",
+                    metadata: [
+                        "path": "\(path)", "movedTo": "\(aside)", "error": "\(error)",
+                    ])
                 created = try Self.prepareFile(path, options: options)
                 (connection, report) = try Self.connect(path, migrator: migrator, options: options, created: created)
                 report.movedAsideTo = aside

@@ -89,11 +89,15 @@ package struct Migrator: Sendable {
         }
         guard version > 0 else { return }
         // The newest applied migration must be ours under the same name.
-        let hasTable = try connection.scalarInt(
-            "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'") ?? 0
-        let recorded = hasTable == 0 ? [] : try connection.query(
-            "SELECT name FROM schema_migrations WHERE version = ?", [.integer(Int64(version))]
-        ) { $0.text(0) ?? "" }
+        let hasTable =
+            try connection.scalarInt(
+                "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'") ?? 0
+        let recorded =
+            hasTable == 0
+            ? []
+            : try connection.query(
+                "SELECT name FROM schema_migrations WHERE version = ?", [.integer(Int64(version))]
+            ) { $0.text(0) ?? "" }
         let expected = migrations[version - 1].name
         if recorded.first != expected {
             throw StorageError.unknownMigration(

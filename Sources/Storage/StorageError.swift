@@ -39,7 +39,8 @@ package struct StorageError: Error, CustomStringConvertible, Sendable {
     static func newerSchema(found: Int, supported: Int, path: String) -> StorageError {
         StorageError(
             kind: .newerSchema,
-            message: "the database has schema version \(found) but this program knows versions up to \(supported); it was written by a newer version of URLLoading — upgrade this program or use another store directory",
+            message:
+                "the database has schema version \(found) but this program knows versions up to \(supported); it was written by a newer version of URLLoading — upgrade this program or use another store directory",
             path: path, underlying: nil)
     }
 

@@ -96,11 +96,13 @@ package final class CurlMulti: Sendable {
         loop = Loop(multi: multi)
         let loop = self.loop
         let thread = Thread {
-            loop.run { loop.shared.withLock { state in
-                defer { state.commands.removeAll() }
-                loop.hasCommands.store(false, ordering: .relaxed)
-                return state.commands
-            } }
+            loop.run {
+                loop.shared.withLock { state in
+                    defer { state.commands.removeAll() }
+                    loop.hasCommands.store(false, ordering: .relaxed)
+                    return state.commands
+                }
+            }
         }
         thread.name = "urlloading.curl"
         thread.start()
@@ -221,7 +223,8 @@ package final class CurlMulti: Sendable {
                 var left: Int32 = 0
                 while let message = curl_multi_info_read(multi, &left) {
                     guard message.pointee.msg == CURLMSG_DONE, let handle = message.pointee.easy_handle,
-                          let id = byHandle[handle], let transfer = transfers[id] else { continue }
+                        let id = byHandle[handle], let transfer = transfers[id]
+                    else { continue }
                     let code = message.pointee.data.result
                     worked = true
                     if code == CURLE_OK {

@@ -77,12 +77,14 @@ package struct ResponseHeadParser {
             return .none
         }
         guard let colon = line.firstIndex(of: UInt8(ascii: ":")), colon > 0,
-              !line[0..<colon].contains(where: isSpace) else {
+            !line[0..<colon].contains(where: isSpace)
+        else {
             return .failed(.badResponse("malformed header line"))
         }
         let field = (name: text(0..<colon), value: text((colon + 1)..<line.count))
         headers.append(field)
-        let isCoding = Self.asciiCaseInsensitiveEqual(field.name, "content-encoding")
+        let isCoding =
+            Self.asciiCaseInsensitiveEqual(field.name, "content-encoding")
             || Self.asciiCaseInsensitiveEqual(field.name, "transfer-encoding")
         return isCoding && !Self.decodableCodings(field.value) ? .undecodableCoding : .none
     }

@@ -230,7 +230,9 @@ extension CacheTool {
                 print("body: \(report.bodySize) bytes\(report.contentType.map { ", \($0)" } ?? "")\(body.map { " (written to \($0))" } ?? "")")
                 print("stored: \(report.storedAt)")
                 if let lifetime = report.freshnessLifetime, let age = report.currentAge {
-                    print("freshness: lifetime \(formatDuration(lifetime)) from \(report.freshnessSource ?? "?"), age \(formatDuration(age)), \(lifetime > age ? "fresh for \(formatDuration(lifetime - age))" : "stale")")
+                    print(
+                        "freshness: lifetime \(formatDuration(lifetime)) from \(report.freshnessSource ?? "?"), age \(formatDuration(age)), \(lifetime > age ? "fresh for \(formatDuration(lifetime - age))" : "stale")"
+                    )
                 }
                 print("storage policy: \(report.storagePolicy)")
                 print("userInfo keys: \(report.userInfoKeys.isEmpty ? "none" : report.userInfoKeys.joined(separator: ", "))")
@@ -255,7 +257,9 @@ extension CacheTool {
                 print("entries:  \(stats.entries) (\(stats.inlineBodies) bodies inline, \(stats.fileBodies) in files)")
                 print("disk:     \(stats.diskBytes) bytes (the memory tier lives in each application's process)")
                 let counter = { (name: String) in stats.counters[name] ?? 0 }
-                print("lookups:  \(counter("hits")) hits, \(counter("misses")) misses; revalidations: \(counter("revalidations-not-modified")) not modified, \(counter("revalidations-replaced")) replaced")
+                print(
+                    "lookups:  \(counter("hits")) hits, \(counter("misses")) misses; revalidations: \(counter("revalidations-not-modified")) not modified, \(counter("revalidations-replaced")) replaced"
+                )
                 print("top hosts:")
                 stats.topHosts.forEach { print("  \($0.host): \($0.entries) entries, \($0.bytes) bytes") }
                 print("ages:")
@@ -326,10 +330,15 @@ extension CacheTool {
 
         func run() throws {
             let rule: CacheMaintenance.PruneRule
-            if let olderThan { rule = .olderThan(try parseDuration(olderThan)) }
-            else if let toSize { rule = .toSize(try parseSize(toSize)) }
-            else if let host { rule = .host(host) }
-            else { rule = .stale }
+            if let olderThan {
+                rule = .olderThan(try parseDuration(olderThan))
+            } else if let toSize {
+                rule = .toSize(try parseSize(toSize))
+            } else if let host {
+                rule = .host(host)
+            } else {
+                rule = .stale
+            }
             let progress = ProgressLine(label: "pruning")
             try reportingStoreErrors {
                 let removed = try CacheMaintenance.prune(in: store.cacheDirectory, rule, progress: progress.update)

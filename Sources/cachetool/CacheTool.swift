@@ -126,7 +126,8 @@ func printSummary(_ summary: CacheStoreSummary, json: Bool) throws {
     if json {
         try printJSON(summary)
     } else {
-        print("""
+        print(
+            """
             store:    \(summary.path)
             schema:   version \(summary.schemaVersion)
             entries:  \(summary.entries)
@@ -185,9 +186,10 @@ extension CacheTool {
             try reportingStoreErrors {
                 let result = try CacheMaintenance.verifyStore(in: store.cacheDirectory, repair: repair)
                 if store.json {
-                    try printJSON(Report(
-                        path: result.path, ok: result.ok, problems: result.integrityProblems, orphanFiles: result.orphanFiles,
-                        missingBodies: result.missingBodies, repaired: result.repaired))
+                    try printJSON(
+                        Report(
+                            path: result.path, ok: result.ok, problems: result.integrityProblems, orphanFiles: result.orphanFiles,
+                            missingBodies: result.missingBodies, repaired: result.repaired))
                 } else if result.ok {
                     print("ok: \(result.path)")
                 } else {

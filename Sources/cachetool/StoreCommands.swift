@@ -72,8 +72,9 @@ extension CacheTool {
                 }
                 await session.flush()
                 let http = response as? HTTPURLResponse
-                let report = Report(url: CachedURL.displayed(url), status: http?.statusCode ?? 0,
-                                    cacheStatus: http?.value(forHTTPHeaderField: "Cache-Status"), bytes: data.count)
+                let report = Report(
+                    url: CachedURL.displayed(url), status: http?.statusCode ?? 0,
+                    cacheStatus: http?.value(forHTTPHeaderField: "Cache-Status"), bytes: data.count)
                 if let output {
                     if output == "-" {
                         FileHandle.standardOutput.write(data)
@@ -128,9 +129,10 @@ extension CacheTool {
                     .filter { cookie in domain.map { cookie.domain == $0 || cookie.domain.hasSuffix("." + $0) } ?? true }
                     .sorted { ($0.domain, $0.path, $0.name) < ($1.domain, $1.path, $1.name) }
                 let rows = cookies.map {
-                    CookieRow(name: $0.name, domain: $0.domain, hostOnly: $0.isHostOnly, path: $0.path,
-                              expires: $0.expiresDate.map { formatDate($0.timeIntervalSince1970) }, secure: $0.isSecure,
-                              httpOnly: $0.isHTTPOnly, sameSite: $0.sameSite.rawValue)
+                    CookieRow(
+                        name: $0.name, domain: $0.domain, hostOnly: $0.isHostOnly, path: $0.path,
+                        expires: $0.expiresDate.map { formatDate($0.timeIntervalSince1970) }, secure: $0.isSecure,
+                        httpOnly: $0.isHTTPOnly, sameSite: $0.sameSite.rawValue)
                 }
                 if store.json { try printJSON(rows); return }
                 for row in rows {
@@ -254,8 +256,9 @@ extension CacheTool {
             try reportingStoreErrors {
                 let rows = try openCredentials(store).allCredentials
                     .map { space, credentials in
-                        CredentialRow(protocolName: space.protocol, host: space.host, port: space.port, realm: space.realm,
-                                      method: space.authenticationMethod.rawValue, proxy: space.isProxy, users: credentials.keys.sorted())
+                        CredentialRow(
+                            protocolName: space.protocol, host: space.host, port: space.port, realm: space.realm,
+                            method: space.authenticationMethod.rawValue, proxy: space.isProxy, users: credentials.keys.sorted())
                     }
                     .sorted { ($0.host, $0.port, $0.realm ?? "") < ($1.host, $1.port, $1.realm ?? "") }
                 if store.json { try printJSON(rows); return }

@@ -54,7 +54,8 @@ import Testing
             let name = "curl test \(vector["curlTest"] ?? "?")"
             // Servers that repeat a parameter are read as curl reads them: the last one counts.
             guard let challenge = AuthChallenge.parse([vector["challenge"] as? String ?? ""], duplicateParameters: .lastWins).first,
-                  let digest = DigestChallenge(challenge) else {
+                let digest = DigestChallenge(challenge)
+            else {
                 check(name, false, "challenge not understood")
                 continue
             }

@@ -16,7 +16,7 @@ import Testing
     /// otherwise, with the reason. Empty while every one passes.
     static let exceptions: [String: String] = [
         "satisfytest-when-methods-match-head":
-            "SPEC C4: only GET responses are stored (as Apple's URLCache does); a HEAD response updates the stored GET entry instead of being stored",
+            "SPEC C4: only GET responses are stored (as Apple's URLCache does); a HEAD response updates the stored GET entry instead of being stored"
     ]
 
     @Test func vectors() throws {
@@ -42,7 +42,9 @@ import Testing
         }
         let applicable = vectors.count - notApplicable.count
         let choices = failed.filter(\.choice).count
-        print("conformance cache-semantics: \(passed)/\(applicable) (\(notApplicable.count) not applicable: library API concepts; \(choices) of the failures are the library's own choices where RFC 9111 decides otherwise)")
+        print(
+            "conformance cache-semantics: \(passed)/\(applicable) (\(notApplicable.count) not applicable: library API concepts; \(choices) of the failures are the library's own choices where RFC 9111 decides otherwise)"
+        )
         for failure in failed {
             print("  \(failure.choice ? "library choice" : "FAIL") \(failure.id): \(failure.reason)")
             if !failure.choice {
@@ -76,8 +78,9 @@ import Testing
 
     static func exchange(_ object: Any?) -> Exchange {
         let request = object as? [String: Any] ?? [:]
-        return Exchange(method: request["method"] as? String ?? "GET", path: request["url"] as? String ?? "/",
-                        headers: headers(request["headers"]))
+        return Exchange(
+            method: request["method"] as? String ?? "GET", path: request["url"] as? String ?? "/",
+            headers: headers(request["headers"]))
     }
 
     /// nil when the vector asserts nothing this engine has; else the problems.
@@ -91,8 +94,9 @@ import Testing
             url: "http://" + (request.headers["Host"] ?? "example.test") + request.path, key: "k", status: status,
             responseHeaders: responseHeaders, requestHeaders: request.headers, body: Data(),
             requestTime: t0, responseTime: t0, storedAt: t0)
-        let entry = CachePolicy.Entry(status: status, responseHeaders: stored.entry.responseHeaders, requestHeaders: request.headers,
-                                      requestTime: t0, responseTime: t0)
+        let entry = CachePolicy.Entry(
+            status: status, responseHeaders: stored.entry.responseHeaders, requestHeaders: request.headers,
+            requestTime: t0, responseTime: t0)
         let expect = vector["expect"] as? [String: Any] ?? [:]
         var problems: [String] = []
         var checked = false
@@ -139,7 +143,8 @@ import Testing
             checked = true
             let incoming = exchange(satisfy["request"])
             let now = t0 + (satisfy["after_s"] as? Double ?? 0)
-            let result = storable && matches(incoming) && incoming.method == request.method
+            let result =
+                storable && matches(incoming) && incoming.method == request.method
                 && CachePolicy.evaluate(entry, requestHeaders: incoming.headers, now: now).action == .useStored
             if result != (satisfy["result"] as? Bool ?? false) {
                 problems.append("satisfies \(incoming.method) \(incoming.path) \(incoming.headers.map { "\($0.name): \($0.value)" }) at +\(satisfy["after_s"] ?? 0)s: \(result)")
@@ -149,7 +154,8 @@ import Testing
         for case let revalidation in expect["revalidation_headers"] as? [[String: Any]] ?? [] {
             checked = true
             let incoming = exchange(revalidation["request"])
-            let selects = storable && matches(incoming) && (incoming.method == request.method || incoming.method == "HEAD")
+            let selects =
+                storable && matches(incoming) && (incoming.method == request.method || incoming.method == "HEAD")
                 && CachePolicy.varyMatches(entry, requestHeaders: incoming.headers).allowed
             var sent: HeaderFields
             if selects {
@@ -170,10 +176,10 @@ import Testing
         }
 
         for case let update in expect["revalidated"] as? [[String: Any]] ?? [] {
-            guard let answer = update["response"] as? [String: Any] else { continue } // network failure: stale-if-error API
+            guard let answer = update["response"] as? [String: Any] else { continue }  // network failure: stale-if-error API
             checked = true
             let answerHeaders = headers(answer["headers"])
-            let answerStatus = answer["status"] as? Int ?? 304 // status null: see the README's quirk 6
+            let answerStatus = answer["status"] as? Int ?? 304  // status null: see the README's quirk 6
             let incoming = exchange(update["request"])
             let selects: Bool
             if answerStatus >= 500 {

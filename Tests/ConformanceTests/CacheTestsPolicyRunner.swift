@@ -66,7 +66,7 @@ struct CacheTestsPolicyRunner {
     private static func runOne(_ test: TestCase) -> Outcome {
         let cache = ResponseCache(memoryCapacity: 50 << 20)
         let url = "http://origin.test/test/\(test.id)"
-        let key = CachePolicy.primaryKey(URL(string: url)!)! // a literal URL
+        let key = CachePolicy.primaryKey(URL(string: url)!)!  // a literal URL
         var now = startTime
         var serverCount = 0
         var previousValidators: (etag: String?, lastModified: String?) = (nil, nil)
@@ -101,7 +101,8 @@ struct CacheTestsPolicyRunner {
                     test.requests, requestHeaders: outgoing, serverCount: serverCount,
                     previous: previousValidators, now: now, defaultBody: test.id)
                 if response.status == 304, let stored,
-                   CachePolicy.notModifiedSelects(stored.entry, notModifiedHeaders: response.headers).allowed {
+                    CachePolicy.notModifiedSelects(stored.entry, notModifiedHeaders: response.headers).allowed
+                {
                     var updated = stored
                     updated.entry.responseHeaders = CachePolicy.updatedHeaders(stored.entry.responseHeaders, with: response.headers)
                     updated.entry.requestTime = now
@@ -109,11 +110,14 @@ struct CacheTestsPolicyRunner {
                     cache.store(updated)
                     served = (updated.entry.status, updated.entry.responseHeaders, updated.body)
                 } else {
-                    if CachePolicy.storability(method: "GET", requestHeaders: requestHeaders, status: response.status,
-                                               responseHeaders: response.headers).allowed {
-                        cache.store(StoredResponse(
-                            url: url, key: key, status: response.status, responseHeaders: response.headers,
-                            requestHeaders: requestHeaders, body: response.body, requestTime: now, responseTime: now, storedAt: now))
+                    if CachePolicy.storability(
+                        method: "GET", requestHeaders: requestHeaders, status: response.status,
+                        responseHeaders: response.headers
+                    ).allowed {
+                        cache.store(
+                            StoredResponse(
+                                url: url, key: key, status: response.status, responseHeaders: response.headers,
+                                requestHeaders: requestHeaders, body: response.body, requestTime: now, responseTime: now, storedAt: now))
                     } else if let stored {
                         cache.remove(key: key, variant: stored.variant)
                     }

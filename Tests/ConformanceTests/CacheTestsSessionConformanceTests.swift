@@ -86,7 +86,8 @@ import TestSupport
         print(failures.sorted().joined(separator: "\n"))
         // Results are output: never written into the tree (a clone stays clean).
         let json = try JSONSerialization.data(withJSONObject: results, options: [.prettyPrinted, .sortedKeys])
-        let output = ProcessInfo.processInfo.environment["URLLOADING_RESULTS_DIR"].map { URL(fileURLWithPath: $0) }
+        let output =
+            ProcessInfo.processInfo.environment["URLLOADING_RESULTS_DIR"].map { URL(fileURLWithPath: $0) }
             ?? FileManager.default.temporaryDirectory.appendingPathComponent("urlloading-conformance-results")
         try FileManager.default.createDirectory(at: output, withIntermediateDirectories: true)
         let file = output.appendingPathComponent("cache-tests.json")

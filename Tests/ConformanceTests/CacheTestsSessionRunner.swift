@@ -50,7 +50,7 @@ struct CacheTestsSessionRunner {
         if let delta = (value as? Int).map(Double.init) ?? (value as? Double) {
             let date = now + delta
             if rfc850 {
-                let imf = HTTPDate.format(date) // "Sun, 06 Nov 1994 08:49:37 GMT"
+                let imf = HTTPDate.format(date)  // "Sun, 06 Nov 1994 08:49:37 GMT"
                 let parts = imf.split(separator: " ")
                 let days = ["Sun": "Sunday", "Mon": "Monday", "Tue": "Tuesday", "Wed": "Wednesday", "Thu": "Thursday", "Fri": "Friday", "Sat": "Saturday"]
                 return "\(days[String(parts[0].dropLast())] ?? "Sunday"), \(parts[1])-\(parts[2])-\(parts[3].suffix(2)) \(parts[4]) GMT"
@@ -92,7 +92,8 @@ struct CacheTestsSessionRunner {
             if (inm != nil && inm == etag) || (ims != nil && lastModified != nil && ims == lastModified) {
                 status = 304
             } else if type == "lm_validated", let ims, let lastModified,
-                      let a = HTTPDate.parse(ims), let b = HTTPDate.parse(lastModified), a == b {
+                let a = HTTPDate.parse(ims), let b = HTTPDate.parse(lastModified), a == b
+            {
                 status = 304
             } else {
                 status = 999
@@ -124,7 +125,8 @@ struct CacheTestsSessionRunner {
         // A transfer coding other than chunked leaves the length to the
         // connection's close (RFC 9112 §6.3), as the suite's Node server frames it.
         if let coding = headers.last(where: { $0.name.lowercased() == "transfer-encoding" })?.value,
-           coding.split(separator: ",").last?.trimmingCharacters(in: .whitespaces).lowercased() != "chunked", !noBody {
+            coding.split(separator: ",").last?.trimmingCharacters(in: .whitespaces).lowercased() != "chunked", !noBody
+        {
             response.framing = .closeDelimited
         }
         if let pause = config["response_pause"] as? Double { response.delayBeforeHead = .milliseconds(Int64(pause * 1000)) }
@@ -134,8 +136,10 @@ struct CacheTestsSessionRunner {
 
     /// A delegate that refuses redirects (`redirect: manual`).
     final class NoRedirects: SessionDelegate {
-        func urlSession(_ session: Session, task: SessionTask, willPerformHTTPRedirection response: HTTPURLResponse,
-                     newRequest request: URLRequest) async -> URLRequest? { nil }
+        func urlSession(
+            _ session: Session, task: SessionTask, willPerformHTTPRedirection response: HTTPURLResponse,
+            newRequest request: URLRequest
+        ) async -> URLRequest? { nil }
     }
 
     /// The client side: one test through a new ephemeral session.
@@ -182,7 +186,8 @@ struct CacheTestsSessionRunner {
             }
             // A number twice in Request-Numbers means the cache sent a request again.
             if let numbers = response.value(forHTTPHeaderField: "Request-Numbers")?.split(separator: " ").map(String.init),
-               Set(numbers).count != numbers.count {
+                Set(numbers).count != numbers.count
+            {
                 return failure("request_numbers", "the cache retried: Request-Numbers \(numbers.joined(separator: " "))")
             }
             received[number] = response
@@ -248,7 +253,8 @@ struct CacheTestsSessionRunner {
             guard let record = records.last(where: { $0.requestNumber == number }) else { continue }
             func header(_ name: String) -> String? { record.headers.first { $0.name.lowercased() == name.lowercased() }?.value }
             if let type = config["expected_type"] as? String, type.hasSuffix("_validated"),
-               header("If-None-Match") == nil && header("If-Modified-Since") == nil {
+                header("If-None-Match") == nil && header("If-Modified-Since") == nil
+            {
                 return .fail("request \(number): not conditional")
             }
             for pair in config["expected_request_headers"] as? [[Any]] ?? [] {
@@ -274,8 +280,9 @@ struct CacheTestsSessionRunner {
                     sent[field.name.lowercased(), default: []].append(field.value)
                 }
                 for (name, values) in sent where response.value(forHTTPHeaderField: name) != values.joined(separator: ", ") {
-                    return .fail("request \(number): response header \(name) is \(response.value(forHTTPHeaderField: name) ?? "absent"), "
-                        + "the origin sent \(values.joined(separator: ", "))")
+                    return .fail(
+                        "request \(number): response header \(name) is \(response.value(forHTTPHeaderField: name) ?? "absent"), "
+                            + "the origin sent \(values.joined(separator: ", "))")
                 }
             }
         }

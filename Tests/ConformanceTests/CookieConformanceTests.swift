@@ -43,7 +43,8 @@ import Testing
             let received = testCase["received"] as? [String] ?? []
             let sent = (testCase["sent"] as? [[String: String]] ?? []).map { ($0["name"] ?? "", $0["value"] ?? "") }
             let setFrom = URL(string: "http://home.example.org:8888/cookie-parser?\(id.lowercased())")!
-            let getFor = (testCase["sent-to"] as? String).flatMap { URL(string: $0, relativeTo: setFrom)?.absoluteURL }
+            let getFor =
+                (testCase["sent-to"] as? String).flatMap { URL(string: $0, relativeTo: setFrom)?.absoluteURL }
                 ?? URL(string: "http://home.example.org:8888/cookie-parser-result?\(id.lowercased())")!
             let store = CookieStore(publicSuffixes: list, clock: { now })
             store.setCookies(received, for: setFrom, mainDocumentURL: nil, policy: .always)
@@ -54,7 +55,8 @@ import Testing
                 if let reason = Self.httpStateExceptions[id] { Issue.record("http-state \(id) passes but is listed as an exception (\(reason))") }
                 continue
             }
-            let reason = Self.httpStateExceptions[id]
+            let reason =
+                Self.httpStateExceptions[id]
                 ?? (id.hasPrefix("DISABLED") ? "disabled upstream" : nil)
                 ?? (id.hasPrefix("OPTIONAL") ? "optional behaviour (informational)" : nil)
             if let reason {

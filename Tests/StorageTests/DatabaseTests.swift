@@ -7,7 +7,7 @@ import TestSupport
 /// files, and several processes on one database.
 @Suite struct DatabaseTests {
     static let schema = [
-        Migration(version: 1, name: "values", sql: "CREATE TABLE t(id INTEGER PRIMARY KEY, i INTEGER, r REAL, s TEXT, b BLOB, UNIQUE(s))"),
+        Migration(version: 1, name: "values", sql: "CREATE TABLE t(id INTEGER PRIMARY KEY, i INTEGER, r REAL, s TEXT, b BLOB, UNIQUE(s))")
     ]
 
     @Test func typedBindingsRoundTrip() throws {
@@ -36,7 +36,7 @@ import TestSupport
             try database.write { try $0.run("INSERT INTO t(s) VALUES (?)", [.text(secret)]) }
         }
         let text = error.map { "\($0)" } ?? ""
-        #expect(error?.extendedCode == 2067) // SQLITE_CONSTRAINT_UNIQUE
+        #expect(error?.extendedCode == 2067)  // SQLITE_CONSTRAINT_UNIQUE
         #expect(text.contains("INSERT INTO t(s) VALUES (?)"))
         #expect(!text.contains("hunter2"))
     }
@@ -83,7 +83,7 @@ import TestSupport
     @Test func privateStoreRefusesFileReadableByOthers() throws {
         let directory = TemporaryDirectory()
         let path = directory.path("secret.sqlite")
-        _ = try Database(path: path, migrations: Self.schema) // created 0644
+        _ = try Database(path: path, migrations: Self.schema)  // created 0644
         var options = Database.Options()
         options.requirePrivateFile = true
         let error = #expect(throws: StorageError.self) {

@@ -49,7 +49,11 @@ import TestSupport
         let path = directory.path("a.sqlite")
         _ = try Database(path: path, migrations: [Self.v1, Self.v2])
         let error = #expect(throws: StorageError.self) {
-            _ = try Database(path: path, migrations: [Self.v1], options: { var o = Database.Options(); o.onCorruption = .recreate; return o }())
+            _ = try Database(
+                path: path, migrations: [Self.v1],
+                options: {
+                    var o = Database.Options(); o.onCorruption = .recreate; return o
+                }())
         }
         #expect(error?.kind == .newerSchema)
         #expect(error?.description.contains("version 2") == true)

@@ -68,7 +68,7 @@ import TestSupport
 @testable import URLLoading
 
 let helperSchema = [
-    Migration(version: 1, name: "helper_items", sql: "CREATE TABLE items(id INTEGER PRIMARY KEY, tag TEXT NOT NULL, n INTEGER NOT NULL)"),
+    Migration(version: 1, name: "helper_items", sql: "CREATE TABLE items(id INTEGER PRIMARY KEY, tag TEXT NOT NULL, n INTEGER NOT NULL)")
 ]
 
 func fail(_ message: String) -> Never {
@@ -140,18 +140,31 @@ case "hold-lock":
 case "demo-origin":
     do {
         let origin = try await TestOrigin.start()
-        origin.route("/articles/1", response: ScriptedResponse(headers: [
-            HeaderField("Cache-Control", "max-age=600"), HeaderField("ETag", "\"a1\""), HeaderField("Content-Type", "text/html"),
-        ], body: "<h1>Article one</h1>\n"))
-        origin.route("/articles/2", Routes.conditional(etag: "\"a2\"", body: Array("<h1>Article two</h1>\n".utf8), headers: [
-            HeaderField("Cache-Control", "no-cache"), HeaderField("Content-Type", "text/html"),
-        ]))
-        origin.route("/logo.png", response: ScriptedResponse(headers: [
-            HeaderField("Cache-Control", "public, max-age=86400"), HeaderField("Content-Type", "image/png"),
-        ], body: [UInt8](repeating: 0x89, count: 4096)))
-        origin.route("/login", response: ScriptedResponse(headers: [
-            HeaderField("Set-Cookie", "session=demo-secret; Path=/; HttpOnly; Max-Age=3600"), HeaderField("Cache-Control", "no-store"),
-        ], body: "welcome\n"))
+        origin.route(
+            "/articles/1",
+            response: ScriptedResponse(
+                headers: [
+                    HeaderField("Cache-Control", "max-age=600"), HeaderField("ETag", "\"a1\""), HeaderField("Content-Type", "text/html"),
+                ], body: "<h1>Article one</h1>\n"))
+        origin.route(
+            "/articles/2",
+            Routes.conditional(
+                etag: "\"a2\"", body: Array("<h1>Article two</h1>\n".utf8),
+                headers: [
+                    HeaderField("Cache-Control", "no-cache"), HeaderField("Content-Type", "text/html"),
+                ]))
+        origin.route(
+            "/logo.png",
+            response: ScriptedResponse(
+                headers: [
+                    HeaderField("Cache-Control", "public, max-age=86400"), HeaderField("Content-Type", "image/png"),
+                ], body: [UInt8](repeating: 0x89, count: 4096)))
+        origin.route(
+            "/login",
+            response: ScriptedResponse(
+                headers: [
+                    HeaderField("Set-Cookie", "session=demo-secret; Path=/; HttpOnly; Max-Age=3600"), HeaderField("Cache-Control", "no-store"),
+                ], body: "welcome\n"))
         FileHandle.standardOutput.write(Data("origin \(origin.baseURL.absoluteString)\n".utf8))
         // Until the parent closes our standard input.
         while FileHandle.standardInput.availableData.count > 0 {}
@@ -169,8 +182,8 @@ case "shared-session":
     Session.shared.finishTasksAndInvalidate()
     Session.shared.invalidateAndCancel()
     guard Session.shared.configuration.httpCookieStorage === CookieStore.shared,
-          Session.shared.configuration.urlCredentialStorage === CredentialStore.shared,
-          Session.shared.configuration.urlCache === ResponseCache.shared
+        Session.shared.configuration.urlCredentialStorage === CredentialStore.shared,
+        Session.shared.configuration.urlCache === ResponseCache.shared
     else { fail("the shared session does not use the shared stores") }
     do {
         let (data, _) = try await Session.shared.data(from: url)
@@ -332,7 +345,8 @@ default:
 /// parent's peak.
 func peakRSSKiB() -> Int {
     guard let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8),
-          let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmHWM:") }) else { return -1 }
+        let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmHWM:") })
+    else { return -1 }
     return Int(line.split(separator: " ").dropFirst().first ?? "") ?? -1
 }
 
@@ -340,13 +354,13 @@ func storeFixture(_ cache: ResponseCache, url: String, index: Int) {
     let now = Date().timeIntervalSince1970
     // Force-unwraps: the fixture URLs are literals of this program.
     let key = CachePolicy.primaryKey(URL(string: url)!)!
-    cache.store(StoredResponse(
-        url: url, key: key, status: 200,
-        responseHeaders: [("Cache-Control", "max-age=3600"), ("Content-Type", "application/octet-stream")],
-        requestHeaders: [], body: CacheFixtures.body(for: url, index: index),
-        requestTime: now, responseTime: now, storedAt: now))
+    cache.store(
+        StoredResponse(
+            url: url, key: key, status: 200,
+            responseHeaders: [("Cache-Control", "max-age=3600"), ("Content-Type", "application/octet-stream")],
+            requestHeaders: [], body: CacheFixtures.body(for: url, index: index),
+            requestTime: now, responseTime: now, storedAt: now))
 }
-
 
 /// Checks a big transfer's progress reports as they come: every report
 /// adds exactly its bytes to the previous total, totals only grow, and the
@@ -409,8 +423,10 @@ final class ProgressCheckingDelegate: SessionDelegate {
     }
 
     private static func report(_ progress: Progress) -> [String: any Sendable] {
-        ["reports": progress.reports, "total": progress.total, "expected": progress.expected ?? -1,
-         "consistent": progress.consistent, "status": progress.status, "error": progress.error ?? "", "moved": progress.moved]
+        [
+            "reports": progress.reports, "total": progress.total, "expected": progress.expected ?? -1,
+            "consistent": progress.consistent, "status": progress.status, "error": progress.error ?? "", "moved": progress.moved,
+        ]
     }
 
     /// Waits for the task's end and gives its report.
@@ -425,7 +441,6 @@ final class ProgressCheckingDelegate: SessionDelegate {
         }
     }
 }
-
 
 /// The isolation suite's tour of the session's features (see the mode's
 /// comment at the top).

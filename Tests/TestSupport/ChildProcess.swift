@@ -35,7 +35,8 @@ public enum ChildProcess {
         let out = directory.appendingPathComponent("child-\(UUID().uuidString).out")
         let err = directory.appendingPathComponent("child-\(UUID().uuidString).err")
         guard FileManager.default.createFile(atPath: out.path, contents: nil),
-              FileManager.default.createFile(atPath: err.path, contents: nil) else {
+            FileManager.default.createFile(atPath: err.path, contents: nil)
+        else {
             throw TestOriginError(message: "cannot create output files in \(directory.path)")
         }
         process.standardOutput = try FileHandle(forWritingTo: out)

@@ -86,18 +86,28 @@ public struct TestCertificates: Sendable {
             throw TestOriginError(message: "cannot write extension files: \(error)")
         }
         let steps: [[String]] = [
-            ["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
-             "-keyout", path("ca.key"), "-out", path("ca.pem"), "-days", "2",
-             "-subj", "/CN=URLLoading Test CA", "-addext", "basicConstraints=critical,CA:TRUE",
-             "-addext", "keyUsage=critical,keyCertSign,cRLSign"],
-            ["req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
-             "-keyout", path("server.key"), "-out", path("server.csr"), "-subj", "/CN=localhost"],
-            ["x509", "-req", "-in", path("server.csr"), "-CA", path("ca.pem"), "-CAkey", path("ca.key"),
-             "-CAcreateserial", "-out", path("server.pem"), "-days", "1", "-extfile", ext],
-            ["req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
-             "-keyout", path("client.key"), "-out", path("client.csr"), "-subj", "/CN=URLLoading Test Client"],
-            ["x509", "-req", "-in", path("client.csr"), "-CA", path("ca.pem"), "-CAkey", path("ca.key"),
-             "-CAcreateserial", "-out", path("client.pem"), "-days", "1", "-extfile", clientExt],
+            [
+                "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+                "-keyout", path("ca.key"), "-out", path("ca.pem"), "-days", "2",
+                "-subj", "/CN=URLLoading Test CA", "-addext", "basicConstraints=critical,CA:TRUE",
+                "-addext", "keyUsage=critical,keyCertSign,cRLSign",
+            ],
+            [
+                "req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+                "-keyout", path("server.key"), "-out", path("server.csr"), "-subj", "/CN=localhost",
+            ],
+            [
+                "x509", "-req", "-in", path("server.csr"), "-CA", path("ca.pem"), "-CAkey", path("ca.key"),
+                "-CAcreateserial", "-out", path("server.pem"), "-days", "1", "-extfile", ext,
+            ],
+            [
+                "req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+                "-keyout", path("client.key"), "-out", path("client.csr"), "-subj", "/CN=URLLoading Test Client",
+            ],
+            [
+                "x509", "-req", "-in", path("client.csr"), "-CA", path("ca.pem"), "-CAkey", path("ca.key"),
+                "-CAcreateserial", "-out", path("client.pem"), "-days", "1", "-extfile", clientExt,
+            ],
         ]
         for arguments in steps {
             try run(openssl: arguments)

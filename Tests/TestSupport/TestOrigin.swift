@@ -85,8 +85,9 @@ public final class TestOrigin: Sendable {
                         try sync.addHandler(NIOSSLServerHandler(context: sslContext))
                     }
                     try sync.addHandler(ByteToMessageHandler(HTTPRequestDecoder(leftOverBytesStrategy: .dropBytes)))
-                    try sync.addHandler(OriginConnectionHandler(
-                        shared: shared, connectionNumber: number, overTLS: sslContext != nil))
+                    try sync.addHandler(
+                        OriginConnectionHandler(
+                            shared: shared, connectionNumber: number, overTLS: sslContext != nil))
                 }
             }
         let channel = try await bootstrap.bind(host: "127.0.0.1", port: requestedPort).get()
@@ -192,7 +193,8 @@ final class SharedState: Sendable {
             return directory.appendingPathComponent("body-\(state.storedBodies)")
         }
         guard let url, FileManager.default.createFile(atPath: url.path, contents: nil),
-              let handle = FileHandle(forWritingAtPath: url.path) else { return nil }
+            let handle = FileHandle(forWritingAtPath: url.path)
+        else { return nil }
         return (handle, url)
     }
 

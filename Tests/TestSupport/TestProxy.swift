@@ -127,7 +127,8 @@ public final class TestProxy: Sendable {
     private func tunnel(_ client: Int32, requestLine: String) {
         let target = requestLine.split(separator: " ").dropFirst().first.map(String.init) ?? ""
         guard let colon = target.lastIndex(of: ":"), let port = Int(target[target.index(after: colon)...]),
-              let upstream = Self.connect(host: String(target[..<colon]), port: port) else {
+            let upstream = Self.connect(host: String(target[..<colon]), port: port)
+        else {
             Self.send(client, "HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
             return
         }
@@ -169,7 +170,8 @@ public final class TestProxy: Sendable {
         guard let headEnd else { return nil }
         let head = String(decoding: data[..<headEnd], as: UTF8.self)
         var body = Array(data[(headEnd + 4)...])
-        let length = head.components(separatedBy: "\r\n")
+        let length =
+            head.components(separatedBy: "\r\n")
             .first { $0.lowercased().hasPrefix("content-length:") }
             .flatMap { Int($0.split(separator: ":")[1].trimmingCharacters(in: .whitespaces)) } ?? 0
         while body.count < length {

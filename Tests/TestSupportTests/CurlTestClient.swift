@@ -48,9 +48,10 @@ final class CurlTestClient: @unchecked Sendable {
     func get(_ url: URL, headers: [String] = [], caFile: String? = nil, head: Bool = false) async throws(Failure) -> Response {
         let result = await withCheckedContinuation { (continuation: CheckedContinuation<Result<Response, Failure>, Never>) in
             Thread.detachNewThread {
-                continuation.resume(returning: Result { () throws(Failure) -> Response in
-                    try self.perform(url, headers: headers, caFile: caFile, head: head)
-                })
+                continuation.resume(
+                    returning: Result { () throws(Failure) -> Response in
+                        try self.perform(url, headers: headers, caFile: caFile, head: head)
+                    })
             }
         }
         return try result.get()

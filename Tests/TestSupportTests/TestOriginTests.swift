@@ -70,8 +70,10 @@ import TestSupport
 
     @Test func earlyCloseEndsTheBodyShort() async throws {
         let origin = try await TestOrigin.start()
-        origin.route("/short", response: ScriptedResponse(
-            parts: [.bytes(Array(repeating: 0x61, count: 100)), .closeConnection], framing: .declaredLength(1000)))
+        origin.route(
+            "/short",
+            response: ScriptedResponse(
+                parts: [.bytes(Array(repeating: 0x61, count: 100)), .closeConnection], framing: .declaredLength(1000)))
         let failure = await #expect(throws: CurlTestClient.Failure.self) {
             _ = try await CurlTestClient().get(origin.url("/short"))
         }
@@ -82,9 +84,11 @@ import TestSupport
 
     @Test func chunkedPartsWithPausesArriveWhole() async throws {
         let origin = try await TestOrigin.start()
-        origin.route("/chunks", response: ScriptedResponse(
-            parts: [.bytes(Array("one,".utf8)), .pause(.milliseconds(20)), .bytes(Array("two".utf8)), .pattern(offset: 0, count: 200_000)],
-            framing: .chunked))
+        origin.route(
+            "/chunks",
+            response: ScriptedResponse(
+                parts: [.bytes(Array("one,".utf8)), .pause(.milliseconds(20)), .bytes(Array("two".utf8)), .pattern(offset: 0, count: 200_000)],
+                framing: .chunked))
         let response = try await CurlTestClient().get(origin.url("/chunks"))
         #expect(response.header("Transfer-Encoding") == "chunked")
         #expect(response.body.count == 7 + 200_000)

@@ -126,8 +126,11 @@ final class Recorder: TransferObserver {
         origin.route("/echo") { request in ScriptedResponse(status: 201, body: request.body) }
         let multi = try CurlMulti()
         let body = Data((0..<300_000).map { UInt8(truncatingIfNeeded: $0) })
-        let outcome = await Self.transfer(multi, TransferRequest(url: origin.url("/echo").absoluteString, method: "PUT",
-                                                                headers: [("Content-Type", "application/octet-stream")], body: .data(body)))
+        let outcome = await Self.transfer(
+            multi,
+            TransferRequest(
+                url: origin.url("/echo").absoluteString, method: "PUT",
+                headers: [("Content-Type", "application/octet-stream")], body: .data(body)))
         #expect(outcome.head?.status == 201)
         #expect(outcome.body == body)
         #expect(origin.requests.first?.method == "PUT")
@@ -155,7 +158,7 @@ final class Recorder: TransferObserver {
         let outcome = await Self.transfer(multi, TransferRequest(url: origin.url("/short").absoluteString))
         guard case .failure(let error) = outcome.result else { Issue.record("expected a failure"); return }
         #expect(error.kind == .curl)
-        #expect(error.curl?.code == 18) // CURLE_PARTIAL_FILE
+        #expect(error.curl?.code == 18)  // CURLE_PARTIAL_FILE
         multi.shutdown()
         try await origin.shutdown()
     }
@@ -349,10 +352,12 @@ final class Recorder: TransferObserver {
         #expect(outcome.body == Data("ok".utf8))
     }
 
-    @Test("A line without a colon, or a name with a space, is a bad response", arguments: [
-        "HTTP/1.1 200 OK\r\nNoColonHere\r\nContent-Length: 2\r\n\r\n",
-        "HTTP/1.1 200 OK\r\nBad Name: x\r\nContent-Length: 2\r\n\r\n",
-    ])
+    @Test(
+        "A line without a colon, or a name with a space, is a bad response",
+        arguments: [
+            "HTTP/1.1 200 OK\r\nNoColonHere\r\nContent-Length: 2\r\n\r\n",
+            "HTTP/1.1 200 OK\r\nBad Name: x\r\nContent-Length: 2\r\n\r\n",
+        ])
     func malformed(raw: String) async throws {
         let outcome = try await Self.head(raw)
         guard case .failure(let error) = outcome.result else { Issue.record("expected a failure"); return }
@@ -466,8 +471,10 @@ final class Recorder: TransferObserver {
 
     @Test("Malformed status and field lines, and heads past the limit, fail the transfer")
     func failures() {
-        for lines in [["HTTP/1.1 2000 OK\r\n"], ["HTTP/1.1 abc\r\n"], ["HTTP/1.1\r\n"], ["HTTP/1.1 200 OK\r\n", "No colon here\r\n"],
-                      ["HTTP/1.1 200 OK\r\n", "Bad Name: x\r\n"], ["HTTP/1.1 200 OK\r\n", ": empty name\r\n"]] {
+        for lines in [
+            ["HTTP/1.1 2000 OK\r\n"], ["HTTP/1.1 abc\r\n"], ["HTTP/1.1\r\n"], ["HTTP/1.1 200 OK\r\n", "No colon here\r\n"],
+            ["HTTP/1.1 200 OK\r\n", "Bad Name: x\r\n"], ["HTTP/1.1 200 OK\r\n", ": empty name\r\n"],
+        ] {
             let (_, events) = Self.feed(lines)
             guard case .failed(let error) = events.last else {
                 Issue.record("accepted \(lines)")

@@ -18,13 +18,16 @@ import TestSupport
     static func makeCache(_ directory: URL) throws {
         let cache = try ResponseCache.open(memoryCapacity: 0, diskCapacity: 1 << 30, directory: directory)
         let old = Date().addingTimeInterval(-3 * 86_400)
-        cache.store(url: URL(string: "https://a.test/fresh")!, status: 200,
-                    responseHeaders: [("Cache-Control", "max-age=3600"), ("Content-Type", "text/plain"), ("Set-Cookie", "sid=topsecret")],
-                    body: Data("fresh body".utf8), userInfo: ["origin": "test"])
-        cache.store(url: URL(string: "https://a.test/stale")!, status: 200, responseHeaders: [("Cache-Control", "max-age=10")],
-                    body: Data("stale body".utf8), at: old)
-        cache.store(url: URL(string: "https://b.test/big")!, status: 404, responseHeaders: [("Cache-Control", "max-age=600")],
-                    body: Data(repeating: 7, count: 300_000))
+        cache.store(
+            url: URL(string: "https://a.test/fresh")!, status: 200,
+            responseHeaders: [("Cache-Control", "max-age=3600"), ("Content-Type", "text/plain"), ("Set-Cookie", "sid=topsecret")],
+            body: Data("fresh body".utf8), userInfo: ["origin": "test"])
+        cache.store(
+            url: URL(string: "https://a.test/stale")!, status: 200, responseHeaders: [("Cache-Control", "max-age=10")],
+            body: Data("stale body".utf8), at: old)
+        cache.store(
+            url: URL(string: "https://b.test/big")!, status: 404, responseHeaders: [("Cache-Control", "max-age=600")],
+            body: Data(repeating: 7, count: 300_000))
         cache.flush()
     }
 
@@ -162,7 +165,7 @@ import TestSupport
         let newer = try await Self.run(["list", "--cache-dir", path])
         #expect(newer.status == 5 && newer.standardError.contains("Cache.sqlite"))
         try Data("garbage, not a database".utf8).write(to: URL(fileURLWithPath: database))
-        chmod(database, 0o600) // damaged, but private (one others can read is refused before)
+        chmod(database, 0o600)  // damaged, but private (one others can read is refused before)
         let damaged = try await Self.run(["stats", "--cache-dir", path])
         #expect(damaged.status == 5 && damaged.standardError.contains("Cache.sqlite"))
     }
@@ -175,8 +178,9 @@ import TestSupport
         cookies.setCookies(["sid=cookie-secret-value; Max-Age=3600; HttpOnly", "theme=dark; Max-Age=3600"], for: URL(string: "https://a.test/")!)
         cookies.setCookies(["other=x; Max-Age=3600"], for: URL(string: "https://b.test/")!)
         let credentials = try CredentialStore(directory: directory.url)
-        credentials.set(Credential(user: "ann", password: "S3cretPassw0rd", persistence: .permanent),
-                        for: ProtectionSpace(host: "a.test", port: 443, protocol: "https", realm: "api", authenticationMethod: .httpBasic))
+        credentials.set(
+            Credential(user: "ann", password: "S3cretPassw0rd", persistence: .permanent),
+            for: ProtectionSpace(host: "a.test", port: 443, protocol: "https", realm: "api", authenticationMethod: .httpBasic))
         var outputs: [String] = []
         func run(_ arguments: [String]) async throws -> ChildProcess.Result {
             let result = try await Self.run(arguments + ["--data-dir", path])
@@ -213,9 +217,7 @@ enum AnyCodableValue: Decodable {
     case string(String), number(Double), other
     init(from decoder: any Decoder) throws {
         let container = try decoder.singleValueContainer()
-        if let string = try? container.decode(String.self) { self = .string(string) }
-        else if let number = try? container.decode(Double.self) { self = .number(number) }
-        else { self = .other }
+        if let string = try? container.decode(String.self) { self = .string(string) } else if let number = try? container.decode(Double.self) { self = .number(number) } else { self = .other }
     }
 }
 

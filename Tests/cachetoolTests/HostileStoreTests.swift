@@ -42,7 +42,8 @@ import TestSupport
     func craftedRows() async throws {
         let root = TemporaryDirectory()
         let (cacheDirectory, connection) = try Self.craftable(root)
-        try connection.execute("""
+        try connection.execute(
+            """
             DROP TABLE counters; CREATE TABLE counters(name TEXT, value INTEGER);
             INSERT INTO counters VALUES ('hits', 9223372036854775807), ('hits', 9223372036854775807), (NULL, 1), (NULL, 2);
             UPDATE entries SET stored_at = 1e300, last_used = -1e300 WHERE url = 'https://a.test/fresh';
@@ -109,8 +110,10 @@ import TestSupport
     func hugeArguments() async throws {
         let directory = TemporaryDirectory()
         try CacheToolCommandTests.makeCache(directory.url)
-        for arguments in [["prune", "--to-size", "1e30K"], ["prune", "--to-size", "infK"], ["prune", "--older-than", "1e300d"],
-                          ["prune", "--older-than", "nanw"]] {
+        for arguments in [
+            ["prune", "--to-size", "1e30K"], ["prune", "--to-size", "infK"], ["prune", "--older-than", "1e300d"],
+            ["prune", "--older-than", "nanw"],
+        ] {
             let result = try await ChildProcess.run(CacheToolCommandTests.cachetool, arguments + ["--cache-dir", directory.url.path])
             #expect(result.status == 2, "\(arguments): \(result.status) \(result.standardError)")
         }
@@ -127,8 +130,9 @@ import TestSupport
         let listed = try await ChildProcess.run(CacheToolCommandTests.cachetool, ["cookies", "list", "--data-dir", data, "--json"])
         #expect(listed.status == 0, "\(listed.standardError)")
         let year = Calendar(identifier: .gregorian).component(.year, from: Date())
-        #expect(listed.standardOutput.contains("long") && (listed.standardOutput.contains("\(year)-") || listed.standardOutput.contains("\(year + 1)-")),
-                "\(listed.standardOutput)")
+        #expect(
+            listed.standardOutput.contains("long") && (listed.standardOutput.contains("\(year)-") || listed.standardOutput.contains("\(year + 1)-")),
+            "\(listed.standardOutput)")
     }
 }
 
@@ -160,8 +164,10 @@ import TestSupport
 
         let origin = try await TestOrigin.start()
         defer { Task { try await origin.shutdown() } }
-        origin.route("/big", response: ScriptedResponse(
-            headers: [HeaderField("Cache-Control", "max-age=600")], body: Array(repeating: 7, count: 300_000)))
+        origin.route(
+            "/big",
+            response: ScriptedResponse(
+                headers: [HeaderField("Cache-Control", "max-age=600")], body: Array(repeating: 7, count: 300_000)))
         let cache = directory.path("cache")
         let (fetch, fetchOpens) = try await Self.opens(["fetch", origin.url("/big").absoluteString, "--cache-dir", cache, "--data-dir", data])
         #expect(fetch.status == 0, "\(fetch.standardError)")

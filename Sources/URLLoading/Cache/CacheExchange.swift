@@ -78,7 +78,8 @@ package enum CacheExchange {
     /// that range; anything else is served whole.
     package static func ranged(_ stored: StoredResponse, requestHeaders: HeaderFields) -> StoredResponse {
         guard stored.entry.status == 200, let field = requestHeaders["Range"],
-              let range = byteRange(field, length: stored.body.count) else { return stored }
+            let range = byteRange(field, length: stored.body.count)
+        else { return stored }
         var served = stored
         served.entry.status = 206
         served.entry.responseHeaders.set("Content-Range", "bytes \(range.lowerBound)-\(range.upperBound - 1)/\(stored.body.count)")

@@ -129,12 +129,13 @@ extension CacheMaintenance {
             conditions.append("status = ?")
             arguments.append(.integer(Int64(status)))
         }
-        let column = switch query.order {
-        case .lastUsed: "last_used"
-        case .stored: "stored_at"
-        case .size: "body_size"
-        case .url: "url"
-        }
+        let column =
+            switch query.order {
+            case .lastUsed: "last_used"
+            case .stored: "stored_at"
+            case .size: "body_size"
+            case .url: "url"
+            }
         let sql = """
             SELECT url, host, status, body_size, cost, stored_at, last_used, response_headers, request_time, response_time
             FROM entries \(conditions.isEmpty ? "" : "WHERE " + conditions.joined(separator: " AND "))
@@ -199,8 +200,9 @@ extension CacheMaintenance {
         let matching = variants.last { CachePolicy.varyMatches($0.entry, requestHeaders: comparable).allowed }
         guard let stored = matching else {
             let reasons = variants.map { CachePolicy.varyMatches($0.entry, requestHeaders: comparable).reason }
-            return CacheExplanation(action: CachePolicy.Action.fetch.rawValue,
-                                    reasons: ["\(variants.count) stored variant(s), none selected by this request"] + reasons)
+            return CacheExplanation(
+                action: CachePolicy.Action.fetch.rawValue,
+                reasons: ["\(variants.count) stored variant(s), none selected by this request"] + reasons)
         }
         let evaluation = CachePolicy.evaluate(stored.entry, requestHeaders: comparable, now: now.timeIntervalSince1970)
         var reasons = [evaluation.reason]
@@ -221,21 +223,25 @@ extension CacheMaintenance {
             let usage = try file.usage()
             return try file.database.read { connection in
                 // Rows of a crafted file may repeat a name: summed, never trapped on.
-                let counters = Dictionary(try connection.query("SELECT name, value FROM counters") {
-                    ($0.text(0) ?? "", $0.int(1))
-                }, uniquingKeysWith: { $0 &+ $1 })
+                let counters = Dictionary(
+                    try connection.query("SELECT name, value FROM counters") {
+                        ($0.text(0) ?? "", $0.int(1))
+                    }, uniquingKeysWith: { $0 &+ $1 })
                 let hosts = try connection.query(
                     "SELECT host, COUNT(*), SUM(cost) FROM entries GROUP BY host ORDER BY 2 DESC, 1 LIMIT 10"
                 ) { CacheStats.Host(host: $0.text(0) ?? "", entries: $0.int(1), bytes: $0.int(2)) }
-                let bodies = try connection.query(
-                    "SELECT SUM(body_file IS NULL), SUM(body_file IS NOT NULL) FROM entries") { ($0.int(0), $0.int(1)) }.first ?? (0, 0)
+                let bodies =
+                    try connection.query(
+                        "SELECT SUM(body_file IS NULL), SUM(body_file IS NOT NULL) FROM entries"
+                    ) { ($0.int(0), $0.int(1)) }.first ?? (0, 0)
                 let bounds: [(String, Double)] = [("< 1 hour", 3600), ("< 1 day", 86_400), ("< 1 week", 604_800), ("< 30 days", 2_592_000)]
                 var ages: [CacheStats.AgeBucket] = []
                 var lower = 0.0
                 for (label, upper) in bounds {
-                    let count = try connection.scalarInt(
-                        "SELECT COUNT(*) FROM entries WHERE ? - stored_at >= ? AND ? - stored_at < ?",
-                        [.real(current), .real(lower), .real(current), .real(upper)]) ?? 0
+                    let count =
+                        try connection.scalarInt(
+                            "SELECT COUNT(*) FROM entries WHERE ? - stored_at >= ? AND ? - stored_at < ?",
+                            [.real(current), .real(lower), .real(current), .real(upper)]) ?? 0
                     ages.append(.init(age: label, entries: Int(count)))
                     lower = upper
                 }
@@ -287,7 +293,8 @@ extension CacheMaintenance {
                     let doomed = try file.database.write { connection -> (files: [String], rows: Int) in
                         guard let bytes = try connection.scalarInt("SELECT bytes FROM usage WHERE id = 1"), bytes > size else { return ([], 0) }
                         let victims = try connection.query(
-                            "SELECT id, body_file, cost FROM entries ORDER BY last_used, id LIMIT 1000") { ($0.int64(0), $0.text(1), $0.int(2)) }
+                            "SELECT id, body_file, cost FROM entries ORDER BY last_used, id LIMIT 1000"
+                        ) { ($0.int64(0), $0.text(1), $0.int(2)) }
                         var excess = Int(bytes) - size
                         var files: [String] = []
                         var rows = 0
@@ -314,10 +321,14 @@ extension CacheMaintenance {
                     let batch = try file.database.read { connection in
                         try connection.query(
                             "SELECT id, status, response_headers, request_time, response_time FROM entries WHERE id > ? ORDER BY id LIMIT 1000",
-                            [.integer(lastID)]) { row in
-                            (row.int64(0), CachePolicy.Entry(
-                                status: row.int(1), responseHeaders: row.data(2).flatMap(FieldCoding.decodeFields) ?? [],
-                                requestHeaders: [], requestTime: row.double(3), responseTime: row.double(4)))
+                            [.integer(lastID)]
+                        ) { row in
+                            (
+                                row.int64(0),
+                                CachePolicy.Entry(
+                                    status: row.int(1), responseHeaders: row.data(2).flatMap(FieldCoding.decodeFields) ?? [],
+                                    requestHeaders: [], requestTime: row.double(3), responseTime: row.double(4))
+                            )
                         }
                     }
                     guard let last = batch.last else { break }
@@ -358,11 +369,12 @@ extension CacheMaintenance {
                 return Set(try FileManager.default.contentsOfDirectory(atPath: file.bodiesDirectory.path))
             }
             let listedFirst = try files()
-            let referenced = Set(try file.database.read { connection in
-                try connection.query("SELECT body_file FROM entries WHERE body_file IS NOT NULL UNION SELECT name FROM pending_files") {
-                    $0.text(0) ?? ""
-                }
-            })
+            let referenced = Set(
+                try file.database.read { connection in
+                    try connection.query("SELECT body_file FROM entries WHERE body_file IS NOT NULL UNION SELECT name FROM pending_files") {
+                        $0.text(0) ?? ""
+                    }
+                })
             let orphans = listedFirst.filter { !referenced.contains($0) && !referenced.contains(String($0.dropLast(4))) }.sorted()
             func rowsWithFiles() throws -> [(Int64, String, String)] {
                 try file.database.read { connection in

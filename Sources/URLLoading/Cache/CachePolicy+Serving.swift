@@ -34,7 +34,8 @@ extension CachePolicy {
     package static func requestControl(_ requestHeaders: HeaderFields) -> CacheControl {
         let lines = requestHeaders.values("Cache-Control")
         if lines.isEmpty, let pragma = requestHeaders.combined("Pragma"),
-           CacheControl(pragma).has("no-cache") {
+            CacheControl(pragma).has("no-cache")
+        {
             return CacheControl("no-cache")
         }
         return CacheControl(lines)
@@ -126,9 +127,10 @@ extension CachePolicy {
 
     /// The lowercased field names a `Connection` field lists.
     static func namedByConnection(_ headers: HeaderFields) -> Set<String> {
-        Set(headers.values("Connection").flatMap { line in
-            line.split(separator: ",").map { $0.trimmingCharacters(in: [" ", "\t"]).lowercased() }
-        })
+        Set(
+            headers.values("Connection").flatMap { line in
+                line.split(separator: ",").map { $0.trimmingCharacters(in: [" ", "\t"]).lowercased() }
+            })
     }
 
     /// `headers` without the connection-specific fields and those the

@@ -22,7 +22,8 @@ extension CachePolicy {
         }
         if let lastModified = notModifiedHeaders["Last-Modified"] {
             guard let stored = entry.responseHeaders["Last-Modified"],
-                  HTTPDate.parse(stored) == HTTPDate.parse(lastModified) else {
+                HTTPDate.parse(stored) == HTTPDate.parse(lastModified)
+            else {
                 return .no("the 304's Last-Modified is not the stored one")
             }
             return .yes("the 304's Last-Modified matches")
@@ -69,7 +70,8 @@ extension CachePolicy {
         var urls = [url]
         for name in ["Location", "Content-Location"] {
             guard let value = responseHeaders[name], let target = URL(string: value, relativeTo: url)?.absoluteURL,
-                  sameOrigin(target, url) else { continue }
+                sameOrigin(target, url)
+            else { continue }
             urls.append(target)
         }
         return urls
@@ -107,7 +109,7 @@ extension CachePolicy {
                     guard portStart < 0 else { return false }
                     portStart = index
                 default:
-                    return false // upper case, user info, IPv6, query or fragment right after the host
+                    return false  // upper case, user info, IPv6, query or fragment right after the host
                 }
                 index += 1
             }
@@ -115,7 +117,8 @@ extension CachePolicy {
             if portStart >= 0 {
                 let port = bytes[(portStart + 1)..<index]
                 guard !port.isEmpty, port.first != UInt8(ascii: "0"),
-                      !port.elementsEqual((https ? "443" : "80").utf8) else { return false }
+                    !port.elementsEqual((https ? "443" : "80").utf8)
+                else { return false }
             }
             return !bytes[index...].contains(UInt8(ascii: "#"))
         }
@@ -136,8 +139,8 @@ extension CachePolicy {
         let text = url.absoluteString
         if isNormalizedKey(text) { return text }
         guard var components = URLComponents(url: url, resolvingAgainstBaseURL: true),
-              let scheme = components.scheme?.lowercased(), scheme == "http" || scheme == "https",
-              let host = components.host, !host.isEmpty
+            let scheme = components.scheme?.lowercased(), scheme == "http" || scheme == "https",
+            let host = components.host, !host.isEmpty
         else { return nil }
         components.scheme = scheme
         components.host = host.lowercased()

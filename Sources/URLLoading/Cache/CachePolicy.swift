@@ -124,9 +124,10 @@ package enum CachePolicy {
             return Lifetime(seconds: max(0, expires - dateValue), source: .expires)
         }
         if heuristicallyCacheable.contains(entry.status) || control.isPublic,
-           let lastModifiedText = headers["Last-Modified"],
-           let lastModified = HTTPDate.parse(lastModifiedText, now: entry.responseTime),
-           lastModified < dateValue {
+            let lastModifiedText = headers["Last-Modified"],
+            let lastModified = HTTPDate.parse(lastModifiedText, now: entry.responseTime),
+            lastModified < dateValue
+        {
             return Lifetime(seconds: ((dateValue - lastModified) * 0.1).rounded(.down), source: .heuristic)
         }
         return Lifetime(seconds: 0, source: .none)
@@ -188,7 +189,8 @@ package enum CachePolicy {
     package static func normalizedValue(_ name: String, in headers: HeaderFields) -> String? {
         let values = headers.values(name)
         guard !values.isEmpty else { return nil }
-        var members = values
+        var members =
+            values
             .flatMap { $0.split(separator: ",", omittingEmptySubsequences: false) }
             .map { $0.trimmingCharacters(in: [" ", "\t"]) }
         // Language ranges are case-insensitive and their order carries no

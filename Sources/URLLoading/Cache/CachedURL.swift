@@ -8,7 +8,8 @@ public enum CachedURL {
     /// `url` as the cache stores it: no password.
     package static func stored(_ url: URL) -> String {
         guard url.password(percentEncoded: true) != nil,
-              var components = URLComponents(url: url, resolvingAgainstBaseURL: true) else { return url.absoluteString }
+            var components = URLComponents(url: url, resolvingAgainstBaseURL: true)
+        else { return url.absoluteString }
         components.password = nil
         return components.string ?? url.absoluteString
     }

@@ -173,7 +173,8 @@ final class DiskTier: Sendable {
 
     private func load(_ row: Row) throws -> StoredResponse? {
         guard let responseHeaders = FieldCoding.decodeFields(row.responseHeaders),
-              let requestHeaders = FieldCoding.decodeFields(row.requestHeaders) else {
+            let requestHeaders = FieldCoding.decodeFields(row.requestHeaders)
+        else {
             logger.warning("damaged cache entry removed", metadata: ["id": "\(row.id)"])
             try remove(ids: [row.id])
             return nil
@@ -474,7 +475,8 @@ final class DiskTier: Sendable {
             let orphans = try database.read { connection in
                 try connection.query(
                     "SELECT name FROM pending_files WHERE created < ? AND name NOT IN (SELECT body_file FROM entries WHERE body_file IS NOT NULL)",
-                    [.real(cutoff)]) { $0.text(0) ?? "" }
+                    [.real(cutoff)]
+                ) { $0.text(0) ?? "" }
             }
             for name in orphans where Self.isBodyFileName(name) {
                 unlink(bodiesDirectory.appendingPathComponent(name + ".tmp").path)

@@ -13,7 +13,11 @@ final class MemoryTier: Sendable {
 
     var capacity: Int {
         get { state.withLock { $0.capacity } }
-        set { state.withLock { $0.capacity = max(0, newValue); $0.evictToCapacity() } }
+        set {
+            state.withLock {
+                $0.capacity = max(0, newValue); $0.evictToCapacity()
+            }
+        }
     }
 
     var usage: Int { state.withLock { $0.usage } }

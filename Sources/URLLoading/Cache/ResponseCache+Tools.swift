@@ -66,11 +66,12 @@ extension ResponseCache {
     ) {
         guard let key = CachePolicy.primaryKey(url) else { return }
         let now = date.timeIntervalSince1970
-        store(StoredResponse(
-            url: CachedURL.stored(url), key: key, status: status,
-            responseHeaders: HeaderFields(responseHeaders.map { HeaderFields.Field($0.name, $0.value) }),
-            requestHeaders: HeaderFields(requestHeaders.map { HeaderFields.Field($0.name, $0.value) }),
-            body: body, requestTime: now, responseTime: now, storedAt: now,
-            storagePolicy: storagePolicy, userInfo: userInfo))
+        store(
+            StoredResponse(
+                url: CachedURL.stored(url), key: key, status: status,
+                responseHeaders: HeaderFields(responseHeaders.map { HeaderFields.Field($0.name, $0.value) }),
+                requestHeaders: HeaderFields(requestHeaders.map { HeaderFields.Field($0.name, $0.value) }),
+                body: body, requestTime: now, responseTime: now, storedAt: now,
+                storagePolicy: storagePolicy, userInfo: userInfo))
     }
 }

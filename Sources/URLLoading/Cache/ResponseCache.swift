@@ -120,7 +120,8 @@ public final class ResponseCache: Sendable, CustomStringConvertible {
     public func cachedResponse(for request: URLRequest) -> CachedResponse? {
         guard let url = request.url, let key = CachePolicy.primaryKey(url) else { return nil }
         guard let stored = lookup(key: key, requestHeaders: HeaderFields(request.allHTTPHeaderFields ?? [:])),
-              let response = stored.httpResponse() else { return nil }
+            let response = stored.httpResponse()
+        else { return nil }
         return CachedResponse(response: response, data: stored.body, userInfo: stored.userInfo, storagePolicy: stored.storagePolicy)
     }
 
@@ -134,11 +135,12 @@ public final class ResponseCache: Sendable, CustomStringConvertible {
             headers.append(String(describing: name), String(describing: value))
         }
         let now = Date().timeIntervalSince1970
-        store(StoredResponse(
-            url: CachedURL.stored(url), key: key, status: cachedResponse.response.statusCode,
-            responseHeaders: headers, requestHeaders: HeaderFields(request.allHTTPHeaderFields ?? [:]),
-            body: cachedResponse.data, requestTime: now, responseTime: now, storedAt: now,
-            storagePolicy: cachedResponse.storagePolicy, userInfo: cachedResponse.userInfo))
+        store(
+            StoredResponse(
+                url: CachedURL.stored(url), key: key, status: cachedResponse.response.statusCode,
+                responseHeaders: headers, requestHeaders: HeaderFields(request.allHTTPHeaderFields ?? [:]),
+                body: cachedResponse.data, requestTime: now, responseTime: now, storedAt: now,
+                storagePolicy: cachedResponse.storagePolicy, userInfo: cachedResponse.userInfo))
     }
 
     /// Removes the stored responses (all variants) for `request`'s URL.
@@ -187,7 +189,8 @@ public final class ResponseCache: Sendable, CustomStringConvertible {
             // A request with credentials takes the entry stored for them
             // before one stored without any.
             if hasCredentials, variants.count > 1,
-               let own = variants.last(where: { $0.entry.requestHeaders.contains(StoredResponse.credentialsField) && selects($0) }) {
+                let own = variants.last(where: { $0.entry.requestHeaders.contains(StoredResponse.credentialsField) && selects($0) })
+            {
                 return own
             }
             return variants.last(where: selects)
@@ -261,8 +264,9 @@ public final class ResponseCache: Sendable, CustomStringConvertible {
             }
         } catch {
             if !writesFailing.exchange(true, ordering: .relaxed) {
-                logger.error("cache \(operation) failed; further failures are not logged until a write works",
-                             metadata: ["error": "\(error)"])
+                logger.error(
+                    "cache \(operation) failed; further failures are not logged until a write works",
+                    metadata: ["error": "\(error)"])
             }
         }
     }

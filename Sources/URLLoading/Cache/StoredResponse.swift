@@ -57,8 +57,10 @@ package struct StoredResponse: Sendable, Equatable {
     }
 
     /// Restores a stored response read from disk, fields as they were stored.
-    init(url: String, key: String, variant: String, entry: CachePolicy.Entry, body: Data, storedAt: Double,
-         storagePolicy: CacheStoragePolicy, userInfo: [String: String]) {
+    init(
+        url: String, key: String, variant: String, entry: CachePolicy.Entry, body: Data, storedAt: Double,
+        storagePolicy: CacheStoragePolicy, userInfo: [String: String]
+    ) {
         self.url = url
         self.key = key
         self.variant = variant

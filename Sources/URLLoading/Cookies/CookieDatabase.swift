@@ -47,7 +47,8 @@ final class CookieDatabase: Sendable {
     /// Writes final states and last-access times in one transaction.
     func apply(_ changes: CookieJar.Changes, touches: [Cookie.Key: Date]) throws {
         try database.write { connection in
-            let upsert = try connection.cachedStatement("""
+            let upsert = try connection.cachedStatement(
+                """
                 INSERT OR REPLACE INTO cookies(\(Self.columns)) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 """)
             let delete = try connection.cachedStatement(

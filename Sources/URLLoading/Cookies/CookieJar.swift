@@ -91,7 +91,7 @@ struct CookieJar: Sendable {
         // Compared as bytes: both are lower-case ASCII, and String's
         // Unicode-aware hasSuffix costs more than the whole lookup should.
         guard hostBytes.count > domainBytes.count, hostBytes.suffix(domainBytes.count).elementsEqual(domainBytes),
-              hostBytes.dropLast(domainBytes.count).last == UInt8(ascii: ".")
+            hostBytes.dropLast(domainBytes.count).last == UInt8(ascii: ".")
         else { return false }
         return !(hostIsIPAddress ?? isIPAddress(host))
     }
@@ -263,8 +263,9 @@ struct CookieJar: Sendable {
             return true
         }
         while bucket.count > limit {
-            guard let oldest = bucket.indices.filter({ bucket[$0].key != kept })
-                .min(by: { bucket[$0].lastAccessDate < bucket[$1].lastAccessDate })
+            guard
+                let oldest = bucket.indices.filter({ bucket[$0].key != kept })
+                    .min(by: { bucket[$0].lastAccessDate < bucket[$1].lastAccessDate })
             else { break }
             changes.remove(bucket[oldest].key)
             bucket.remove(at: oldest)
@@ -335,9 +336,9 @@ struct CookieJar: Sendable {
                 continue
             }
             guard cookie.isHostOnly ? host == cookie.domain : Self.domainMatches(host, cookie.domain, hostIsIPAddress: hostIsIPAddress),
-                  Self.pathMatches(path, cookie.path),
-                  !cookie.isSecure || secure,
-                  site == .sameSite || cookie.sameSite == .none || cookie.sameSite == .unspecified
+                Self.pathMatches(path, cookie.path),
+                !cookie.isSecure || secure,
+                site == .sameSite || cookie.sameSite == .none || cookie.sameSite == .unspecified
             else { continue }
             matched.append(index)
         }

@@ -72,7 +72,7 @@ final class CookieStoreEngine: Sendable {
 
     func site(of url: URL, mainDocumentURL: URL?, jar: CookieJar) -> CookieJar.SiteContext {
         guard let mainDocumentURL, let documentHost = CookieJar.host(of: mainDocumentURL),
-              let host = CookieJar.host(of: url)
+            let host = CookieJar.host(of: url)
         else { return .sameSite }
         return jar.isSameSite(host, documentHost) ? .sameSite : .crossSite
     }
@@ -199,4 +199,3 @@ final class CookieStoreEngine: Sendable {
         }
     }
 }
-

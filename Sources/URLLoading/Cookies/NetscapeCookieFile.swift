@@ -21,10 +21,11 @@ enum NetscapeCookieFile {
             guard !(cookie.name + cookie.value + cookie.path + cookie.domain).unicodeScalars.contains(where: isUnwritable) else { continue }
             let domain = (cookie.isHTTPOnly ? "#HttpOnly_" : "") + (cookie.isHostOnly ? "" : ".") + cookie.domain
             let expires = cookie.expiresDate.map { String(Int64(max(1, $0.timeIntervalSince1970.rounded(.down)))) } ?? "0"
-            text += [
-                domain, cookie.isHostOnly ? "FALSE" : "TRUE", cookie.path, cookie.isSecure ? "TRUE" : "FALSE",
-                expires, cookie.name, cookie.value,
-            ].joined(separator: "\t") + "\n"
+            text +=
+                [
+                    domain, cookie.isHostOnly ? "FALSE" : "TRUE", cookie.path, cookie.isSecure ? "TRUE" : "FALSE",
+                    expires, cookie.name, cookie.value,
+                ].joined(separator: "\t") + "\n"
         }
         return text
     }
@@ -56,9 +57,9 @@ enum NetscapeCookieFile {
             let fields = line.split(separator: 0x09, omittingEmptySubsequences: false).map { String(decoding: $0, as: UTF8.self) }
             // The value may be missing (curl writes an empty one as nothing after the tab).
             guard fields.count == 7 || fields.count == 6,
-                  !fields.contains(where: { $0.unicodeScalars.contains(where: isUnwritable) }),
-                  let expires = Int64(fields[4]),
-                  let subdomains = bool(fields[1]), let secure = bool(fields[3]), fields[2].hasPrefix("/")
+                !fields.contains(where: { $0.unicodeScalars.contains(where: isUnwritable) }),
+                let expires = Int64(fields[4]),
+                let subdomains = bool(fields[1]), let secure = bool(fields[3]), fields[2].hasPrefix("/")
             else {
                 skipped += 1
                 continue
@@ -71,12 +72,13 @@ enum NetscapeCookieFile {
                 skipped += 1
                 continue
             }
-            cookies.append(Cookie(
-                name: fields[5], value: fields.count == 7 ? fields[6] : "", domain: String(domain),
-                isHostOnly: !subdomains, path: fields[2],
-                // A file may say any number: no cookie lives longer than RFC 6265bis allows.
-                expiresDate: expires == 0 ? nil : Date(timeIntervalSince1970: min(Double(expires), now.timeIntervalSince1970 + CookieJar.maximumLifetime)),
-                creationDate: now, isSecure: secure, isHTTPOnly: httpOnly))
+            cookies.append(
+                Cookie(
+                    name: fields[5], value: fields.count == 7 ? fields[6] : "", domain: String(domain),
+                    isHostOnly: !subdomains, path: fields[2],
+                    // A file may say any number: no cookie lives longer than RFC 6265bis allows.
+                    expiresDate: expires == 0 ? nil : Date(timeIntervalSince1970: min(Double(expires), now.timeIntervalSince1970 + CookieJar.maximumLifetime)),
+                    creationDate: now, isSecure: secure, isHTTPOnly: httpOnly))
         }
         return (cookies, skipped)
     }

@@ -36,7 +36,8 @@ extension ProtectionSpace {
     /// Apple's initializer: the method given by one of Foundation's
     /// `NSURLAuthenticationMethod*` names (nil or an unknown name: `.default`).
     public init(host: String, port: Int, protocol: String?, realm: String?, authenticationMethod: String?) {
-        self.init(host: host, port: port, protocol: `protocol` ?? "http", realm: realm,
-                  authenticationMethod: authenticationMethod.flatMap(AuthenticationMethod.init(appleName:)) ?? .default)
+        self.init(
+            host: host, port: port, protocol: `protocol` ?? "http", realm: realm,
+            authenticationMethod: authenticationMethod.flatMap(AuthenticationMethod.init(appleName:)) ?? .default)
     }
 }

@@ -61,11 +61,13 @@ public final class CredentialStore: Sendable, CustomStringConvertible {
             var loaded = CredentialTable()
             let rows = try database.read { connection in
                 try connection.query("SELECT host, port, protocol, realm, method, is_proxy, user, password, is_default FROM credentials") { row in
-                    (ProtectionSpace(
-                        host: row.text(0) ?? "", port: row.int(1), protocol: row.text(2) ?? "",
-                        realm: (row.text(3) ?? "").isEmpty ? nil : row.text(3),
-                        authenticationMethod: .init(rawValue: row.text(4) ?? "default"), isProxy: row.int64(5) != 0),
-                     Credential(user: row.text(6) ?? "", password: row.text(7) ?? "", persistence: .permanent), row.int64(8) != 0)
+                    (
+                        ProtectionSpace(
+                            host: row.text(0) ?? "", port: row.int(1), protocol: row.text(2) ?? "",
+                            realm: (row.text(3) ?? "").isEmpty ? nil : row.text(3),
+                            authenticationMethod: .init(rawValue: row.text(4) ?? "default"), isProxy: row.int64(5) != 0),
+                        Credential(user: row.text(6) ?? "", password: row.text(7) ?? "", persistence: .permanent), row.int64(8) != 0
+                    )
                 }
             }
             for (space, credential, isDefault) in rows { _ = loaded.set(credential, for: space, isDefault: isDefault) }
@@ -121,7 +123,8 @@ public final class CredentialStore: Sendable, CustomStringConvertible {
                 if becameDefault {
                     try connection.run("UPDATE credentials SET is_default = 0 WHERE \(Self.spaceMatch)", Self.spaceValues(space))
                 }
-                try connection.run("""
+                try connection.run(
+                    """
                     INSERT OR REPLACE INTO credentials(host, port, protocol, realm, method, is_proxy, user, password, is_default, created)
                     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                     """, Self.spaceValues(space) + [.text(user), .text(password), .integer(becameDefault ? 1 : 0), .real(Date().timeIntervalSince1970)])
@@ -194,8 +197,10 @@ public final class CredentialStore: Sendable, CustomStringConvertible {
     private static let spaceMatch = "host = ? AND port = ? AND protocol = ? AND realm = ? AND method = ? AND is_proxy = ?"
 
     private static func spaceValues(_ space: ProtectionSpace) -> [SQLiteValue] {
-        [.text(space.host), .integer(Int64(space.port)), .text(space.protocol), .text(space.realm ?? ""),
-         .text(space.authenticationMethod.rawValue), .integer(space.isProxy ? 1 : 0)]
+        [
+            .text(space.host), .integer(Int64(space.port)), .text(space.protocol), .text(space.realm ?? ""),
+            .text(space.authenticationMethod.rawValue), .integer(space.isProxy ? 1 : 0),
+        ]
     }
 
     /// Writes a change to the file, if any; a failure is logged (never with
@@ -205,8 +210,9 @@ public final class CredentialStore: Sendable, CustomStringConvertible {
         do {
             try database.write { connection in try body(connection) }
         } catch {
-            logger.error("credential store write failed; the change is kept in memory only",
-                         metadata: ["error": "\(StoreError.wrapping(error, path: path ?? ""))"])
+            logger.error(
+                "credential store write failed; the change is kept in memory only",
+                metadata: ["error": "\(StoreError.wrapping(error, path: path ?? ""))"])
         }
     }
 

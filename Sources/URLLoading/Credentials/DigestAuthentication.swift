@@ -96,7 +96,8 @@ struct DigestChallenge: Sendable, Equatable {
         var ha1 = algorithm.hex("\(user):\(realm):\(password)")
         if algorithm.isSession { ha1 = algorithm.hex("\(ha1):\(nonce):\(cnonce)") }
         let ha2 = algorithm.hex("\(method):\(uri)")
-        let response = offersAuth
+        let response =
+            offersAuth
             ? algorithm.hex("\(ha1):\(nonce):\(nc):\(cnonce):auth:\(ha2)")
             : algorithm.hex("\(ha1):\(nonce):\(ha2)")
         var parts: [String] = []

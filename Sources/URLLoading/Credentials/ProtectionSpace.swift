@@ -62,8 +62,9 @@ public struct ProtectionSpace: Sendable, Hashable, CustomStringConvertible {
     /// The space of a server for a URL, without realm or method.
     public init?(url: URL, realm: String? = nil, authenticationMethod: AuthenticationMethod = .default) {
         guard let host = url.host, let scheme = url.scheme?.lowercased() else { return nil }
-        self.init(host: host, port: url.port ?? (scheme == "https" ? 443 : 80), protocol: scheme, realm: realm,
-                  authenticationMethod: authenticationMethod)
+        self.init(
+            host: host, port: url.port ?? (scheme == "https" ? 443 : 80), protocol: scheme, realm: realm,
+            authenticationMethod: authenticationMethod)
     }
 
     /// Whether credentials are sent to the space only over an encrypted connection.

@@ -91,7 +91,7 @@ enum Certificate {
     /// subjectPublicKeyInfo, ... }, ... }
     static func subjectPublicKeyInfo(_ der: [UInt8]) -> [UInt8]? {
         guard let certificate = element(der, at: 0), certificate.tag == 0x30,
-              let tbs = children(der, of: certificate).first, tbs.tag == 0x30
+            let tbs = children(der, of: certificate).first, tbs.tag == 0x30
         else { return nil }
         var fields = children(der, of: tbs)
         if fields.first?.tag == 0xA0 { fields.removeFirst() }

@@ -36,7 +36,7 @@ package enum HTTPDate {
         let days = whole >= 0 ? whole / 86_400 : (whole - 86_399) / 86_400
         let secondOfDay = Int(whole - days * 86_400)
         let (year, month, day) = civil(fromDays: days)
-        let weekday = Int(((days % 7) + 11) % 7) // 1970-01-01 was a Thursday
+        let weekday = Int(((days % 7) + 11) % 7)  // 1970-01-01 was a Thursday
         func two(_ n: Int) -> String { n < 10 ? "0\(n)" : "\(n)" }
         let yearText = String(year)
         let paddedYear = String(repeating: "0", count: max(0, 4 - yearText.count)) + yearText
@@ -49,10 +49,10 @@ package enum HTTPDate {
     /// `Sun, 06 Nov 1994 08:49:37 GMT`
     private static func parseIMF(_ s: inout Scanner) -> Double? {
         guard s.name(in: dayNames) != nil, s.literal(","), s.literal(" "),
-              let day = s.digits(exactly: 2), s.literal(" "),
-              let month = s.name(in: monthNames), s.literal(" "),
-              let year = s.digits(exactly: 4), s.literal(" "),
-              let time = s.time(), s.literal(" "), s.caseInsensitive("gmt"), s.atEnd
+            let day = s.digits(exactly: 2), s.literal(" "),
+            let month = s.name(in: monthNames), s.literal(" "),
+            let year = s.digits(exactly: 4), s.literal(" "),
+            let time = s.time(), s.literal(" "), s.caseInsensitive("gmt"), s.atEnd
         else { return nil }
         return make(year: year, month: month + 1, day: day, time: time)
     }
@@ -60,10 +60,10 @@ package enum HTTPDate {
     /// `Sunday, 06-Nov-94 08:49:37 GMT`
     private static func parseRFC850(_ s: inout Scanner, now: Double?) -> Double? {
         guard s.name(in: longDayNames) != nil, s.literal(","), s.literal(" "),
-              let day = s.digits(exactly: 2), s.literal("-"),
-              let month = s.name(in: monthNames), s.literal("-"),
-              let shortYear = s.digits(exactly: 2), s.literal(" "),
-              let time = s.time(), s.literal(" "), s.caseInsensitive("gmt"), s.atEnd
+            let day = s.digits(exactly: 2), s.literal("-"),
+            let month = s.name(in: monthNames), s.literal("-"),
+            let shortYear = s.digits(exactly: 2), s.literal(" "),
+            let time = s.time(), s.literal(" "), s.caseInsensitive("gmt"), s.atEnd
         else { return nil }
         // The century: the latest year ending in these digits that is not
         // more than 50 years in the future.
@@ -76,7 +76,7 @@ package enum HTTPDate {
     /// `Sun Nov  6 08:49:37 1994`
     private static func parseAsctime(_ s: inout Scanner) -> Double? {
         guard s.name(in: dayNames) != nil, s.literal(" "),
-              let month = s.name(in: monthNames), s.literal(" ")
+            let month = s.name(in: monthNames), s.literal(" ")
         else { return nil }
         let day: Int
         if s.literal(" "), let single = s.digits(exactly: 1) {
@@ -87,14 +87,14 @@ package enum HTTPDate {
             return nil
         }
         guard s.literal(" "), let time = s.time(), s.literal(" "),
-              let year = s.digits(exactly: 4), s.atEnd
+            let year = s.digits(exactly: 4), s.atEnd
         else { return nil }
         return make(year: year, month: month + 1, day: day, time: time)
     }
 
     private static func make(year: Int, month: Int, day: Int, time: (Int, Int, Int)) -> Double? {
         guard (1...12).contains(month), day >= 1, day <= daysInMonth(year: year, month: month),
-              (0...23).contains(time.0), (0...59).contains(time.1), (0...60).contains(time.2)
+            (0...23).contains(time.0), (0...59).contains(time.1), (0...60).contains(time.2)
         else { return nil }
         let days = daysFromCivil(year: year, month: month, day: day)
         // A leap second is read as the last second of its minute.
@@ -151,7 +151,8 @@ package enum HTTPDate {
         mutating func caseInsensitive(_ lowercase: String) -> Bool {
             let expected = Array(lowercase.utf8)
             guard bytes.count >= expected.count,
-                  zip(bytes, expected).allSatisfy({ ($0 | 0x20) == $1 && $0 >= 0x41 }) else { return false }
+                zip(bytes, expected).allSatisfy({ ($0 | 0x20) == $1 && $0 >= 0x41 })
+            else { return false }
             bytes = bytes.dropFirst(expected.count)
             return true
         }
@@ -182,7 +183,8 @@ package enum HTTPDate {
 
         mutating func time() -> (Int, Int, Int)? {
             guard let h = digits(exactly: 2), literal(":"), let m = digits(exactly: 2), literal(":"),
-                  let s = digits(exactly: 2) else { return nil }
+                let s = digits(exactly: 2)
+            else { return nil }
             return (h, m, s)
         }
     }

@@ -161,8 +161,9 @@ struct MixedReplaceParser {
             guard let colon = line.firstIndex(of: ":"), colon != line.startIndex else {
                 throw Failure(message: "a multipart part has a malformed header line")
             }
-            fields.append(HeaderFields.Field(
-                String(line[..<colon]), line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)))
+            fields.append(
+                HeaderFields.Field(
+                    String(line[..<colon]), line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)))
         }
         return fields
     }

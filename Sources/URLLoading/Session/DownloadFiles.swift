@@ -38,8 +38,9 @@ enum DownloadFiles {
             throw failure("the download folder \(path) belongs to another user (uid \(info.st_uid)): remove it or set TMPDIR")
         }
         guard info.st_mode & 0o077 == 0 else {
-            throw failure("the download folder \(path) can be read or written by others (mode \(String(info.st_mode & 0o777, radix: 8))): "
-                + "remove it or make it 0700")
+            throw failure(
+                "the download folder \(path) can be read or written by others (mode \(String(info.st_mode & 0o777, radix: 8))): "
+                    + "remove it or make it 0700")
         }
         return url
     }

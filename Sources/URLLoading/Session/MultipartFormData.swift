@@ -55,8 +55,10 @@ public struct MultipartFormData: Sendable {
     public mutating func appendFile(at url: URL, name: String, fileName: String? = nil, mimeType: String = "application/octet-stream") throws {
         let attributes = try FileManager.default.attributesOfItem(atPath: url.path)
         let length = (attributes[.size] as? Int64) ?? Int64((attributes[.size] as? Int) ?? 0)
-        parts.append(Part(headers: Self.fileHeaders(name: name, fileName: fileName ?? url.lastPathComponent, mimeType: mimeType),
-                          content: .file(url, length: length)))
+        parts.append(
+            Part(
+                headers: Self.fileHeaders(name: name, fileName: fileName ?? url.lastPathComponent, mimeType: mimeType),
+                content: .file(url, length: length)))
     }
 
     /// The body's length in bytes.

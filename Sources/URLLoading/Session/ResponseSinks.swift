@@ -89,7 +89,7 @@ struct DelegateDataSink: ResponseSink {
             guard queued < Self.backlog else { return .refuse }
             queued += chunk.count
             if var parser = parts {
-                parts = nil // one owner of its buffer while it parses
+                parts = nil  // one owner of its buffer while it parses
                 defer { parts = parser }
                 do throws(MixedReplaceParser.Failure) {
                     let events = try parser.feed(chunk)
@@ -104,7 +104,7 @@ struct DelegateDataSink: ResponseSink {
             }
         }
         if var copy = cacheCopy {
-            cacheCopy = nil // one owner while it grows
+            cacheCopy = nil  // one owner while it grows
             // Past the limit (decoded bytes count) nothing is kept.
             if copy.count + chunk.count <= cacheCopyLimit {
                 appendChunk(chunk, to: &copy)
@@ -167,8 +167,9 @@ struct DownloadSink: ResponseSink {
         // checked, so a lying length cannot trap.
         let (total, overflow) = file.offset.addingReportingOverflow(written)
         let (whole, wholeOverflow) = file.offset.addingReportingOverflow(expected)
-        return .write(file.handle, total: overflow ? .max : total, expected: expected < 0 || wholeOverflow ? -1 : whole,
-                      report: handler == nil && delegateListens)
+        return .write(
+            file.handle, total: overflow ? .max : total, expected: expected < 0 || wholeOverflow ? -1 : whole,
+            report: handler == nil && delegateListens)
     }
 
     mutating func serve(_ response: HTTPURLResponse, _ data: Data) -> ServeStep {

@@ -30,8 +30,10 @@ extension Session {
         try await load(.upload, request, body: Session.fileBodyOf(fileURL), delegate: delegate)
     }
 
-    private func load(_ kind: SessionTask.Kind, _ request: URLRequest, body: TransferRequest.Body?,
-                      delegate: (any SessionDelegate)?) async throws -> (Data, URLResponse) {
+    private func load(
+        _ kind: SessionTask.Kind, _ request: URLRequest, body: TransferRequest.Body?,
+        delegate: (any SessionDelegate)?
+    ) async throws -> (Data, URLResponse) {
         let (data, task) = try await run(delegate: delegate) { deliver, runner in
             rawTask(kind, with: request, body: body, completionRunner: runner) { data, error in
                 deliver(error.map { .failure($0) } ?? .success(data ?? Data()))
@@ -47,9 +49,11 @@ extension Session {
     /// Downloads `request` to a file that the caller owns (and must delete).
     public func download(for request: URLRequest, delegate: (any SessionDelegate)? = nil) async throws -> (URL, URLResponse) {
         try await run(delegate: delegate) { deliver, runner in
-            makeTask(.download, request, body: Self.body(of: request), sink: DownloadSink { location, response, error in
-                deliver(Result { try Self.kept(location, response, error, url: request.url) })
-            }, completionRunner: runner)
+            makeTask(
+                .download, request, body: Self.body(of: request),
+                sink: DownloadSink { location, response, error in
+                    deliver(Result { try Self.kept(location, response, error, url: request.url) })
+                }, completionRunner: runner)
         }.0
     }
 
@@ -62,9 +66,11 @@ extension Session {
     /// caller owns (and must delete).
     public func download(resumeFrom resumeData: Data, delegate: (any SessionDelegate)? = nil) async throws -> (URL, URLResponse) {
         try await run(delegate: delegate) { deliver, runner in
-            resumedTask(resumeData, sink: DownloadSink { location, response, error in
-                deliver(Result { try Self.kept(location, response, error, url: nil) })
-            }, completionRunner: runner)
+            resumedTask(
+                resumeData,
+                sink: DownloadSink { location, response, error in
+                    deliver(Result { try Self.kept(location, response, error, url: nil) })
+                }, completionRunner: runner)
         }.0
     }
 
@@ -91,8 +97,10 @@ extension Session {
     ///   its result and the completion runner to give it.
     private func run<T: Sendable>(
         delegate: (any SessionDelegate)?,
-        _ make: (_ deliver: @escaping @Sendable (Result<T, any Error>) -> Void,
-                 _ runner: @escaping @Sendable (@escaping @Sendable () -> Void) -> Void) -> SessionTask
+        _ make: (
+            _ deliver: @escaping @Sendable (Result<T, any Error>) -> Void,
+            _ runner: @escaping @Sendable (@escaping @Sendable () -> Void) -> Void
+        ) -> SessionTask
     ) async throws -> (T, SessionTask) {
         let steps = TaskSteps<T>()
         let box = TaskBox()

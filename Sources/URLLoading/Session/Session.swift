@@ -151,8 +151,10 @@ public final class Session: Sendable, CustomStringConvertible {
     }
 
     /// An upload task with a completion handler.
-    public func uploadTask(with request: URLRequest, from bodyData: Data,
-                           completionHandler: @escaping @Sendable (Data?, URLResponse?, (any Error)?) -> Void) -> SessionTask {
+    public func uploadTask(
+        with request: URLRequest, from bodyData: Data,
+        completionHandler: @escaping @Sendable (Data?, URLResponse?, (any Error)?) -> Void
+    ) -> SessionTask {
         makeTask(.upload, Self.uploading(request), body: .data(bodyData), sink: CollectingSink.completionHandler(completionHandler))
     }
 
@@ -162,8 +164,10 @@ public final class Session: Sendable, CustomStringConvertible {
     }
 
     /// An upload task from a file, with a completion handler.
-    public func uploadTask(with request: URLRequest, fromFile fileURL: URL,
-                           completionHandler: @escaping @Sendable (Data?, URLResponse?, (any Error)?) -> Void) -> SessionTask {
+    public func uploadTask(
+        with request: URLRequest, fromFile fileURL: URL,
+        completionHandler: @escaping @Sendable (Data?, URLResponse?, (any Error)?) -> Void
+    ) -> SessionTask {
         makeTask(.upload, Self.uploading(request), body: Self.fileBody(fileURL), sink: CollectingSink.completionHandler(completionHandler))
     }
 
@@ -196,9 +200,11 @@ public final class Session: Sendable, CustomStringConvertible {
     ///
     /// - Parameter completionRunner: Runs a transfer's end (given as a
     ///   closure) where the caller wants it, off the transport's thread.
-    func rawTask(_ kind: SessionTask.Kind, with request: URLRequest, body: TransferRequest.Body?,
-                 completionRunner: (@Sendable (@escaping @Sendable () -> Void) -> Void)? = nil,
-                 handler: @escaping @Sendable (Data?, URLError?) -> Void) -> SessionTask {
+    func rawTask(
+        _ kind: SessionTask.Kind, with request: URLRequest, body: TransferRequest.Body?,
+        completionRunner: (@Sendable (@escaping @Sendable () -> Void) -> Void)? = nil,
+        handler: @escaping @Sendable (Data?, URLError?) -> Void
+    ) -> SessionTask {
         let prepared = kind == .upload ? Self.uploading(request) : request
         return makeTask(kind, prepared, body: body ?? Self.body(of: request), sink: CollectingSink.asyncCall(handler), completionRunner: completionRunner)
     }
@@ -216,8 +222,10 @@ public final class Session: Sendable, CustomStringConvertible {
 
     /// - Parameter streamsBody: The body comes from the delegate's streams
     ///   (a streamed upload task); a request with an `httpBodyStream` streams too.
-    func makeTask(_ kind: SessionTask.Kind, _ request: URLRequest, body: TransferRequest.Body, sink: any ResponseSink,
-                  streamsBody: Bool = false, completionRunner: (@Sendable (@escaping @Sendable () -> Void) -> Void)? = nil) -> SessionTask {
+    func makeTask(
+        _ kind: SessionTask.Kind, _ request: URLRequest, body: TransferRequest.Body, sink: any ResponseSink,
+        streamsBody: Bool = false, completionRunner: (@Sendable (@escaping @Sendable () -> Void) -> Void)? = nil
+    ) -> SessionTask {
         var request = request
         for (name, value) in settings.httpAdditionalHeaders where request.value(forHTTPHeaderField: name) == nil {
             request.setValue(value, forHTTPHeaderField: name)
@@ -225,8 +233,9 @@ public final class Session: Sendable, CustomStringConvertible {
         let streamed = streamsBody || (request.httpBodyStream != nil && request.httpBody == nil)
         let length = streamed ? request.value(forHTTPHeaderField: "Content-Length").flatMap(FieldNumber.length) ?? -1 : nil
         let (task, delegate) = state.withLock { state in
-            let task = SessionTask(session: self, identifier: state.nextIdentifier, kind: kind, request: request, body: body, sink: sink,
-                                   streamedBodyLength: length, completionRunner: completionRunner)
+            let task = SessionTask(
+                session: self, identifier: state.nextIdentifier, kind: kind, request: request, body: body, sink: sink,
+                streamedBodyLength: length, completionRunner: completionRunner)
             state.nextIdentifier += 1
             if !state.invalidated && !state.invalidating { state.tasks[task.taskIdentifier] = task }
             return (task, state.delegate)
@@ -361,7 +370,7 @@ public final class Session: Sendable, CustomStringConvertible {
         let key = Self.originKey(origin)
         guard var sent = state.withLock({ $0.authenticated[key] }) else { return nil }
         guard let user = sent.credential.user, let password = sent.credential.password,
-              credentialStore?.credentials(for: sent.space)?[user] != nil
+            credentialStore?.credentials(for: sent.space)?[user] != nil
         else {
             state.withLock { _ = $0.authenticated.removeValue(forKey: key) }
             return nil
@@ -372,8 +381,9 @@ public final class Session: Sendable, CustomStringConvertible {
                 state.authenticated[key]?.nonceCount = next
                 return next
             }
-            sent = SessionTask.digestAuthorization(digest, user: user, password: password, space: sent.space, credential: sent.credential,
-                                                   url: url, method: method, fieldName: sent.fieldName, nonceCount: count)
+            sent = SessionTask.digestAuthorization(
+                digest, user: user, password: password, space: sent.space, credential: sent.credential,
+                url: url, method: method, fieldName: sent.fieldName, nonceCount: count)
         }
         return sent
     }

@@ -193,8 +193,9 @@ extension SessionConfiguration {
         /// The application's cookie store, kept in memory only when its file
         /// cannot be opened: one object per application identifier.
         static func sharedCookieStoreOrMemory(for applicationIdentifier: String) -> CookieStore {
-            sharedStore(in: sharedCookieStores, for: applicationIdentifier, file: CookieStore.fileName, what: "cookie",
-                        open: { try CookieStore(directory: $0) }, fallback: CookieStore.init(fallbackFor:))
+            sharedStore(
+                in: sharedCookieStores, for: applicationIdentifier, file: CookieStore.fileName, what: "cookie",
+                open: { try CookieStore(directory: $0) }, fallback: CookieStore.init(fallbackFor:))
         }
 
         /// One store per application identifier in `table`: opened in the
@@ -236,8 +237,9 @@ extension SessionConfiguration {
         /// The application's credential store, kept in memory only when its
         /// file cannot be opened: one object per application identifier.
         static func sharedCredentialStoreOrMemory(for applicationIdentifier: String) -> CredentialStore {
-            sharedStore(in: sharedCredentialStores, for: applicationIdentifier, file: CredentialStore.fileName, what: "credential",
-                        open: { try CredentialStore(directory: $0) }, fallback: CredentialStore.init(fallbackFor:))
+            sharedStore(
+                in: sharedCredentialStores, for: applicationIdentifier, file: CredentialStore.fileName, what: "credential",
+                open: { try CredentialStore(directory: $0) }, fallback: CredentialStore.init(fallbackFor:))
         }
 
         /// The credential store a new session gets.

@@ -75,7 +75,8 @@ public protocol SessionDelegate: AnyObject, Sendable {
     /// to take the redirect response as the task's result.
     func urlSession(
         _ session: Session, task: SessionTask, willPerformHTTPRedirection response: HTTPURLResponse,
-        newRequest request: URLRequest) async -> URLRequest?
+        newRequest request: URLRequest
+    ) async -> URLRequest?
     /// The redirect method's completion-handler form.
     func urlSession(
         _ session: Session, task: SessionTask, willPerformHTTPRedirection response: HTTPURLResponse,

@@ -72,12 +72,14 @@ extension SessionTask {
         // Credentials the request carries (its URL's user info, its own
         // Authorization field) are never replaced by remembered ones.
         if !carries("Authorization"), url.user(percentEncoded: false) == nil,
-           let remembered = session.preemptiveAuthorization(for: url, method: request.httpMethod ?? "GET") {
+            let remembered = session.preemptiveAuthorization(for: url, method: request.httpMethod ?? "GET")
+        {
             fields.append((remembered.fieldName, remembered.value))
             if pending == nil { locked.withLock { $0.authentication.sent = remembered } }
         }
         if let proxy = session.settings.proxyURL, url.scheme?.lowercased() == "http", !carries("Proxy-Authorization"),
-           let remembered = session.preemptiveAuthorization(for: proxy, method: request.httpMethod ?? "GET", proxy: true) {
+            let remembered = session.preemptiveAuthorization(for: proxy, method: request.httpMethod ?? "GET", proxy: true)
+        {
             fields.append((remembered.fieldName, remembered.value))
         }
         return fields
@@ -99,10 +101,13 @@ extension SessionTask {
         let sent = locked.withLock { $0.authentication.sent }
         // A stale nonce is not a failure: answer the new nonce with the same credential.
         if let sent, sent.digest != nil, let fresh = challenges.compactMap(DigestChallenge.init).first(where: \.stale),
-           fresh.realm == sent.digest?.realm, let user = sent.credential.user, let password = sent.credential.password {
-            retry(with: Self.digestAuthorization(fresh, user: user, password: password, space: sent.space, credential: sent.credential,
-                                                 url: url, method: request.httpMethod ?? "GET", fieldName: isProxy ? "Proxy-Authorization" : "Authorization"),
-                  url: url)
+            fresh.realm == sent.digest?.realm, let user = sent.credential.user, let password = sent.credential.password
+        {
+            retry(
+                with: Self.digestAuthorization(
+                    fresh, user: user, password: password, space: sent.space, credential: sent.credential,
+                    url: url, method: request.httpMethod ?? "GET", fieldName: isProxy ? "Proxy-Authorization" : "Authorization"),
+                url: url)
             return true
         }
         if let sent {
@@ -138,16 +143,20 @@ extension SessionTask {
             } else {
                 return nil
             }
-            guard let space = Self.protectionSpace(url: url, proxy: isProxy ? session.settings.proxyURL : nil,
-                                                   realm: challenge.realm, method: method),
-                  !rejected.contains(space)
+            guard
+                let space = Self.protectionSpace(
+                    url: url, proxy: isProxy ? session.settings.proxyURL : nil,
+                    realm: challenge.realm, method: method),
+                !rejected.contains(space)
             else { return nil }
             return (challenge, space, strength)
         }.sorted { $0.2 > $1.2 }
         guard let (challenge, space, _) = candidates.first else { return false }
         let (failures, failedUsers, sentCredential) = locked.withLock { inner in
-            (inner.authentication.failures[space] ?? 0, inner.authentication.failedUsers[space] ?? [],
-             inner.authentication.sent?.space == space ? inner.authentication.sent?.credential : nil)
+            (
+                inner.authentication.failures[space] ?? 0, inner.authentication.failedUsers[space] ?? [],
+                inner.authentication.sent?.space == space ? inner.authentication.sent?.credential : nil
+            )
         }
         guard failures < Self.maximumAuthenticationFailures else { return false }
         let store = session.credentialStore
@@ -176,8 +185,12 @@ extension SessionTask {
             case .performDefaultHandling:
                 credential = Self.defaultCredential(for: space, url: url, store: store, excluding: failedUsers)
             case .cancelAuthenticationChallenge:
-                self.perform(self.locked.withLock { $0.machine.fail(SessionError(
-                    .userCancelledAuthentication, failingURL: url, message: "the delegate cancelled the authentication challenge")) })
+                self.perform(
+                    self.locked.withLock {
+                        $0.machine.fail(
+                            SessionError(
+                                .userCancelledAuthentication, failingURL: url, message: "the delegate cancelled the authentication challenge"))
+                    })
                 return
             case .rejectProtectionSpace:
                 self.locked.withLock { _ = $0.authentication.rejected.insert(space) }
@@ -187,7 +200,7 @@ extension SessionTask {
                 return
             }
             guard let credential, let user = credential.user, let password = credential.password,
-                  let authorization = Self.authorization(
+                let authorization = Self.authorization(
                     challenge, space: space, credential: credential, user: user, password: password, url: url,
                     method: request.httpMethod ?? "GET", fieldName: isProxy ? "Proxy-Authorization" : "Authorization")
             else {
@@ -202,14 +215,15 @@ extension SessionTask {
 
     /// Sends the hop again with credentials.
     private func retry(with authorization: SentAuthorization, url: URL) {
-        perform(locked.withLock { inner in
-            if inner.transactions.count == inner.machine.hop {
-                inner.transactions.append(Self.transaction(inner, metrics: nil))
-            }
-            inner.authentication.pending = authorization
-            inner.hopHead = nil
-            return inner.machine.follow(.authentication, url: url)
-        })
+        perform(
+            locked.withLock { inner in
+                if inner.transactions.count == inner.machine.hop {
+                    inner.transactions.append(Self.transaction(inner, metrics: nil))
+                }
+                inner.authentication.pending = authorization
+                inner.hopHead = nil
+                return inner.machine.follow(.authentication, url: url)
+            })
     }
 
     /// A hop's response that is not a challenge for the credentials it
@@ -250,13 +264,15 @@ extension SessionTask {
     ) -> SentAuthorization? {
         if space.authenticationMethod == .ntlm || space.authenticationMethod == .negotiate {
             var sent = SentAuthorization(space: space, credential: credential, fieldName: fieldName, value: "")
-            sent.libcurl = space.authenticationMethod == .ntlm
+            sent.libcurl =
+                space.authenticationMethod == .ntlm
                 ? .ntlm(user: user, password: password) : .negotiate(user: user, password: password)
             return sent
         }
         if let digest = DigestChallenge(challenge) {
-            return digestAuthorization(digest, user: user, password: password, space: space, credential: credential,
-                                       url: url, method: method, fieldName: fieldName)
+            return digestAuthorization(
+                digest, user: user, password: password, space: space, credential: credential,
+                url: url, method: method, fieldName: fieldName)
         }
         guard let value = BasicAuthentication.authorization(user: user, password: password) else { return nil }
         return SentAuthorization(space: space, credential: credential, fieldName: fieldName, value: value)

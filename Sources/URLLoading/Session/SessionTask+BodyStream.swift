@@ -46,19 +46,22 @@ extension SessionTask {
             }
             let stream = owned??.stream
             guard let stream else {
-                self.perform(self.locked.withLock { inner in
-                    guard hop == inner.machine.hop else { return [] }
-                    return inner.machine.fail(SessionError(
-                        .requestBodyStreamExhausted, failingURL: request.url,
-                        message: "the body must be sent again and the delegate gave no new body stream"))
-                })
+                self.perform(
+                    self.locked.withLock { inner in
+                        guard hop == inner.machine.hop else { return [] }
+                        return inner.machine.fail(
+                            SessionError(
+                                .requestBodyStreamExhausted, failingURL: request.url,
+                                message: "the body must be sent again and the delegate gave no new body stream"))
+                    })
                 return
             }
-            self.perform(self.locked.withLock { inner in
-                guard hop == inner.machine.hop, !inner.machine.isFinished else { return [] }
-                inner.streamedBody?.next = OwnedInputStream(stream: stream)
-                return inner.machine.proceedHop(hop)
-            })
+            self.perform(
+                self.locked.withLock { inner in
+                    guard hop == inner.machine.hop, !inner.machine.isFinished else { return [] }
+                    inner.streamedBody?.next = OwnedInputStream(stream: stream)
+                    return inner.machine.proceedHop(hop)
+                })
         }
         return true
     }
@@ -72,11 +75,13 @@ extension SessionTask {
     /// Takes the stream at hand and starts reading it into a pipe the
     /// transfer sends from; nil when the task has no streamed body.
     func takeBodyStream() -> TransferRequest.Body? {
-        guard let (stream, length) = locked.withLock({ inner -> (OwnedInputStream, Int64)? in
-            guard let streamed = inner.streamedBody, let stream = streamed.next else { return nil }
-            inner.streamedBody?.next = nil
-            return (stream, streamed.length)
-        }) else { return nil }
+        guard
+            let (stream, length) = locked.withLock({ inner -> (OwnedInputStream, Int64)? in
+                guard let streamed = inner.streamedBody, let stream = streamed.next else { return nil }
+                inner.streamedBody?.next = nil
+                return (stream, streamed.length)
+            })
+        else { return nil }
         let pipe = BodyPipe()
         BodyStreamReader.start(stream, into: pipe)
         return .stream(pipe, length: length)
@@ -135,11 +140,12 @@ extension SessionTask {
                         return
                     }
                     let disposition = await self.askDelegate { await $0.urlSession(session, dataTask: self, didReceive: response) } ?? .allow
-                    self.perform(self.locked.withLock { inner in
-                        disposition == .cancel
-                            ? inner.machine.fail(SessionError(.cancelled, failingURL: response.url, message: "the delegate cancelled the task"))
-                            : inner.machine.partDecisionClosed()
-                    })
+                    self.perform(
+                        self.locked.withLock { inner in
+                            disposition == .cancel
+                                ? inner.machine.fail(SessionError(.cancelled, failingURL: response.url, message: "the delegate cancelled the task"))
+                                : inner.machine.partDecisionClosed()
+                        })
                 }
             case .data(let data):
                 events.enqueueSync { [self] in

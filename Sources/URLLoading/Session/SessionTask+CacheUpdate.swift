@@ -34,8 +34,10 @@ extension SessionTask {
     func updateCache(session: Session, body: Data?) -> StoredResponse? {
         guard let cache = session.urlCache, let request = currentRequest, let url = request.url else { return nil }
         let (key, headers, status, requestTime, fromCache, cookie, credentials) = locked.withLock { inner in
-            (inner.cacheKey, inner.networkHeaders, inner.head?.head.status, inner.requestTime, inner.networkHeaders == nil, inner.sentCookie,
-             inner.credentialIdentity)
+            (
+                inner.cacheKey, inner.networkHeaders, inner.head?.head.status, inner.requestTime, inner.networkHeaders == nil, inner.sentCookie,
+                inner.credentialIdentity
+            )
         }
         guard !fromCache, let headers, let status else { return nil }
         let method = request.httpMethod ?? "GET"
@@ -55,9 +57,11 @@ extension SessionTask {
         }
         // No body: the sink kept none (a delegate's body past the limit).
         guard usesCache, let key, let body, request.cachePolicy != .reloadIgnoringLocalAndRemoteCacheData else { return nil }
-        guard let candidate = CacheExchange.storeCandidate(
-            url: url, key: key, method: method, status: status, responseHeaders: headers, requestHeaders: requestHeaders,
-            body: body, requestTime: requestTime, now: now) else { return nil }
+        guard
+            let candidate = CacheExchange.storeCandidate(
+                url: url, key: key, method: method, status: status, responseHeaders: headers, requestHeaders: requestHeaders,
+                body: body, requestTime: requestTime, now: now)
+        else { return nil }
         // A delegate-driven task asks willCacheResponse first (SPEC S6).
         if locked.withLock({ $0.sink.asksDelegate }) { return candidate }
         cache.store(candidate, now: now)

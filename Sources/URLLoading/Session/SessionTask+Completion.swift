@@ -45,7 +45,9 @@ extension SessionTask {
         let finish: @Sendable () -> Void = { [self] in
             sink.end(contents, ending)
             self.callDelegate { $0.urlSession(session, task: self, didCompleteWithError: error) }
-            self.locked.withLock { $0.session = nil; $0.delegate = nil }
+            self.locked.withLock {
+                $0.session = nil; $0.delegate = nil
+            }
             session.taskDidComplete(self)
         }
         let ledKey = locked.withLock { inner -> String? in

@@ -17,7 +17,7 @@ extension SessionTask {
     /// request carries its own Cookie header, which is left alone.
     static func cookieHeader(for request: URLRequest, headers: [(name: String, value: String)], session: Session) -> String? {
         guard handlesCookies(request, session: session), let store = session.cookieStore, let url = request.url,
-              !headers.contains(where: { HeaderFields.namesEqual($0.name, "Cookie") })
+            !headers.contains(where: { HeaderFields.namesEqual($0.name, "Cookie") })
         else { return nil }
         return store.cookieHeader(for: url, mainDocumentURL: request.mainDocumentURL)
     }

@@ -55,22 +55,24 @@ extension SessionTask {
             events.enqueue { [self] in
                 let chosen: URLRequest?
                 if self.hasDelegate, let response = Self.makeResponse(url: url, head: head) {
-                    chosen = await self.askDelegate {
-                        await $0.urlSession(session, task: self, willPerformHTTPRedirection: response, newRequest: redirect)
-                    } ?? redirect
+                    chosen =
+                        await self.askDelegate {
+                            await $0.urlSession(session, task: self, willPerformHTTPRedirection: response, newRequest: redirect)
+                        } ?? redirect
                 } else {
                     chosen = redirect
                 }
                 if let chosen {
-                    self.perform(self.locked.withLock { inner in
-                        // The redirect's own transfer may be cut short: record its exchange now.
-                        if inner.transactions.count == inner.machine.hop {
-                            inner.transactions.append(Self.transaction(inner, metrics: nil))
-                        }
-                        inner.currentRequest = chosen
-                        inner.hopHead = nil
-                        return inner.machine.follow(.redirect, url: url, maximumRedirects: maximum)
-                    })
+                    self.perform(
+                        self.locked.withLock { inner in
+                            // The redirect's own transfer may be cut short: record its exchange now.
+                            if inner.transactions.count == inner.machine.hop {
+                                inner.transactions.append(Self.transaction(inner, metrics: nil))
+                            }
+                            inner.currentRequest = chosen
+                            inner.hopHead = nil
+                            return inner.machine.follow(.redirect, url: url, maximumRedirects: maximum)
+                        })
                 } else {
                     self.acceptResponse(head, url: url, session: session)
                 }
@@ -97,7 +99,8 @@ extension SessionTask {
                 let request = inner.currentRequest
                 let storable = CachePolicy.storability(
                     method: request?.httpMethod ?? "GET", requestHeaders: HeaderFields(request?.allHTTPHeaderFields ?? [:]),
-                    status: head.status, responseHeaders: inner.networkHeaders ?? []).allowed
+                    status: head.status, responseHeaders: inner.networkHeaders ?? []
+                ).allowed
                 if storable { limit = max(session.urlCache?.memoryCapacity ?? 0, session.urlCache?.diskCapacity ?? 0) / 20 }
             }
             inner.sink.accept(length: length, cacheCopyLimit: limit)
@@ -115,12 +118,14 @@ extension SessionTask {
             return
         }
         if let contentType = head.headers.first(where: { HeaderFields.namesEqual($0.name, "Content-Type") })?.value,
-           let boundary = MixedReplaceParser.boundary(ofContentType: contentType) {
+            let boundary = MixedReplaceParser.boundary(ofContentType: contentType)
+        {
             // Each part gets its own didReceiveResponse, when it begins.
-            perform(locked.withLock { inner in
-                inner.sink.splitParts(boundary: boundary)
-                return inner.machine.allow()
-            })
+            perform(
+                locked.withLock { inner in
+                    inner.sink.splitParts(boundary: boundary)
+                    return inner.machine.allow()
+                })
             return
         }
         events.enqueue { [self] in
@@ -132,9 +137,10 @@ extension SessionTask {
             case .allow:
                 self.perform(self.locked.withLock { $0.machine.allow() })
             case .cancel:
-                self.perform(self.locked.withLock {
-                    $0.machine.fail(SessionError(.cancelled, failingURL: url, message: "the delegate cancelled the task"))
-                })
+                self.perform(
+                    self.locked.withLock {
+                        $0.machine.fail(SessionError(.cancelled, failingURL: url, message: "the delegate cancelled the task"))
+                    })
             case .becomeDownload:
                 // No body byte was delivered yet (it waits for this answer): all of it goes to the file.
                 guard let file = self.createDownloadFile(url: url) else { return }
@@ -172,9 +178,9 @@ extension SessionTask {
     /// rewriting), or nil when the response is not a redirect to follow.
     static func redirectRequest(from request: URLRequest, status: Int, headers: [(name: String, value: String)]) -> URLRequest? {
         guard [301, 302, 303, 307, 308].contains(status), let base = request.url,
-              let location = headers.first(where: { $0.name.caseInsensitiveCompare("Location") == .orderedSame })?.value,
-              let target = URL(string: location, relativeTo: base)?.absoluteURL,
-              let scheme = target.scheme?.lowercased(), scheme == "http" || scheme == "https"
+            let location = headers.first(where: { $0.name.caseInsensitiveCompare("Location") == .orderedSame })?.value,
+            let target = URL(string: location, relativeTo: base)?.absoluteURL,
+            let scheme = target.scheme?.lowercased(), scheme == "http" || scheme == "https"
         else { return nil }
         var next = request
         next.url = target

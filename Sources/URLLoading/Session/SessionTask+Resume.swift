@@ -39,9 +39,11 @@ extension SessionTask {
     func resumeData(_ inner: Inner, file: DownloadFile?) -> ResumeData? {
         guard let file, let failure = inner.error else { return nil }
         let (offset, overflow) = file.offset.addingReportingOverflow(inner.bytesReceived)
-        guard !overflow, StateMachine.leavesResumeData(
-            failure: failure.code, askedForResumeData: inner.resumeDataHandler != nil, resumable: inner.resumable != nil, bytesOnDisk: offset),
-            let validators = inner.resumable, let url = inner.currentRequest?.url else { return nil }
+        guard !overflow,
+            StateMachine.leavesResumeData(
+                failure: failure.code, askedForResumeData: inner.resumeDataHandler != nil, resumable: inner.resumable != nil, bytesOnDisk: offset),
+            let validators = inner.resumable, let url = inner.currentRequest?.url
+        else { return nil }
         return ResumeData(
             url: url.absoluteString, headers: ResumeData.keptHeaders(inner.resumeFrom?.request ?? originalRequest),
             file: file.url.lastPathComponent, offset: offset, entityTag: validators.entityTag,

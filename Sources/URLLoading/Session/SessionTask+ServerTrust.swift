@@ -34,7 +34,7 @@ extension SessionTask {
     /// the probe that leads to one; returns true when the hop waits for it.
     func prepareServerTrust(_ transfer: inout TransferRequest, url: URL, hop: Int, session: Session) -> Bool {
         guard url.scheme?.lowercased() == "https", let host = url.host?.lowercased(),
-              (session.delegate?.evaluatesServerTrust ?? false) || (delegate?.evaluatesServerTrust ?? false)
+            (session.delegate?.evaluatesServerTrust ?? false) || (delegate?.evaluatesServerTrust ?? false)
         else { return false }
         let port = url.port ?? 443
         switch session.trustDecision(host: host, port: port) {
@@ -66,14 +66,16 @@ extension SessionTask {
         probe.totalTimeout = transfer.connectTimeout
         // startTransfer fails the task before any probe when there is no transport.
         guard let multi = session.multi else { return }
-        _ = multi.start(probe, observer: CompletionObserver { [weak self] result in
-            guard let self else { return }
-            if verifying, case .failure(let error) = result, error.failure == .serverCertificateUntrusted {
-                self.probe(transfer, verifying: false, host: host, port: port, url: url, hop: hop, session: session)
-                return
-            }
-            self.trustProbeCompleted(result, trusted: verifying, host: host, port: port, url: url, hop: hop, session: session)
-        })
+        _ = multi.start(
+            probe,
+            observer: CompletionObserver { [weak self] result in
+                guard let self else { return }
+                if verifying, case .failure(let error) = result, error.failure == .serverCertificateUntrusted {
+                    self.probe(transfer, verifying: false, host: host, port: port, url: url, hop: hop, session: session)
+                    return
+                }
+                self.trustProbeCompleted(result, trusted: verifying, host: host, port: port, url: url, hop: hop, session: session)
+            })
     }
 
     private func trustProbeCompleted(
@@ -82,10 +84,11 @@ extension SessionTask {
         guard !locked.withLock({ $0.machine.isFinished || $0.machine.hop != hop }) else { return }
         guard case .success(let metrics) = result, !metrics.certificateChain.isEmpty else {
             // The real transfer reports the failure (cannot connect, handshake) as it is.
-            perform(locked.withLock { inner in
-                inner.skipsTrustProbe = true
-                return inner.machine.proceedHop(hop)
-            })
+            perform(
+                locked.withLock { inner in
+                    inner.skipsTrustProbe = true
+                    return inner.machine.proceedHop(hop)
+                })
             return
         }
         let trust = ServerTrust(host: host, port: port, certificates: metrics.certificateChain, isTrustedByRoots: trusted)
@@ -100,14 +103,22 @@ extension SessionTask {
                 session.setTrustDecision(.roots, host: host, port: port)
             case .useCredential:
                 guard answer?.credential?.kind == .serverTrust, let hash = trust.leafPublicKeyHash else {
-                    self.perform(self.locked.withLock { $0.machine.fail(SessionError(
-                        .serverCertificateUntrusted, failingURL: url, message: "the delegate did not trust the server's certificate")) })
+                    self.perform(
+                        self.locked.withLock {
+                            $0.machine.fail(
+                                SessionError(
+                                    .serverCertificateUntrusted, failingURL: url, message: "the delegate did not trust the server's certificate"))
+                        })
                     return
                 }
                 session.setTrustDecision(.pinned(hash), host: host, port: port)
             case .cancelAuthenticationChallenge:
-                self.perform(self.locked.withLock { $0.machine.fail(SessionError(
-                    .cancelled, failingURL: url, message: "the delegate cancelled the server-trust challenge")) })
+                self.perform(
+                    self.locked.withLock {
+                        $0.machine.fail(
+                            SessionError(
+                                .cancelled, failingURL: url, message: "the delegate cancelled the server-trust challenge"))
+                    })
                 return
             }
             self.perform(self.locked.withLock { $0.machine.proceedHop(hop) })
@@ -118,7 +129,8 @@ extension SessionTask {
     /// first, then the task-level method of the task's (or session's) delegate.
     func askSessionLevel(_ challenge: AuthenticationChallenge, session: Session) async -> ChallengeReply? {
         if let sessionDelegate = session.delegate,
-           let answer = await askIfImplemented(sessionDelegate, { await $0.urlSession(session, didReceive: challenge) }) {
+            let answer = await askIfImplemented(sessionDelegate, { await $0.urlSession(session, didReceive: challenge) })
+        {
             return ChallengeReply(answer)
         }
         return await askDelegate { ChallengeReply(await $0.urlSession(session, task: self, didReceive: challenge)) }
@@ -133,13 +145,14 @@ extension SessionTask {
     /// the hop is being answered (it is sent again, or the task fails).
     func handleClientCertificateRequest(after error: TransferError, hop: Int) -> Bool {
         guard let session, let url = currentRequest?.url, url.scheme?.lowercased() == "https", let host = url.host,
-              Self.asksForClientCertificate(error),
-              locked.withLock({ inner in
-                  guard inner.clientIdentity == nil, !inner.askedForClientCertificate,
-                        inner.machine.wait(.clientCertificate, hop: hop) else { return false }
-                  inner.askedForClientCertificate = true
-                  return true
-              })
+            Self.asksForClientCertificate(error),
+            locked.withLock({ inner in
+                guard inner.clientIdentity == nil, !inner.askedForClientCertificate,
+                    inner.machine.wait(.clientCertificate, hop: hop)
+                else { return false }
+                inner.askedForClientCertificate = true
+                return true
+            })
         else { return false }
         let space = ProtectionSpace(host: host, port: url.port ?? 443, protocol: "https", authenticationMethod: .clientCertificate)
         let stored = session.credentialStore?.defaultCredential(for: space)
@@ -152,20 +165,29 @@ extension SessionTask {
             case .useCredential: credential = answer?.credential
             case .performDefaultHandling, .rejectProtectionSpace: credential = stored
             case .cancelAuthenticationChallenge:
-                self.perform(self.locked.withLock { $0.machine.fail(SessionError(
-                    .cancelled, failingURL: url, message: "the delegate cancelled the client-certificate challenge")) })
+                self.perform(
+                    self.locked.withLock {
+                        $0.machine.fail(
+                            SessionError(
+                                .cancelled, failingURL: url, message: "the delegate cancelled the client-certificate challenge"))
+                    })
                 return
             }
             guard let credential, case .clientIdentity = credential.kind else {
-                self.perform(self.locked.withLock { $0.machine.fail(SessionError(
-                    .clientCertificateRejected, failingURL: url, message: "the server requires a client certificate and none was given")) })
+                self.perform(
+                    self.locked.withLock {
+                        $0.machine.fail(
+                            SessionError(
+                                .clientCertificateRejected, failingURL: url, message: "the server requires a client certificate and none was given"))
+                    })
                 return
             }
             if credential.persistence != .none { session.credentialStore?.set(credential, for: space) }
-            self.perform(self.locked.withLock { inner in
-                inner.clientIdentity = credential
-                return inner.machine.proceedHop(hop)
-            })
+            self.perform(
+                self.locked.withLock { inner in
+                    inner.clientIdentity = credential
+                    return inner.machine.proceedHop(hop)
+                })
         }
         return true
     }
@@ -173,7 +195,8 @@ extension SessionTask {
     /// The client identity for a hop's TLS settings.
     func applyClientIdentity(_ transfer: inout TransferRequest) {
         guard let identity = locked.withLock({ $0.clientIdentity }),
-              case .clientIdentity(let certificate, let key, let passphrase) = identity.kind else { return }
+            case .clientIdentity(let certificate, let key, let passphrase) = identity.kind
+        else { return }
         transfer.tls.clientCertificateFile = certificate
         transfer.tls.clientKeyFile = key
         transfer.tls.clientKeyPassphrase = passphrase

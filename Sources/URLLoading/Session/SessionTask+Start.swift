@@ -16,8 +16,13 @@ extension SessionTask {
         }
         let interceptors = session.settings.interceptors
         if session.isInvalidated {
-            perform(locked.withLock { $0.machine.finishWithoutTransfer(.failure(SessionError(
-                .sessionInvalidated, failingURL: request.url, message: "the session was invalidated before the task started"))) })
+            perform(
+                locked.withLock {
+                    $0.machine.finishWithoutTransfer(
+                        .failure(
+                            SessionError(
+                                .sessionInvalidated, failingURL: request.url, message: "the session was invalidated before the task started")))
+                })
             return
         }
         guard !interceptors.isEmpty else {
@@ -38,10 +43,11 @@ extension SessionTask {
                     return
                 }
             }
-            self.perform(self.locked.withLock { inner in
-                inner.currentRequest = request
-                return inner.machine.proceed()
-            })
+            self.perform(
+                self.locked.withLock { inner in
+                    inner.currentRequest = request
+                    return inner.machine.proceed()
+                })
         }
     }
 
@@ -60,10 +66,12 @@ extension SessionTask {
             events.enqueue { [self] in
                 let disposition = await self.askDelegate { await $0.urlSession(session, dataTask: self, didReceive: response) } ?? .allow
                 if disposition == .allow, !data.isEmpty { self.callDelegate { $0.urlSession(session, dataTask: self, didReceive: data) } }
-                self.perform(self.locked.withLock {
-                    disposition == .allow ? $0.machine.finishWithoutTransfer(.success(nil))
-                        : $0.machine.finishWithoutTransfer(.failure(SessionError(.cancelled, failingURL: response.url, message: "the delegate cancelled the task")))
-                })
+                self.perform(
+                    self.locked.withLock {
+                        disposition == .allow
+                            ? $0.machine.finishWithoutTransfer(.success(nil))
+                            : $0.machine.finishWithoutTransfer(.failure(SessionError(.cancelled, failingURL: response.url, message: "the delegate cancelled the task")))
+                    })
             }
         }
     }
@@ -93,7 +101,8 @@ extension SessionTask {
         }
         transfer.httpAuthentication = libcurlAuthentication
         if hop == 0, usesCache, let cache = session.urlCache, (request.httpMethod ?? "GET") == "GET",
-           let key = CachePolicy.primaryKey(url) {
+            let key = CachePolicy.primaryKey(url)
+        {
             let now = Date().timeIntervalSince1970
             let headers = Self.cacheRequestHeaders(request, cookie: cookie, credentials: credentials)
             let stored = cache.lookup(key: key, requestHeaders: headers, now: now)
@@ -123,13 +132,14 @@ extension SessionTask {
                 if revalidating == nil, policy == .useProtocolCachePolicy, !locked.withLock({ $0.coalesced }) {
                     guard locked.withLock({ $0.machine.wait(.otherRequest, hop: 0) }) else { return }
                     let waits = session.joinInFlight(key: key) { [self] in
-                        self.perform(self.locked.withLock { inner in
-                            inner.coalesced = true
-                            return inner.machine.proceedHop(0)
-                        })
+                        self.perform(
+                            self.locked.withLock { inner in
+                                inner.coalesced = true
+                                return inner.machine.proceedHop(0)
+                            })
                     }
                     if waits { return }
-                    _ = locked.withLock { $0.machine.proceedHop(0) } // leads: goes on at once
+                    _ = locked.withLock { $0.machine.proceedHop(0) }  // leads: goes on at once
                     locked.withLock { $0.leadsKey = key }
                 }
                 locked.withLock { inner in
@@ -151,8 +161,12 @@ extension SessionTask {
         applyClientIdentity(&transfer)
         guard let multi = session.multi else {
             // libcurl could not start when the session was made.
-            perform(locked.withLock { $0.machine.fail(SessionError(
-                .unknown, failingURL: url, message: "the session has no transport: libcurl could not start")) })
+            perform(
+                locked.withLock {
+                    $0.machine.fail(
+                        SessionError(
+                            .unknown, failingURL: url, message: "the session has no transport: libcurl could not start"))
+                })
             return
         }
         if prepareServerTrust(&transfer, url: url, hop: hop, session: session) { return }

@@ -216,10 +216,10 @@ extension SessionTask {
 
         /// Whether a body chunk may be consumed now.
         mutating func chunk(hop: Int) -> Bool {
-            guard hop == self.hop else { return true } // a stale hop's bytes are dropped
+            guard hop == self.hop else { return true }  // a stale hop's bytes are dropped
             if case .receiving = phase, !paused { return true }
             refuseChunk()
-            return isFinished // a finished task's bytes are dropped
+            return isFinished  // a finished task's bytes are dropped
         }
 
         /// A consumer further on (a byte stream, a slow delegate) could not
@@ -243,10 +243,12 @@ extension SessionTask {
                 return finish(.failure(SessionError(.httpTooManyRedirects, failingURL: url, message: "more than \(maximumRedirects) redirects")))
             }
             guard hop + 1 < SessionTask.maximumHops else {
-                let error = reason == .redirect
+                let error =
+                    reason == .redirect
                     ? SessionError(.httpTooManyRedirects, failingURL: url, message: "more than \(SessionTask.maximumHops) requests for one task")
-                    : SessionError(.userAuthenticationRequired, failingURL: url,
-                                   message: "the server kept challenging: more than \(SessionTask.maximumHops) requests for one task")
+                    : SessionError(
+                        .userAuthenticationRequired, failingURL: url,
+                        message: "the server kept challenging: more than \(SessionTask.maximumHops) requests for one task")
                 return finish(.failure(error))
             }
             var actions: [Action] = []

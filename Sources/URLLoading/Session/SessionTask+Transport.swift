@@ -12,10 +12,11 @@ extension SessionTask {
     // MARK: Transport events (on the transport's thread)
 
     func received(_ head: ResponseHead, hop: Int) {
-        perform(locked.withLock { inner in
-            if hop == inner.machine.hop { inner.hopHead = head }
-            return inner.machine.head(head, hop: hop)
-        })
+        perform(
+            locked.withLock { inner in
+                if hop == inner.machine.hop { inner.hopHead = head }
+                return inner.machine.head(head, hop: hop)
+            })
     }
 
     func received(_ chunk: UnsafeRawBufferPointer, hop: Int) -> Bool {
@@ -39,7 +40,7 @@ extension SessionTask {
         case .taken: return true
         case .deliver:
             guard let session else { return true }
-            let data = Data(chunk) // the one copy
+            let data = Data(chunk)  // the one copy
             events.enqueueSync { [self] in
                 self.callDelegate { $0.urlSession(session, dataTask: self, didReceive: data) }
                 self.delegateTook(data.count)
@@ -70,9 +71,10 @@ extension SessionTask {
     /// The delegate's context delivered `count` body bytes: a transfer
     /// paused for it goes on once the sink has room.
     func delegateTook(_ count: Int) {
-        perform(locked.withLock { inner in
-            inner.sink.delegateTook(count) ? inner.machine.continueDelivery() : []
-        })
+        perform(
+            locked.withLock { inner in
+                inner.sink.delegateTook(count) ? inner.machine.continueDelivery() : []
+            })
     }
 
     /// Writes all of `bytes` to `descriptor` straight from the transport's
@@ -124,11 +126,12 @@ extension SessionTask {
         if case .failure(let error) = result, handleClientCertificateRequest(after: error, hop: hop) {
             return
         }
-        perform(locked.withLock { inner -> [StateMachine.Action] in
-            guard hop == inner.machine.hop, !inner.machine.isFinished else { return [] }
-            inner.transactions.append(Self.transaction(inner, metrics: try? result.get()))
-            return inner.machine.transferCompleted(result, hop: hop)
-        })
+        perform(
+            locked.withLock { inner -> [StateMachine.Action] in
+                guard hop == inner.machine.hop, !inner.machine.isFinished else { return [] }
+                inner.transactions.append(Self.transaction(inner, metrics: try? result.get()))
+                return inner.machine.transferCompleted(result, hop: hop)
+            })
     }
 
     /// With `waitsForConnectivity`, a host that cannot be found or reached
@@ -137,11 +140,13 @@ extension SessionTask {
     /// task waits. Returns whether the task waits.
     func waitForConnectivity(after error: TransferError, hop: Int) -> Bool {
         guard let session, session.settings.waitsForConnectivity,
-              error.failure == .cannotFindHost || error.failure == .cannotConnect else { return false }
+            error.failure == .cannotFindHost || error.failure == .cannotConnect
+        else { return false }
         let deadline = session.settings.timeoutIntervalForResource
         let retry = locked.withLock { inner -> Int? in
             guard Date().timeIntervalSince(inner.started ?? Date()) < deadline,
-                  let retry = inner.machine.retryForConnectivity(hop: hop) else { return nil }
+                let retry = inner.machine.retryForConnectivity(hop: hop)
+            else { return nil }
             // A retry never waits behind itself for its own cache key.
             inner.coalesced = true
             return retry

@@ -49,11 +49,12 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
     /// handlers: its order, and its own delays only (SPEC S9).
     let events = DelegateQueue()
 
-
     /// - Parameter streamedBodyLength: Non-nil when the body comes from
     ///   streams: the length the request declares, or -1.
-    init(session: Session, identifier: Int, kind: Kind, request: URLRequest, body: TransferRequest.Body, sink: any ResponseSink,
-         streamedBodyLength: Int64? = nil, completionRunner: (@Sendable (@escaping @Sendable () -> Void) -> Void)? = nil) {
+    init(
+        session: Session, identifier: Int, kind: Kind, request: URLRequest, body: TransferRequest.Body, sink: any ResponseSink,
+        streamedBodyLength: Int64? = nil, completionRunner: (@Sendable (@escaping @Sendable () -> Void) -> Void)? = nil
+    ) {
         self.taskIdentifier = identifier
         self.originalRequest = request
         self.body = body
@@ -167,10 +168,11 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
 
     /// Starts the task, or continues a suspended one.
     public func resume() {
-        perform(locked.withLock { inner -> [StateMachine.Action] in
-            if inner.started == nil { inner.started = Date() }
-            return inner.machine.resume()
-        })
+        perform(
+            locked.withLock { inner -> [StateMachine.Action] in
+                if inner.started == nil { inner.started = Date() }
+                return inner.machine.resume()
+            })
     }
 
     /// Pauses the task: no more body bytes are taken until `resume()`.

@@ -15,9 +15,11 @@ import Glibc
     public static func create(_ path: String) throws -> FileHandle {
         let descriptor = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
         guard descriptor >= 0 else {
-            throw CocoaError(.fileWriteUnknown, userInfo: [
-                NSFilePathErrorKey: path, NSLocalizedDescriptionKey: "cannot create \(path): \(String(cString: strerror(errno)))",
-            ])
+            throw CocoaError(
+                .fileWriteUnknown,
+                userInfo: [
+                    NSFilePathErrorKey: path, NSLocalizedDescriptionKey: "cannot create \(path): \(String(cString: strerror(errno)))",
+                ])
         }
         return FileHandle(fileDescriptor: descriptor, closeOnDealloc: true)
     }

@@ -12,7 +12,8 @@ final class TaskAuthenticator: NSObject, URLSessionTaskDelegate {
     let asked = Mutex(0)
 
     func urlSession(_ session: URLSession, task: URLSessionTask, didReceive challenge: URLAuthenticationChallenge) async
-        -> (URLSession.AuthChallengeDisposition, URLCredential?) {
+        -> (URLSession.AuthChallengeDisposition, URLCredential?)
+    {
         asked.withLock { $0 += 1 }
         guard challenge.protectionSpace.authenticationMethod == NSURLAuthenticationMethodHTTPBasic else {
             return (.performDefaultHandling, nil)
@@ -27,7 +28,11 @@ func portedAsync() async throws {
     origin.route("/hello", response: ScriptedResponse(body: "hello"))
     origin.route("/guarded", Routes.basicAuth(realm: "r", user: "bob", password: "secret", then: ScriptedResponse(body: "guarded")))
     origin.route("/upload") { request in ScriptedResponse(status: 201, body: "got \(request.body.count) bytes") }
-    origin.route("/slow", response: { var slow = ScriptedResponse(body: "late"); slow.delayBeforeHead = .seconds(5); return slow }())
+    origin.route(
+        "/slow",
+        response: {
+            var slow = ScriptedResponse(body: "late"); slow.delayBeforeHead = .seconds(5); return slow
+        }())
     let session = URLSession(configuration: .ephemeral)
 
     let (data, response) = try await session.data(from: origin.url("/hello"))

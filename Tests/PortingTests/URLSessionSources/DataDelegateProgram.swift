@@ -24,8 +24,10 @@ final class DataCollector: NSObject, URLSessionDataDelegate {
         self.finished = finished
     }
 
-    func urlSession(_ session: URLSession, task: URLSessionTask, didReceive challenge: URLAuthenticationChallenge,
-                    completionHandler: @escaping @Sendable (URLSession.AuthChallengeDisposition, URLCredential?) -> Void) {
+    func urlSession(
+        _ session: URLSession, task: URLSessionTask, didReceive challenge: URLAuthenticationChallenge,
+        completionHandler: @escaping @Sendable (URLSession.AuthChallengeDisposition, URLCredential?) -> Void
+    ) {
         let method = challenge.protectionSpace.authenticationMethod
         seen.withLock { $0.challenges.append(challenge.protectionSpace.realm ?? "") }
         if method == NSURLAuthenticationMethodHTTPBasic, challenge.previousFailureCount == 0 {
@@ -35,8 +37,10 @@ final class DataCollector: NSObject, URLSessionDataDelegate {
         }
     }
 
-    func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive response: URLResponse,
-                    completionHandler: @escaping @Sendable (URLSession.ResponseDisposition) -> Void) {
+    func urlSession(
+        _ session: URLSession, dataTask: URLSessionDataTask, didReceive response: URLResponse,
+        completionHandler: @escaping @Sendable (URLSession.ResponseDisposition) -> Void
+    ) {
         seen.withLock { $0.status = (response as? HTTPURLResponse)?.statusCode ?? 0 }
         completionHandler(.allow)
     }

@@ -51,12 +51,13 @@ func portedDownloads() async throws {
     let handled = scratch.url.appendingPathComponent("by-handler")
     let outcome: Result<Int, any Error> = await withCheckedContinuation { continuation in
         session.downloadTask(with: origin.url("/file")) { location, _, error in
-            continuation.resume(returning: Result {
-                if let error { throw error }
-                guard let location else { throw URLError(.cannotCreateFile) }
-                try FileManager.default.moveItem(at: location, to: handled)
-                return try Data(contentsOf: handled).count
-            })
+            continuation.resume(
+                returning: Result {
+                    if let error { throw error }
+                    guard let location else { throw URLError(.cannotCreateFile) }
+                    try FileManager.default.moveItem(at: location, to: handled)
+                    return try Data(contentsOf: handled).count
+                })
         }.resume()
     }
     #expect(try outcome.get() == body.count)

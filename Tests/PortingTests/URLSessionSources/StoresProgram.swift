@@ -36,8 +36,9 @@ func portedStores() async throws {
     storage?.cookieAcceptPolicy = .never
     #expect(storage?.cookieAcceptPolicy == .never)
 
-    let space = URLProtectionSpace(host: "127.0.0.1", port: origin.port, protocol: "http", realm: "r",
-                                   authenticationMethod: NSURLAuthenticationMethodHTTPBasic)
+    let space = URLProtectionSpace(
+        host: "127.0.0.1", port: origin.port, protocol: "http", realm: "r",
+        authenticationMethod: NSURLAuthenticationMethodHTTPBasic)
     let credentials = try #require(session.configuration.urlCredentialStorage)
     credentials.setDefaultCredential(URLCredential(user: "ann", password: "pw", persistence: .forSession), for: space)
     #expect(credentials.defaultCredential(for: space)?.user == "ann")

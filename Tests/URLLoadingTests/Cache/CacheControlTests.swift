@@ -27,19 +27,21 @@ import Testing
         #expect(CacheControl(["max-age=1", "max-age=1800"]).maxAge == .valid(1))
     }
 
-    @Test("RFC 9111 §1.2.2: delta-seconds", arguments: [
-        ("max-age=003600", CacheControl.Seconds.valid(3600)),
-        ("max-age=\"3600\"", .valid(3600)),
-        ("max-age=3600.5", .valid(3600)),
-        ("max-age='3600'", .invalid),
-        ("max-age =3600", .invalid),
-        ("max-age= 3600", .invalid),
-        ("max-age=a3600", .invalid),
-        ("max-age", .invalid),
-        ("max-age=", .invalid),
-        ("max-age=99999999999999999999", .valid(2_147_483_648)),
-        ("no-cache", .absent),
-    ])
+    @Test(
+        "RFC 9111 §1.2.2: delta-seconds",
+        arguments: [
+            ("max-age=003600", CacheControl.Seconds.valid(3600)),
+            ("max-age=\"3600\"", .valid(3600)),
+            ("max-age=3600.5", .valid(3600)),
+            ("max-age='3600'", .invalid),
+            ("max-age =3600", .invalid),
+            ("max-age= 3600", .invalid),
+            ("max-age=a3600", .invalid),
+            ("max-age", .invalid),
+            ("max-age=", .invalid),
+            ("max-age=99999999999999999999", .valid(2_147_483_648)),
+            ("no-cache", .absent),
+        ])
     func deltaSeconds(value: String, expected: CacheControl.Seconds) {
         #expect(CacheControl(value).maxAge == expected)
     }
@@ -52,12 +54,14 @@ import Testing
         #expect(CacheControl("").maxStale == .absent)
     }
 
-    @Test("Parsing never traps, and skips what it cannot read", arguments: [
-        ("", CacheControl.Seconds.absent), (",,,", .absent), ("=", .absent), ("\"", .absent),
-        ("\"unterminated, max-age=5", .absent), ("max-age=5, \"junk\", no-store", .valid(5)), ("a=\"\\", .absent),
-        ("\u{0}max-age=1", .absent), ("max-age=\"7\"", .valid(7)), ("max-age=-1", .invalid), ("max-age=1x", .valid(1)),
-        ("MAX-AGE=3", .valid(3)), ("max-age=99999999999999999999", .valid(CacheControl.maximumSeconds)),
-    ])
+    @Test(
+        "Parsing never traps, and skips what it cannot read",
+        arguments: [
+            ("", CacheControl.Seconds.absent), (",,,", .absent), ("=", .absent), ("\"", .absent),
+            ("\"unterminated, max-age=5", .absent), ("max-age=5, \"junk\", no-store", .valid(5)), ("a=\"\\", .absent),
+            ("\u{0}max-age=1", .absent), ("max-age=\"7\"", .valid(7)), ("max-age=-1", .invalid), ("max-age=1x", .valid(1)),
+            ("MAX-AGE=3", .valid(3)), ("max-age=99999999999999999999", .valid(CacheControl.maximumSeconds)),
+        ])
     func malformed(value: String, maxAge: CacheControl.Seconds) {
         #expect(CacheControl(value).maxAge == maxAge, "\(value.debugDescription)")
     }

@@ -27,26 +27,34 @@ import Testing
     @Test("C6: the request cache policies before the network, with Apple's meanings")
     func policies() {
         let fresh = Self.stored([("Cache-Control", "max-age=100")])
-        #expect(CacheExchange.before(policy: .returnCacheDataDontLoad, requestHeaders: [], stored: nil, now: Self.now)
-            == .fail("nothing is stored for this request and the policy forbids loading it"))
-        #expect(CacheExchange.before(policy: .returnCacheDataDontLoad, requestHeaders: [], stored: fresh, now: Self.now)
-            == .serve(fresh, cacheStatus: "URLLoading; hit", revalidate: false))
-        #expect(CacheExchange.before(policy: .reloadIgnoringLocalCacheData, requestHeaders: [], stored: fresh, now: Self.now)
-            == .network(revalidating: nil, cacheStatus: "URLLoading; fwd=request"))
-        #expect(CacheExchange.before(policy: .useProtocolCachePolicy, requestHeaders: [], stored: fresh, now: Self.now)
-            == .serve(fresh, cacheStatus: "URLLoading; hit", revalidate: false))
+        #expect(
+            CacheExchange.before(policy: .returnCacheDataDontLoad, requestHeaders: [], stored: nil, now: Self.now)
+                == .fail("nothing is stored for this request and the policy forbids loading it"))
+        #expect(
+            CacheExchange.before(policy: .returnCacheDataDontLoad, requestHeaders: [], stored: fresh, now: Self.now)
+                == .serve(fresh, cacheStatus: "URLLoading; hit", revalidate: false))
+        #expect(
+            CacheExchange.before(policy: .reloadIgnoringLocalCacheData, requestHeaders: [], stored: fresh, now: Self.now)
+                == .network(revalidating: nil, cacheStatus: "URLLoading; fwd=request"))
+        #expect(
+            CacheExchange.before(policy: .useProtocolCachePolicy, requestHeaders: [], stored: fresh, now: Self.now)
+                == .serve(fresh, cacheStatus: "URLLoading; hit", revalidate: false))
         let stale = Self.stored([("Cache-Control", "max-age=5"), ("ETag", "\"v1\"")])
-        #expect(CacheExchange.before(policy: .useProtocolCachePolicy, requestHeaders: [], stored: stale, now: Self.now)
-            == .network(revalidating: stale, cacheStatus: "URLLoading; fwd=stale"))
+        #expect(
+            CacheExchange.before(policy: .useProtocolCachePolicy, requestHeaders: [], stored: stale, now: Self.now)
+                == .network(revalidating: stale, cacheStatus: "URLLoading; fwd=stale"))
         let staleWithoutValidators = Self.stored([("Cache-Control", "max-age=5")])
-        #expect(CacheExchange.before(policy: .useProtocolCachePolicy, requestHeaders: [], stored: staleWithoutValidators, now: Self.now)
-            == .network(revalidating: nil, cacheStatus: "URLLoading; fwd=stale"))
+        #expect(
+            CacheExchange.before(policy: .useProtocolCachePolicy, requestHeaders: [], stored: staleWithoutValidators, now: Self.now)
+                == .network(revalidating: nil, cacheStatus: "URLLoading; fwd=stale"))
         let onlyIfCached = Self.fields([("Cache-Control", "only-if-cached")])
-        #expect(CacheExchange.before(policy: .useProtocolCachePolicy, requestHeaders: onlyIfCached, stored: nil, now: Self.now)
-            == .gatewayTimeout(cacheStatus: "URLLoading; fwd=miss; detail=only-if-cached"))
+        #expect(
+            CacheExchange.before(policy: .useProtocolCachePolicy, requestHeaders: onlyIfCached, stored: nil, now: Self.now)
+                == .gatewayTimeout(cacheStatus: "URLLoading; fwd=miss; detail=only-if-cached"))
         let swr = Self.stored([("Cache-Control", "max-age=5, stale-while-revalidate=60")])
-        #expect(CacheExchange.before(policy: .useProtocolCachePolicy, requestHeaders: [], stored: swr, now: Self.now)
-            == .serve(swr, cacheStatus: "URLLoading; hit; detail=stale-while-revalidate", revalidate: true))
+        #expect(
+            CacheExchange.before(policy: .useProtocolCachePolicy, requestHeaders: [], stored: swr, now: Self.now)
+                == .serve(swr, cacheStatus: "URLLoading; hit; detail=stale-while-revalidate", revalidate: true))
     }
 
     @Test("A Range request is served a 206 of a complete stored response; anything else whole")
@@ -76,9 +84,11 @@ import Testing
     func headUpdates() {
         let stored = Self.stored([("Cache-Control", "max-age=5"), ("ETag", "\"v1\""), ("Content-Length", "10")], age: 100)
         #expect(CacheExchange.headUpdate(stored, headHeaders: Self.fields([("Content-Length", "11")]), requestTime: 0, now: Self.now) == .remove)
-        guard case .refresh(let updated) = CacheExchange.headUpdate(
-            stored, headHeaders: Self.fields([("ETag", "\"v1\""), ("Content-Length", "10"), ("Cache-Control", "max-age=60")]),
-            requestTime: 0, now: Self.now) else {
+        guard
+            case .refresh(let updated) = CacheExchange.headUpdate(
+                stored, headHeaders: Self.fields([("ETag", "\"v1\""), ("Content-Length", "10"), ("Cache-Control", "max-age=60")]),
+                requestTime: 0, now: Self.now)
+        else {
             Issue.record("no refresh")
             return
         }
@@ -103,8 +113,9 @@ import Testing
             url: Self.url, key: "k", method: "GET", status: 200, responseHeaders: Self.fields([("Cache-Control", "max-age=60")]),
             requestHeaders: [], body: Data("b".utf8), requestTime: Self.now - 1, now: Self.now)
         #expect(candidate?.entry.responseTime == Self.now && candidate?.body == Data("b".utf8))
-        #expect(CacheExchange.storeCandidate(
-            url: Self.url, key: "k", method: "GET", status: 200, responseHeaders: Self.fields([("Cache-Control", "no-store")]),
-            requestHeaders: [], body: Data(), requestTime: 0, now: Self.now) == nil)
+        #expect(
+            CacheExchange.storeCandidate(
+                url: Self.url, key: "k", method: "GET", status: 200, responseHeaders: Self.fields([("Cache-Control", "no-store")]),
+                requestHeaders: [], body: Data(), requestTime: 0, now: Self.now) == nil)
     }
 }

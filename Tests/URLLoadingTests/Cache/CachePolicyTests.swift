@@ -21,7 +21,8 @@ import Testing
     static func storable(status: Int = 200, _ headers: [(String, String)], request: [(String, String)] = [], method: String = "GET") -> Bool {
         CachePolicy.storability(
             method: method, requestHeaders: HeaderFields(request.map { HeaderFields.Field($0.0, $0.1) }),
-            status: status, responseHeaders: HeaderFields(headers.map { HeaderFields.Field($0.0, $0.1) })).allowed
+            status: status, responseHeaders: HeaderFields(headers.map { HeaderFields.Field($0.0, $0.1) })
+        ).allowed
     }
 
     // MARK: §3 Storing
@@ -189,8 +190,9 @@ import Testing
 
     @Test("§4.1: Vary selects on the request's values, normalized")
     func vary() {
-        let entry = Self.entry([("Cache-Control", "max-age=60"), ("Vary", "Accept-Language, Foo")],
-                               request: [("Accept-Language", "en, fr"), ("Foo", "1")])
+        let entry = Self.entry(
+            [("Cache-Control", "max-age=60"), ("Vary", "Accept-Language, Foo")],
+            request: [("Accept-Language", "en, fr"), ("Foo", "1")])
         #expect(Self.action(entry, request: [("accept-language", "en,fr"), ("foo", "1")], at: 1) == .useStored)
         #expect(Self.action(entry, request: [("Accept-Language", "en"), ("Accept-Language", "fr"), ("Foo", "1")], at: 1) == .useStored)
         #expect(Self.action(entry, request: [("Accept-Language", "de"), ("Foo", "1")], at: 1) == .fetch)
@@ -268,13 +270,15 @@ import Testing
 
 /// The fast path of the primary key agrees with URLComponents.
 @Suite struct PrimaryKeyFastPathTests {
-    @Test("§2: normalized URLs are recognised; every other form goes through URLComponents", arguments: [
-        ("https://example.com/a?b=1", true), ("http://example.com/", true), ("http://a.b-c.d:8080/x", true),
-        ("https://Example.com/a", false), ("HTTPS://example.com/a", false), ("https://example.com", false),
-        ("https://example.com:443/a", false), ("http://example.com:80/a", false), ("https://u:p@example.com/a", false),
-        ("https://example.com/a#f", false), ("https://[::1]/a", false), ("https://example.com?q", false),
-        ("https://:80/a", false), ("ftp://example.com/a", false),
-    ])
+    @Test(
+        "§2: normalized URLs are recognised; every other form goes through URLComponents",
+        arguments: [
+            ("https://example.com/a?b=1", true), ("http://example.com/", true), ("http://a.b-c.d:8080/x", true),
+            ("https://Example.com/a", false), ("HTTPS://example.com/a", false), ("https://example.com", false),
+            ("https://example.com:443/a", false), ("http://example.com:80/a", false), ("https://u:p@example.com/a", false),
+            ("https://example.com/a#f", false), ("https://[::1]/a", false), ("https://example.com?q", false),
+            ("https://:80/a", false), ("ftp://example.com/a", false),
+        ])
     func fastPath(url: String, normalized: Bool) throws {
         #expect(CachePolicy.isNormalizedKey(url) == normalized)
         if normalized {
@@ -297,8 +301,9 @@ import Testing
 
     @Test("RFC 9110 §12.5.4: Accept-Language variants match regardless of order and case")
     func acceptLanguage() {
-        let entry = CachePolicy.Entry(status: 200, responseHeaders: [("Cache-Control", "max-age=60"), ("Vary", "Accept-Language")],
-                                      requestHeaders: [("Accept-Language", "en, de")], requestTime: Self.t0, responseTime: Self.t0)
+        let entry = CachePolicy.Entry(
+            status: 200, responseHeaders: [("Cache-Control", "max-age=60"), ("Vary", "Accept-Language")],
+            requestHeaders: [("Accept-Language", "en, de")], requestTime: Self.t0, responseTime: Self.t0)
         #expect(CachePolicy.varyMatches(entry, requestHeaders: [("Accept-Language", "de, en")]).allowed)
         #expect(CachePolicy.varyMatches(entry, requestHeaders: [("Accept-Language", "eN, De")]).allowed)
         #expect(!CachePolicy.varyMatches(entry, requestHeaders: [("Accept-Language", "fr")]).allowed)
@@ -306,8 +311,9 @@ import Testing
 
     @Test("RFC 8246: an immutable fresh response is not revalidated on a reload (max-age=0), only stale")
     func immutable() {
-        let entry = CachePolicy.Entry(status: 200, responseHeaders: [("Cache-Control", "max-age=100, immutable")],
-                                      requestHeaders: [], requestTime: Self.t0, responseTime: Self.t0)
+        let entry = CachePolicy.Entry(
+            status: 200, responseHeaders: [("Cache-Control", "max-age=100, immutable")],
+            requestHeaders: [], requestTime: Self.t0, responseTime: Self.t0)
         #expect(CachePolicy.evaluate(entry, requestHeaders: [("Cache-Control", "max-age=0")], now: Self.t0 + 10).action == .useStored)
         #expect(CachePolicy.evaluate(entry, requestHeaders: [("Cache-Control", "no-cache")], now: Self.t0 + 10).action == .revalidate)
         #expect(CachePolicy.evaluate(entry, requestHeaders: [("Cache-Control", "max-age=0")], now: Self.t0 + 200).action == .revalidate)

@@ -9,13 +9,16 @@ import TestSupport
 /// ResponseCache over real SQLite files: the API of SPEC C7, the tiers and
 /// their capacities (C1, C3), persistence (C2), several processes and crashes.
 @Suite struct ResponseCacheTests {
-    static func stored(_ url: String, body: Data, headers: HeaderFields = [("Cache-Control", "max-age=60")],
-                       request: HeaderFields = [], at time: Double = Date().timeIntervalSince1970,
-                       policy: CacheStoragePolicy = .allowed) -> StoredResponse {
+    static func stored(
+        _ url: String, body: Data, headers: HeaderFields = [("Cache-Control", "max-age=60")],
+        request: HeaderFields = [], at time: Double = Date().timeIntervalSince1970,
+        policy: CacheStoragePolicy = .allowed
+    ) -> StoredResponse {
         // Force-unwraps: test literals.
-        StoredResponse(url: url, key: CachePolicy.primaryKey(URL(string: url)!)!, status: 200, responseHeaders: headers,
-                       requestHeaders: request, body: body, requestTime: time, responseTime: time, storedAt: time,
-                       storagePolicy: policy)
+        StoredResponse(
+            url: url, key: CachePolicy.primaryKey(URL(string: url)!)!, status: 200, responseHeaders: headers,
+            requestHeaders: request, body: body, requestTime: time, responseTime: time, storedAt: time,
+            storagePolicy: policy)
     }
 
     static func key(_ url: String) -> String { CachePolicy.primaryKey(URL(string: url)!)! }
@@ -26,8 +29,10 @@ import TestSupport
         let cache = try ResponseCache.open(memoryCapacity: 1 << 20, diskCapacity: 1 << 24, directory: directory.url)
         let url = try #require(URL(string: "https://example.com/a?x=1"))
         let request = URLRequest(url: url)
-        let response = try #require(HTTPURLResponse(url: url, statusCode: 200, httpVersion: "HTTP/1.1",
-                                                    headerFields: ["Cache-Control": "max-age=60", "Content-Type": "text/plain"]))
+        let response = try #require(
+            HTTPURLResponse(
+                url: url, statusCode: 200, httpVersion: "HTTP/1.1",
+                headerFields: ["Cache-Control": "max-age=60", "Content-Type": "text/plain"]))
         cache.storeCachedResponse(CachedResponse(response: response, data: Data("hello".utf8), userInfo: ["k": "v"]), for: request)
         let hit = try #require(cache.cachedResponse(for: request))
         #expect(hit.data == Data("hello".utf8))
@@ -70,8 +75,8 @@ import TestSupport
     func fivePercentRule() throws {
         let directory = TemporaryDirectory()
         let cache = try ResponseCache.open(memoryCapacity: 100_000, diskCapacity: 1_000_000, directory: directory.url)
-        let fits = Self.stored("https://example.com/fits", body: Data(count: 4000))      // < 5,000 and < 50,000
-        let diskOnly = Self.stored("https://example.com/disk", body: Data(count: 20_000)) // > 5,000, < 50,000
+        let fits = Self.stored("https://example.com/fits", body: Data(count: 4000))  // < 5,000 and < 50,000
+        let diskOnly = Self.stored("https://example.com/disk", body: Data(count: 20_000))  // > 5,000, < 50,000
         let neither = Self.stored("https://example.com/none", body: Data(count: 60_000))  // > 50,000
         for response in [fits, diskOnly, neither] { cache.store(response) }
         #expect(cache.currentMemoryUsage == fits.cost)
@@ -85,7 +90,7 @@ import TestSupport
     func lruEviction() throws {
         let directory = TemporaryDirectory()
         let responses = (0..<21).map { Self.stored("https://example.com/\($0 + 10)", body: Data(count: 900)) }
-        let cost = responses[0].cost // the same for every one: equal URL lengths and bodies
+        let cost = responses[0].cost  // the same for every one: equal URL lengths and bodies
         // Room for exactly 20: the 5% rule admits each one.
         let cache = try ResponseCache.open(memoryCapacity: 0, diskCapacity: 20 * cost, directory: directory.url)
         let t0 = Date().timeIntervalSince1970
@@ -145,15 +150,20 @@ import TestSupport
         let directory = TemporaryDirectory()
         let cache = try ResponseCache.open(memoryCapacity: 0, diskCapacity: 1 << 20, directory: directory.url)
         let headers: HeaderFields = [("Cache-Control", "max-age=60"), ("Vary", "Accept-Language, Authorization")]
-        cache.store(Self.stored("https://example.com/v", body: Data("en".utf8), headers: headers,
-                                request: [("Accept-Language", "en"), ("Authorization", "Bearer secret-token-1")]))
-        cache.store(Self.stored("https://example.com/v", body: Data("fr".utf8), headers: headers,
-                                request: [("Accept-Language", "fr"), ("Authorization", "Bearer secret-token-1")]))
+        cache.store(
+            Self.stored(
+                "https://example.com/v", body: Data("en".utf8), headers: headers,
+                request: [("Accept-Language", "en"), ("Authorization", "Bearer secret-token-1")]))
+        cache.store(
+            Self.stored(
+                "https://example.com/v", body: Data("fr".utf8), headers: headers,
+                request: [("Accept-Language", "fr"), ("Authorization", "Bearer secret-token-1")]))
         let key = Self.key("https://example.com/v")
         #expect(cache.lookup(key: key, requestHeaders: [("Accept-Language", "fr"), ("Authorization", "Bearer secret-token-1")])?.body == Data("fr".utf8))
         #expect(cache.lookup(key: key, requestHeaders: [("Accept-Language", "en"), ("Authorization", "Bearer secret-token-1")])?.body == Data("en".utf8))
         #expect(cache.lookup(key: key, requestHeaders: [("Accept-Language", "en"), ("Authorization", "Bearer other")]) == nil)
-        let database = try Data(contentsOf: directory.url.appendingPathComponent("Cache.sqlite"))
+        let database =
+            try Data(contentsOf: directory.url.appendingPathComponent("Cache.sqlite"))
             + ((try? Data(contentsOf: directory.url.appendingPathComponent("Cache.sqlite-wal"))) ?? Data())
         #expect(database.range(of: Data("secret-token-1".utf8)) == nil)
     }

@@ -35,11 +35,12 @@ import TestSupport
     func expiry() {
         let clock = Clock()
         let store = CookieStore(clock: clock.now)
-        store.setCookies([
-            "short=1; Max-Age=10", "dated=2; Expires=\(HTTPDate.format(Self.t0.timeIntervalSince1970 + 20))",
-            "both=3; Max-Age=30; Expires=\(HTTPDate.format(Self.t0.timeIntervalSince1970 + 5))",
-            "far=4; Max-Age=999999999", "session=5",
-        ], for: Self.page)
+        store.setCookies(
+            [
+                "short=1; Max-Age=10", "dated=2; Expires=\(HTTPDate.format(Self.t0.timeIntervalSince1970 + 20))",
+                "both=3; Max-Age=30; Expires=\(HTTPDate.format(Self.t0.timeIntervalSince1970 + 5))",
+                "far=4; Max-Age=999999999", "session=5",
+            ], for: Self.page)
         let far = store.allCookies.first { $0.name == "far" }
         #expect(far?.expiresDate == Self.t0.addingTimeInterval(400 * 86_400))
         #expect(store.allCookies.first { $0.name == "session" }?.isSessionOnly == true)
@@ -172,9 +173,10 @@ import TestSupport
 
     @Test("A joined Set-Cookie field is split back at cookie boundaries, not at the comma of a date")
     func splitting() {
-        #expect(SetCookieSplitter.split("a=1; Expires=Wed, 09 Jun 2021 10:18:14 GMT, b=2; Path=/") == [
-            "a=1; Expires=Wed, 09 Jun 2021 10:18:14 GMT", "b=2; Path=/",
-        ])
+        #expect(
+            SetCookieSplitter.split("a=1; Expires=Wed, 09 Jun 2021 10:18:14 GMT, b=2; Path=/") == [
+                "a=1; Expires=Wed, 09 Jun 2021 10:18:14 GMT", "b=2; Path=/",
+            ])
         #expect(SetCookieSplitter.split("a=x,y") == ["a=x,y"])
     }
 
@@ -266,7 +268,8 @@ extension CookieStoreTests {
         // Found by tools/fuzz cookies-txt: a value ending in a vertical tab was
         // imported, then could not be written back, and sending it is refused.
         let store = CookieStore(clock: Clock().now)
-        let text = "www.example.com\tFALSE\t/\tFALSE\t0\tv\txy\u{0B}\n"
+        let text =
+            "www.example.com\tFALSE\t/\tFALSE\t0\tv\txy\u{0B}\n"
             + "www.example.com\tFALSE\t/\tFALSE\t0\t\u{01}\u{00}sid\tz\n"
             + "www.example.com\tFALSE\t/p\u{7F}\tFALSE\t0\tp\t1\n"
             + "www.exa\u{00}mple.com\tFALSE\t/\tFALSE\t0\td\t1\n"

@@ -25,7 +25,6 @@ import TestSupport
 
     static let ok = ScriptedResponse(body: "secret page")
 
-
     static func status(_ session: Session, _ url: URL) async throws -> (Int, String) {
         let (data, response) = try await session.data(from: url)
         return ((response as? HTTPURLResponse)?.statusCode ?? 0, String(decoding: data, as: UTF8.self))
@@ -92,10 +91,12 @@ import TestSupport
         let origin = try await TestOrigin.start()
         origin.route("/two") { request in
             if request.header("Authorization") == "Basic " + Data("ann:pw".utf8).base64EncodedString() { return Self.ok }
-            return ScriptedResponse(status: 401, headers: [
-                HeaderField("WWW-Authenticate", "Digest realm=\"d\", nonce=\"n1\", qop=\"auth\""),
-                HeaderField("WWW-Authenticate", "Basic realm=\"b\""),
-            ], body: "no")
+            return ScriptedResponse(
+                status: 401,
+                headers: [
+                    HeaderField("WWW-Authenticate", "Digest realm=\"d\", nonce=\"n1\", qop=\"auth\""),
+                    HeaderField("WWW-Authenticate", "Basic realm=\"b\""),
+                ], body: "no")
         }
         let none = ChallengeDelegate(task: { _ in use(nil) })
         let session = try Self.session(none)
@@ -141,9 +142,11 @@ import TestSupport
     func digestAcrossRequests() async throws {
         let origin = try await TestOrigin.start()
         let nonce = "dcd98b7102dd2f0e8b11d0f600bfb0c093"
-        origin.route("/digest", Routes.digest(realm: "digest@test", user: "zoe", password: "pa55", nonce: nonce) { nc in
-            ScriptedResponse(headers: [HeaderField("X-NC", nc)], body: "ok \(nc)")
-        })
+        origin.route(
+            "/digest",
+            Routes.digest(realm: "digest@test", user: "zoe", password: "pa55", nonce: nonce) { nc in
+                ScriptedResponse(headers: [HeaderField("X-NC", nc)], body: "ok \(nc)")
+            })
         let session = try Self.session()
         let space = ProtectionSpace(host: "127.0.0.1", port: origin.port, protocol: "http", realm: "digest@test", authenticationMethod: .httpDigest)
         session.credentialStore?.setDefaultCredential(Credential(user: "zoe", password: "pa55", persistence: .forSession), for: space)
@@ -256,8 +259,8 @@ extension SessionAuthenticationTests {
         { request in
             let denied = ScriptedResponse(status: 401, headers: [HeaderField("WWW-Authenticate", "NTLM")], body: "")
             guard let field = request.header("Authorization"), field.hasPrefix("NTLM "),
-                  let message = Data(base64Encoded: String(field.dropFirst(5))).map(Array.init), message.count >= 12,
-                  message.starts(with: Array("NTLMSSP\0".utf8))
+                let message = Data(base64Encoded: String(field.dropFirst(5))).map(Array.init), message.count >= 12,
+                message.starts(with: Array("NTLMSSP\0".utf8))
             else { return denied }
             func le32(_ at: Int) -> Int { Int(message[at]) | Int(message[at + 1]) << 8 | Int(message[at + 2]) << 16 | Int(message[at + 3]) << 24 }
             func le16(_ at: Int) -> Int { Int(message[at]) | Int(message[at + 1]) << 8 }
@@ -269,14 +272,17 @@ extension SessionAuthenticationTests {
                 type2 += [1, 2, 3, 4, 5, 6, 7, 8]  // server challenge
                 type2 += [UInt8](repeating: 0, count: 8)  // context
                 type2 += [0, 0, 0, 0, 48, 0, 0, 0]  // target info: empty
-                return ScriptedResponse(status: 401, headers: [
-                    HeaderField("WWW-Authenticate", "NTLM " + Data(type2).base64EncodedString()),
-                ], body: "")
+                return ScriptedResponse(
+                    status: 401,
+                    headers: [
+                        HeaderField("WWW-Authenticate", "NTLM " + Data(type2).base64EncodedString())
+                    ], body: "")
             case 3 where message.count >= 44:
                 let (length, offset) = (le16(36), le32(40))
                 guard offset + length <= message.count else { return denied }
-                let name = String(decoding: stride(from: offset, to: offset + length, by: 2).map { UInt16(message[$0]) | UInt16(message[$0 + 1]) << 8 },
-                                  as: UTF16.self)
+                let name = String(
+                    decoding: stride(from: offset, to: offset + length, by: 2).map { UInt16(message[$0]) | UInt16(message[$0 + 1]) << 8 },
+                    as: UTF16.self)
                 return name == user ? ScriptedResponse(body: "hello \(name)") : denied
             default:
                 return denied

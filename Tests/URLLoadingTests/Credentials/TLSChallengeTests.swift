@@ -24,9 +24,11 @@ import TestSupport
 
     /// The leaf's pin computed by openssl, independently of our DER reader.
     static func opensslPin(_ certificatePath: String) async throws -> String {
-        let result = try await ChildProcess.run(URL(fileURLWithPath: "/bin/sh"), [
-            "-c", "openssl x509 -in '\(certificatePath)' -pubkey -noout | openssl pkey -pubin -outform der | openssl dgst -sha256 -binary | base64",
-        ])
+        let result = try await ChildProcess.run(
+            URL(fileURLWithPath: "/bin/sh"),
+            [
+                "-c", "openssl x509 -in '\(certificatePath)' -pubkey -noout | openssl pkey -pubin -outform der | openssl dgst -sha256 -binary | base64",
+            ])
         #expect(result.status == 0, "\(result.standardError)")
         return result.standardOutput.trimmingCharacters(in: .whitespacesAndNewlines)
     }
@@ -36,10 +38,12 @@ import TestSupport
         let certificates = try TestCertificates.shared()
         let origin = try await TestOrigin.start(tls: certificates.server)
         origin.route("/x", response: ScriptedResponse(body: "over tls"))
-        let delegate = ChallengeDelegate(evaluatesServerTrust: true, session: { challenge in
-            challenge.protectionSpace.authenticationMethod == .serverTrust && challenge.serverTrust?.isTrustedByRoots == false
-                ? use(.serverTrust) : (.cancelAuthenticationChallenge, nil)
-        })
+        let delegate = ChallengeDelegate(
+            evaluatesServerTrust: true,
+            session: { challenge in
+                challenge.protectionSpace.authenticationMethod == .serverTrust && challenge.serverTrust?.isTrustedByRoots == false
+                    ? use(.serverTrust) : (.cancelAuthenticationChallenge, nil)
+            })
         let session = try Self.session(delegate)
         let (data, _) = try await session.data(from: origin.url("/x"))
         #expect(String(decoding: data, as: UTF8.self) == "over tls")
@@ -58,14 +62,18 @@ import TestSupport
         let origin = try await TestOrigin.start(tls: certificates.server)
         origin.route("/x", response: ScriptedResponse(body: "pinned"))
         let pin = try await Self.opensslPin(certificates.server.certificatePath)
-        let pinning = ChallengeDelegate(evaluatesServerTrust: true, session: { challenge in
-            challenge.serverTrust?.leafPublicKeyHash == pin ? use(.serverTrust) : (.cancelAuthenticationChallenge, nil)
-        })
+        let pinning = ChallengeDelegate(
+            evaluatesServerTrust: true,
+            session: { challenge in
+                challenge.serverTrust?.leafPublicKeyHash == pin ? use(.serverTrust) : (.cancelAuthenticationChallenge, nil)
+            })
         let session = try Self.session(pinning)
         #expect(try await session.data(from: origin.url("/x")).0 == Data("pinned".utf8))
-        let wrongPin = ChallengeDelegate(evaluatesServerTrust: true, session: { challenge in
-            challenge.serverTrust?.leafPublicKeyHash == "AAAA" ? use(.serverTrust) : (.cancelAuthenticationChallenge, nil)
-        })
+        let wrongPin = ChallengeDelegate(
+            evaluatesServerTrust: true,
+            session: { challenge in
+                challenge.serverTrust?.leafPublicKeyHash == "AAAA" ? use(.serverTrust) : (.cancelAuthenticationChallenge, nil)
+            })
         let other = try Self.session(wrongPin)
         await #expect {
             _ = try await other.data(from: origin.url("/x"))

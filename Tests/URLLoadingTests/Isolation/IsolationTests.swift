@@ -25,20 +25,29 @@ import TestSupport
         let cacheable = [HeaderField("Cache-Control", "max-age=600")]
         origin.route("/small", response: ScriptedResponse(headers: cacheable, body: "small"))
         origin.route("/large", response: ScriptedResponse(headers: cacheable, body: Self.large))
-        origin.route("/set-cookie", response: ScriptedResponse(headers: [
-            HeaderField("Set-Cookie", "persistent=p1; Max-Age=3600; Path=/"), HeaderField("Set-Cookie", "transient=t1; Path=/"),
-            HeaderField("Cache-Control", "no-store"),
-        ], body: "set"))
+        origin.route(
+            "/set-cookie",
+            response: ScriptedResponse(
+                headers: [
+                    HeaderField("Set-Cookie", "persistent=p1; Max-Age=3600; Path=/"), HeaderField("Set-Cookie", "transient=t1; Path=/"),
+                    HeaderField("Cache-Control", "no-store"),
+                ], body: "set"))
         origin.route("/echo-cookie") { request in
             ScriptedResponse(headers: [HeaderField("Cache-Control", "no-store")], body: request.header("Cookie") ?? "")
         }
         for realm in ["none", "session", "permanent"] {
-            origin.route("/basic/\(realm)", Routes.basicAuth(realm: realm, user: "tenant", password: "s3cret-\(realm)", then: ScriptedResponse(
-                headers: [HeaderField("Cache-Control", "no-store")], body: "hello \(realm)")))
+            origin.route(
+                "/basic/\(realm)",
+                Routes.basicAuth(
+                    realm: realm, user: "tenant", password: "s3cret-\(realm)",
+                    then: ScriptedResponse(
+                        headers: [HeaderField("Cache-Control", "no-store")], body: "hello \(realm)")))
         }
-        origin.route("/digest", Routes.digest(realm: "digest", user: "tenant", password: "s3cret-digest", nonce: "5f1d2a0b9c") { _ in
-            ScriptedResponse(headers: [HeaderField("Cache-Control", "no-store")], body: "digest ok")
-        })
+        origin.route(
+            "/digest",
+            Routes.digest(realm: "digest", user: "tenant", password: "s3cret-digest", nonce: "5f1d2a0b9c") { _ in
+                ScriptedResponse(headers: [HeaderField("Cache-Control", "no-store")], body: "digest ok")
+            })
         origin.route("/download", response: ScriptedResponse(body: TestOrigin.pattern(offset: 0, count: 200_000)))
         origin.route("/upload") { request in ScriptedResponse(status: 201, body: "stored \(request.body.count)") }
         origin.route("/redirect", Routes.redirect(to: "/small"))
@@ -62,8 +71,10 @@ import TestSupport
     /// The paths a traced run created, opened for writing, renamed,
     /// removed or linked, from `strace -f` output.
     static func writtenPaths(_ trace: String) -> [String] {
-        let always: Set<String> = ["creat", "rename", "renameat", "renameat2", "unlink", "unlinkat", "mkdir", "mkdirat",
-                                   "rmdir", "link", "linkat", "symlink", "symlinkat", "truncate", "mknodat"]
+        let always: Set<String> = [
+            "creat", "rename", "renameat", "renameat2", "unlink", "unlinkat", "mkdir", "mkdirat",
+            "rmdir", "link", "linkat", "symlink", "symlinkat", "truncate", "mknodat",
+        ]
         var paths: [String] = []
         for line in trace.split(separator: "\n") {
             // "<pid> name(args) = result"; "<... name resumed>" lines carry no path.
@@ -71,7 +82,8 @@ import TestSupport
             guard let open = text.firstIndex(of: "(") else { continue }
             let name = String(text[..<open])
             let arguments = text[open...]
-            let writes = (name == "open" || name == "openat" || name == "openat2")
+            let writes =
+                (name == "open" || name == "openat" || name == "openat2")
                 && ["O_WRONLY", "O_RDWR", "O_CREAT", "O_TRUNC", "O_APPEND"].contains { arguments.contains($0) }
             guard writes || always.contains(name) else { continue }
             // Every quoted argument is a path (rename and link have two).
@@ -96,11 +108,13 @@ import TestSupport
         environment["XDG_CACHE_HOME"] = work.path("cache")
         environment["HOME"] = work.path("home")
         let log = work.path("trace")
-        let result = try await ChildProcess.run(URL(fileURLWithPath: "/usr/bin/strace"), [
-            "-f", "-qq", "-s", "4096", "-o", log,
-            "-e", "trace=open,openat,openat2,creat,rename,renameat,renameat2,unlink,unlinkat,mkdir,mkdirat,rmdir,link,linkat,symlink,symlinkat,truncate,mknodat",
-            ChildProcess.helper.path, "isolation-run", kind, origin.baseURL.absoluteString, work.url.path,
-        ], environment: environment)
+        let result = try await ChildProcess.run(
+            URL(fileURLWithPath: "/usr/bin/strace"),
+            [
+                "-f", "-qq", "-s", "4096", "-o", log,
+                "-e", "trace=open,openat,openat2,creat,rename,renameat,renameat2,unlink,unlinkat,mkdir,mkdirat,rmdir,link,linkat,symlink,symlinkat,truncate,mknodat",
+                ChildProcess.helper.path, "isolation-run", kind, origin.baseURL.absoluteString, work.url.path,
+            ], environment: environment)
         #expect(result.status == 0 && result.standardOutput.contains("ok"), "\(kind) run: \(result.standardError)")
         let written = writtenPaths(try String(contentsOfFile: log, encoding: .utf8))
         let allowed = [work.path("downloads"), work.path("tmp") + "/urlloading-downloads", "/dev/null"]
@@ -143,9 +157,12 @@ extension IsolationTests {
         let space = ProtectionSpace(host: "127.0.0.1", port: origin.port, protocol: "http", realm: "permanent", authenticationMethod: .httpBasic)
         session.credentialStore?.setDefaultCredential(Credential(user: "tenant", password: "s3cret-permanent", persistence: .permanent), for: space)
         session.credentialStore?.set(Credential(user: tenant, password: "pw-\(tenant)", persistence: .permanent), for: space)
-        origin.route("/set-\(tenant)", response: ScriptedResponse(headers: [
-            HeaderField("Set-Cookie", "who=\(tenant); Max-Age=3600; Path=/"), HeaderField("Cache-Control", "no-store"),
-        ], body: ""))
+        origin.route(
+            "/set-\(tenant)",
+            response: ScriptedResponse(
+                headers: [
+                    HeaderField("Set-Cookie", "who=\(tenant); Max-Age=3600; Path=/"), HeaderField("Cache-Control", "no-store"),
+                ], body: ""))
         _ = try await session.data(from: origin.url("/set-\(tenant)"))
         let (counter, _) = try await session.data(from: origin.url("/counter"))
         let (cookies, _) = try await session.data(from: origin.url("/tenant"))
@@ -166,8 +183,10 @@ extension IsolationTests {
         let defaults = SessionConfiguration.default
         defaults.applicationIdentifier = application
         let ephemeral = SessionConfiguration.ephemeral
-        let sessions = [("a", Session(configuration: ephemeral)), ("b", Session(configuration: ephemeral)),
-                        ("d", Session(configuration: defaults))]
+        let sessions = [
+            ("a", Session(configuration: ephemeral)), ("b", Session(configuration: ephemeral)),
+            ("d", Session(configuration: defaults)),
+        ]
         var counters: [String: String] = [:]
         for (tenant, session) in sessions {
             let (counter, cookies) = try await Self.exercise(session, origin, tenant: tenant)
@@ -197,9 +216,10 @@ extension IsolationTests {
         let listed = try JSONSerialization.jsonObject(with: Data(cookieList.standardOutput.utf8)) as? [[String: Any]]
         #expect(listed?.map { $0["name"] as? String } == ["who"], "\(cookieList.standardOutput)")
         let credentialList = try await ChildProcess.run(tool, ["credentials", "list", "--json"] + stores)
-        #expect(credentialList.status == 0 && credentialList.standardOutput.contains("\"d\"")
-            && !credentialList.standardOutput.contains("\"a\"") && !credentialList.standardOutput.contains("\"b\""),
-                "\(credentialList.standardOutput)\(credentialList.standardError)")
+        #expect(
+            credentialList.status == 0 && credentialList.standardOutput.contains("\"d\"")
+                && !credentialList.standardOutput.contains("\"a\"") && !credentialList.standardOutput.contains("\"b\""),
+            "\(credentialList.standardOutput)\(credentialList.standardError)")
         let scratch = TemporaryDirectory()
         let body = scratch.url.appendingPathComponent("body")
         let show = try await ChildProcess.run(tool, ["show", origin.url("/counter").absoluteString, "--body", body.path] + stores)
@@ -211,7 +231,9 @@ extension IsolationTests {
 
     // MARK: 3. Gone after invalidation
 
-    @Test("I1: after invalidateAndCancel or finishTasksAndInvalidate an ephemeral session's stores are empty and it and they are released; a new ephemeral session starts empty", arguments: [true, false])
+    @Test(
+        "I1: after invalidateAndCancel or finishTasksAndInvalidate an ephemeral session's stores are empty and it and they are released; a new ephemeral session starts empty",
+        arguments: [true, false])
     func goneAfterInvalidation(cancel: Bool) async throws {
         let origin = try await Self.startOrigin()
         let configuration = SessionConfiguration.ephemeral

@@ -39,14 +39,15 @@ import TestSupport
     static func holdsCycle(_ url: URL, count: Int) throws -> Bool {
         let handle = try FileHandle(forReadingFrom: url)
         defer { try? handle.close() }
-        let piece = 4 * 1_000_003 // whole blocks: every piece is the same
+        let piece = 4 * 1_000_003  // whole blocks: every piece is the same
         var expected = Data()
         for _ in 0..<4 { expected.append(contentsOf: block) }
         var offset = 0
         while offset < count {
             let length = min(piece, count - offset)
             guard let data = try handle.read(upToCount: length), data.count == length,
-                  data == expected.prefix(length) else { return false }
+                data == expected.prefix(length)
+            else { return false }
             offset += length
         }
         return try handle.read(upToCount: 1)?.isEmpty ?? true
@@ -55,9 +56,11 @@ import TestSupport
     @Test("S4: a 1 GiB download streams to its file with peak RSS under 64 MiB; progress only grows and its totals are exact")
     func download() async throws {
         let origin = try await TestOrigin.start(ownThread: true)
-        origin.route("/gibibyte", response: ScriptedResponse(
-            status: 200, headers: [HeaderField("Content-Type", "application/octet-stream")],
-            parts: [.cycle(of: Self.block, offset: 0, count: Self.gibibyte)], framing: .contentLength))
+        origin.route(
+            "/gibibyte",
+            response: ScriptedResponse(
+                status: 200, headers: [HeaderField("Content-Type", "application/octet-stream")],
+                parts: [.cycle(of: Self.block, offset: 0, count: Self.gibibyte)], framing: .contentLength))
         let directory = TemporaryDirectory()
         let destination = directory.url.appendingPathComponent("gibibyte")
         let report = try await Self.runHelper(["download", origin.url("/gibibyte").absoluteString, destination.path])

@@ -164,7 +164,8 @@ import TestSupport
 /// multipart/x-mixed-replace (SPEC S6): a didReceiveResponse as each part
 /// begins, then that part's bytes.
 @Suite(.timeLimit(.minutes(Sanitizer.minutes(1)))) struct MixedReplaceTests {
-    static let wire = "--frame\r\nContent-Type: text/plain\r\n\r\none\r\n"
+    static let wire =
+        "--frame\r\nContent-Type: text/plain\r\n\r\none\r\n"
         + "--frame\r\nContent-Type: text/html\r\nX-Part: 2\r\n\r\n<b>two</b>\r\n"
         + "--frame\r\nContent-Type: application/json\r\n\r\n{\"n\":3}\r\n--frame--\r\n"
 
@@ -217,9 +218,11 @@ import TestSupport
             offset = end
         }
         if offset < bytes.count { parts.append(.bytes(Array(bytes[offset...]))) }
-        origin.route("/camera", response: ScriptedResponse(
-            status: 200, headers: [HeaderField("Content-Type", "multipart/x-mixed-replace; boundary=\"frame\"")],
-            parts: parts, framing: .chunked))
+        origin.route(
+            "/camera",
+            response: ScriptedResponse(
+                status: 200, headers: [HeaderField("Content-Type", "multipart/x-mixed-replace; boundary=\"frame\"")],
+                parts: parts, framing: .chunked))
     }
 
     @Test("S6: a three-part x-mixed-replace response gives three didReceiveResponse calls, each followed by its part's bytes")

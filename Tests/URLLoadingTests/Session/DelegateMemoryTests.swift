@@ -34,9 +34,11 @@ import TestSupport
         let origin = try await TestOrigin.start(ownThread: true)
         defer { Task { try await origin.shutdown() } }
         let count = 512 << 20
-        origin.route("/chunked", response: ScriptedResponse(
-            headers: [HeaderField("Cache-Control", "max-age=600")],
-            parts: [.cycle(of: Self.block, offset: 0, count: count)], framing: .chunked))
+        origin.route(
+            "/chunked",
+            response: ScriptedResponse(
+                headers: [HeaderField("Cache-Control", "max-age=600")],
+                parts: [.cycle(of: Self.block, offset: 0, count: count)], framing: .chunked))
         let report = try await Self.run(origin, path: "/chunked", microsecondsPerChunk: 0)
         #expect(report.bytes == Int64(count) && report.error.isEmpty, "\(report)")
         #expect(report.peakRSSKiB > 0 && report.peakRSSKiB < Self.rssLimitKiB, "peak RSS \(report.peakRSSKiB) KiB")
@@ -47,8 +49,10 @@ import TestSupport
         let origin = try await TestOrigin.start(ownThread: true)
         defer { Task { try await origin.shutdown() } }
         let count = 256 << 20
-        origin.route("/long", response: ScriptedResponse(
-            parts: [.cycle(of: Self.block, offset: 0, count: count)], framing: .contentLength))
+        origin.route(
+            "/long",
+            response: ScriptedResponse(
+                parts: [.cycle(of: Self.block, offset: 0, count: count)], framing: .contentLength))
         let report = try await Self.run(origin, path: "/long", microsecondsPerChunk: 40)
         #expect(report.bytes == Int64(count) && report.error.isEmpty, "\(report)")
         #expect(report.peakRSSKiB > 0 && report.peakRSSKiB < Self.rssLimitKiB, "peak RSS \(report.peakRSSKiB) KiB")
@@ -70,7 +74,8 @@ import TestSupport
         let report = try JSONDecoder().decode(Report.self, from: Data(line2.utf8))
         print("huge head: \(report)")
         #expect(report.outcome == "bad server response", "\(report)")
-        #expect(report.peakRSSKiB > 0 && report.peakRSSKiB < Sanitizer.memoryBound(kilobytes: 64 * 1024), "peak RSS (the program alone takes about 40 MiB; the head is 48 MiB) \(report.peakRSSKiB) KiB")
+        #expect(
+            report.peakRSSKiB > 0 && report.peakRSSKiB < Sanitizer.memoryBound(kilobytes: 64 * 1024), "peak RSS (the program alone takes about 40 MiB; the head is 48 MiB) \(report.peakRSSKiB) KiB")
     }
 }
 

@@ -93,10 +93,12 @@ import TestSupport
         let error = await #expect(throws: URLError.self) { _ = try await session.download(for: URLRequest(url: origin.url("/big"))) }
         let resumeData = try #require(error?.downloadTaskResumeData)
         origin.route("/big") { _ in
-            var response = ScriptedResponse(status: 206, headers: [
-                HeaderField("ETag", "\"v1\""), HeaderField("Content-Range", "bytes 100000-9223372036854775806/9223372036854775807"),
-                HeaderField("Content-Length", "9223372036854775807"),
-            ], parts: [.bytes(Array(repeating: 1, count: 1000)), .closeConnection])
+            var response = ScriptedResponse(
+                status: 206,
+                headers: [
+                    HeaderField("ETag", "\"v1\""), HeaderField("Content-Range", "bytes 100000-9223372036854775806/9223372036854775807"),
+                    HeaderField("Content-Length", "9223372036854775807"),
+                ], parts: [.bytes(Array(repeating: 1, count: 1000)), .closeConnection])
             response.framing = .none
             return response
         }
@@ -116,8 +118,12 @@ import TestSupport
                 value += 1
                 return value
             }
-            return ScriptedResponse(status: 401, headers: [HeaderField(
-                "WWW-Authenticate", "Digest realm=\"r\", qop=\"auth\", algorithm=SHA-256, nonce=\"n\(n)\", stale=true")], body: "")
+            return ScriptedResponse(
+                status: 401,
+                headers: [
+                    HeaderField(
+                        "WWW-Authenticate", "Digest realm=\"r\", qop=\"auth\", algorithm=SHA-256, nonce=\"n\(n)\", stale=true")
+                ], body: "")
         }
     }
 
@@ -150,8 +156,12 @@ import TestSupport
                 return value
             }
             if request.header("Authorization") == nil {
-                return ScriptedResponse(status: 401, headers: [HeaderField(
-                    "WWW-Authenticate", "Digest realm=\"r\", qop=\"auth\", algorithm=SHA-256, nonce=\"n\(n)\"")], body: "")
+                return ScriptedResponse(
+                    status: 401,
+                    headers: [
+                        HeaderField(
+                            "WWW-Authenticate", "Digest realm=\"r\", qop=\"auth\", algorithm=SHA-256, nonce=\"n\(n)\"")
+                    ], body: "")
             }
             return ScriptedResponse(status: 302, headers: [HeaderField("Location", "/mixed?\(n)")], body: "")
         }
@@ -174,8 +184,10 @@ import TestSupport
         defer { Task { try await origin.shutdown() } }
         for count in [64, 65, 8_000] {
             let names = (0..<count).map { "X-V\($0)" }.joined(separator: ", ")
-            origin.route("/vary\(count)", response: ScriptedResponse(
-                headers: [HeaderField("Cache-Control", "max-age=600"), HeaderField("Vary", names)], body: "v"))
+            origin.route(
+                "/vary\(count)",
+                response: ScriptedResponse(
+                    headers: [HeaderField("Cache-Control", "max-age=600"), HeaderField("Vary", names)], body: "v"))
         }
         let session = Session(configuration: .ephemeral)
         defer { session.finishTasksAndInvalidate() }
@@ -196,8 +208,8 @@ import TestSupport
     static func whoAmI(_ origin: TestOrigin, path: String, vary: Bool) {
         origin.route(path) { request in
             guard let field = request.header("Authorization"), field.hasPrefix("Basic "),
-                  let decoded = Data(base64Encoded: String(field.dropFirst(6))), let pair = String(data: decoded, encoding: .utf8),
-                  let user = pair.split(separator: ":").first
+                let decoded = Data(base64Encoded: String(field.dropFirst(6))), let pair = String(data: decoded, encoding: .utf8),
+                let user = pair.split(separator: ":").first
             else {
                 return ScriptedResponse(status: 401, headers: [HeaderField("WWW-Authenticate", "Basic realm=\"me\"")], body: "")
             }
@@ -240,9 +252,11 @@ import TestSupport
         // Nothing of a password reaches the cache: the stored request keeps a fingerprint.
         let alice = URLRequest(url: try Self.url(origin, "/me", user: "alice", password: "a"))
         let key = try #require(CachePolicy.primaryKey(origin.url("/me")))
-        let stored = try #require(session.urlCache?.lookup(
-            key: key, requestHeaders: SessionTask.cacheRequestHeaders(
-                alice, cookie: nil, credentials: SessionTask.credentialIdentity(alice, sent: nil))))
+        let stored = try #require(
+            session.urlCache?.lookup(
+                key: key,
+                requestHeaders: SessionTask.cacheRequestHeaders(
+                    alice, cookie: nil, credentials: SessionTask.credentialIdentity(alice, sent: nil))))
         #expect(stored.body == Data("user=alice".utf8))
         #expect(!"\(stored.entry.requestHeaders.map { $0.value })".contains("YWxpY2U6YQ"))
         #expect(!"\(stored.entry.requestHeaders.map { $0.value })".contains("alice:a"))
@@ -275,8 +289,10 @@ import TestSupport
         let certificates = try TestCertificates.shared()
         let origin = try await TestOrigin.start(tls: certificates.server)
         defer { Task { try await origin.shutdown() } }
-        origin.route("/inner", response: ScriptedResponse(
-            status: 407, headers: [HeaderField("Proxy-Authenticate", "Basic realm=\"test proxy\"")], body: "origin says 407"))
+        origin.route(
+            "/inner",
+            response: ScriptedResponse(
+                status: 407, headers: [HeaderField("Proxy-Authenticate", "Basic realm=\"test proxy\"")], body: "origin says 407"))
         let proxy = try TestProxy(user: "proxyuser", password: "proxypass", openTunnels: true)
         defer { proxy.shutdown() }
         let configuration = SessionConfiguration.ephemeral
@@ -284,8 +300,9 @@ import TestSupport
         configuration.trustRootsFile = certificates.caCertificatePath
         let session = Session(configuration: configuration)
         defer { session.finishTasksAndInvalidate() }
-        let space = ProtectionSpace(host: "127.0.0.1", port: proxy.port, protocol: "http", realm: "test proxy",
-                                    authenticationMethod: .httpBasic, isProxy: true)
+        let space = ProtectionSpace(
+            host: "127.0.0.1", port: proxy.port, protocol: "http", realm: "test proxy",
+            authenticationMethod: .httpBasic, isProxy: true)
         session.credentialStore?.setDefaultCredential(Credential(user: "proxyuser", password: "proxypass", persistence: .forSession), for: space)
         let (data, response) = try await session.data(from: origin.url("/inner"))
         #expect((response as? HTTPURLResponse)?.statusCode == 407)

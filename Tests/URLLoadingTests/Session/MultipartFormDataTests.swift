@@ -59,12 +59,13 @@ import TestSupport
         #expect(result.status == 0, "\(result.standardError)")
         let parsed = try JSONDecoder().decode(Parsed.self, from: Data(result.standardOutput.utf8))
         #expect(parsed.defects == 0)
-        #expect(parsed.parts == [
-            .init(name: "author", filename: nil, type: "text/plain", sha256: Self.hex(Data("Ann \"the\" Writer\r\nsecond line".utf8)), defects: 0),
-            .init(name: "quote%22d%0Aname", filename: nil, type: "text/plain", sha256: Self.hex(Data("x".utf8)), defects: 0),
-            .init(name: "notes", filename: "notes.txt", type: "text/plain", sha256: Self.hex(tricky), defects: 0),
-            .init(name: "photo", filename: "photo.jpg", type: "image/jpeg", sha256: Self.hex(photo), defects: 0),
-        ])
+        #expect(
+            parsed.parts == [
+                .init(name: "author", filename: nil, type: "text/plain", sha256: Self.hex(Data("Ann \"the\" Writer\r\nsecond line".utf8)), defects: 0),
+                .init(name: "quote%22d%0Aname", filename: nil, type: "text/plain", sha256: Self.hex(Data("x".utf8)), defects: 0),
+                .init(name: "notes", filename: "notes.txt", type: "text/plain", sha256: Self.hex(tricky), defects: 0),
+                .init(name: "photo", filename: "photo.jpg", type: "image/jpeg", sha256: Self.hex(photo), defects: 0),
+            ])
         let origin = try await TestOrigin.start()
         origin.route("/upload", response: ScriptedResponse(body: "stored"))
         var request = URLRequest(url: origin.url("/upload"))

@@ -38,8 +38,10 @@ final class RecordingDelegate: SessionDelegate {
 
     func urlSession(_ session: Session, didBecomeInvalidWithError error: (any Error)?) { record("invalid") }
 
-    func urlSession(_ session: Session, task: SessionTask, willPerformHTTPRedirection response: HTTPURLResponse,
-                 newRequest request: URLRequest) async -> URLRequest? {
+    func urlSession(
+        _ session: Session, task: SessionTask, willPerformHTTPRedirection response: HTTPURLResponse,
+        newRequest request: URLRequest
+    ) async -> URLRequest? {
         record("redirect \(response.statusCode)")
         let script = state.withLock { $0.script }
         return script.redirect.map { $0(response, request) } ?? request

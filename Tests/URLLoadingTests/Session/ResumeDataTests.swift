@@ -31,9 +31,11 @@ import TestSupport
         origin.route("/big") { request in
             let tag = etag.current
             if let start = resumeStart(request, entityTag: tag, length: body.count) {
-                return ScriptedResponse(status: 206, headers: [
-                    HeaderField("ETag", tag), HeaderField("Content-Range", "bytes \(start)-\(body.count - 1)/\(body.count)"),
-                ], body: Array(body[start...]))
+                return ScriptedResponse(
+                    status: 206,
+                    headers: [
+                        HeaderField("ETag", tag), HeaderField("Content-Range", "bytes \(start)-\(body.count - 1)/\(body.count)"),
+                    ], body: Array(body[start...]))
             }
             var response = ScriptedResponse(
                 status: 200, headers: [HeaderField("ETag", tag), HeaderField("Accept-Ranges", "bytes")],
@@ -49,7 +51,8 @@ import TestSupport
     /// If-Range naming `entityTag`), or nil for a full answer.
     static func resumeStart(_ request: RecordedRequest, entityTag: String, length: Int) -> Int? {
         guard let range = request.header("Range"), range.hasPrefix("bytes="), range.hasSuffix("-"),
-              request.header("If-Range") == entityTag, let start = Int(range.dropFirst(6).dropLast()), start < length else { return nil }
+            request.header("If-Range") == entityTag, let start = Int(range.dropFirst(6).dropLast()), start < length
+        else { return nil }
         return start
     }
 
@@ -144,20 +147,23 @@ import TestSupport
         origin.route("/cut") { request in
             let headers = [HeaderField("ETag", "\"c1\""), HeaderField("Accept-Ranges", "bytes")]
             if let start = resumeStart(request, entityTag: "\"c1\"", length: total) {
-                return ScriptedResponse(status: 206, headers: headers + [HeaderField("Content-Range", "bytes \(start)-\(total - 1)/\(total)")],
-                                        parts: [.cycle(of: block, offset: start, count: total - start)], framing: .contentLength)
+                return ScriptedResponse(
+                    status: 206, headers: headers + [HeaderField("Content-Range", "bytes \(start)-\(total - 1)/\(total)")],
+                    parts: [.cycle(of: block, offset: start, count: total - start)], framing: .contentLength)
             }
-            return ScriptedResponse(status: 200, headers: headers,
-                                    parts: [.cycle(of: block, offset: 0, count: offset), drop ? .closeConnection : .pause(.seconds(30))],
-                                    framing: .declaredLength(total))
+            return ScriptedResponse(
+                status: 200, headers: headers,
+                parts: [.cycle(of: block, offset: 0, count: offset), drop ? .closeConnection : .pause(.seconds(30))],
+                framing: .declaredLength(total))
         }
         var whole: [UInt8] = []
         while whole.count < total { whole += block }
         return Array(whole[..<total])
     }
 
-    @Test("S7: resumed after the server dropped the connection, or after a cancel, at several offsets: the file is the original, byte for byte",
-          arguments: [(1, true), (65_536, true), (1_000_003, true), (3_999_999, true), (1, false), (2_500_000, false)])
+    @Test(
+        "S7: resumed after the server dropped the connection, or after a cancel, at several offsets: the file is the original, byte for byte",
+        arguments: [(1, true), (65_536, true), (1_000_003, true), (3_999_999, true), (1, false), (2_500_000, false)])
     func resumeAtOffsets(offset: Int, drop: Bool) async throws {
         let origin = try await TestOrigin.start()
         let original = Self.cutRoute(origin, offset: offset, drop: drop)

@@ -26,8 +26,9 @@ import TestSupport
         #expect(!result.standardOutput.contains("startup error"), "\(result.standardOutput)")
         // The cookie and the permanent credential are in the default files.
         let data = URL(fileURLWithPath: folder.path("data")).appendingPathComponent(ChildProcess.helper.lastPathComponent)
-        #expect(result.standardOutput.contains("stores \(data.appendingPathComponent("Cookies.sqlite").path) \(data.appendingPathComponent("Credentials.sqlite").path)"),
-                "\(result.standardOutput)")
+        #expect(
+            result.standardOutput.contains("stores \(data.appendingPathComponent("Cookies.sqlite").path) \(data.appendingPathComponent("Credentials.sqlite").path)"),
+            "\(result.standardOutput)")
         let cookies = try CookieStore(directory: data, keepSessionCookies: true)
         #expect(cookies.allCookies.map(\.headerPair) == ["k=v"])
         #expect(try CredentialStore(directory: data).allCredentials.values.flatMap(\.keys) == ["ann"])

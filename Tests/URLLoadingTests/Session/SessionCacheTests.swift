@@ -10,8 +10,10 @@ import TestSupport
 /// The cache through real sessions (SPEC C4–C6): serving, revalidating,
 /// the request cache policies, invalidation and Cache-Status (RFC 9211).
 @Suite(.timeLimit(.minutes(Sanitizer.minutes(1)))) struct SessionCacheTests {
-    static func get(_ session: Session, _ url: URL, policy: URLRequest.CachePolicy = .useProtocolCachePolicy,
-                    headers: [String: String] = [:]) async throws -> (String, HTTPURLResponse) {
+    static func get(
+        _ session: Session, _ url: URL, policy: URLRequest.CachePolicy = .useProtocolCachePolicy,
+        headers: [String: String] = [:]
+    ) async throws -> (String, HTTPURLResponse) {
         var request = URLRequest(url: url, cachePolicy: policy)
         for (name, value) in headers { request.setValue(value, forHTTPHeaderField: name) }
         let (data, response) = try await session.data(for: request)
@@ -51,8 +53,11 @@ import TestSupport
     @Test("C5: a stale entry is revalidated; a 304 refreshes it and its body is delivered as 200")
     func revalidation() async throws {
         let origin = try await TestOrigin.start()
-        origin.route("/doc", Routes.conditional(etag: "\"v1\"", body: Array("stored body".utf8),
-                                                headers: [HeaderField("Cache-Control", "max-age=0"), HeaderField("X-Version", "1")]))
+        origin.route(
+            "/doc",
+            Routes.conditional(
+                etag: "\"v1\"", body: Array("stored body".utf8),
+                headers: [HeaderField("Cache-Control", "max-age=0"), HeaderField("X-Version", "1")]))
         let session = Session(configuration: .ephemeral)
         _ = try await Self.get(session, origin.url("/doc"))
         let (body, response) = try await Self.get(session, origin.url("/doc"))
@@ -69,7 +74,8 @@ import TestSupport
     @Test("C6: returnCacheDataDontLoad fails without an entry and serves a stale one without the network")
     func dontLoad() async throws {
         let origin = try await TestOrigin.start()
-        origin.route("/r", response: ScriptedResponse(headers: [HeaderField("Cache-Control", "max-age=0"), HeaderField("Last-Modified", HTTPDate.format(Date().timeIntervalSince1970 - 1000))], body: "v"))
+        origin.route(
+            "/r", response: ScriptedResponse(headers: [HeaderField("Cache-Control", "max-age=0"), HeaderField("Last-Modified", HTTPDate.format(Date().timeIntervalSince1970 - 1000))], body: "v"))
         let session = Session(configuration: .ephemeral)
         let error = await #expect(throws: URLError.self) {
             _ = try await Self.get(session, origin.url("/r"), policy: .returnCacheDataDontLoad)
@@ -106,7 +112,8 @@ import TestSupport
     func invalidation() async throws {
         let origin = try await TestOrigin.start()
         origin.route("/item") { request in
-            request.method == "POST" ? ScriptedResponse(status: 204, framing: .none)
+            request.method == "POST"
+                ? ScriptedResponse(status: 204, framing: .none)
                 : ScriptedResponse(headers: [HeaderField("Cache-Control", "max-age=600")], body: "item")
         }
         let session = Session(configuration: .ephemeral)
@@ -148,9 +155,11 @@ import TestSupport
 }
 
 @Suite struct ByteRangeTests {
-    @Test("RFC 9110 §14.1.2: single byte ranges resolve against the stored length", arguments: [
-        ("bytes=0-1", 0..<2), ("bytes=5-", 5..<10), ("bytes=-3", 7..<10), ("bytes=8-100", 8..<10), ("bytes=-20", 0..<10),
-    ])
+    @Test(
+        "RFC 9110 §14.1.2: single byte ranges resolve against the stored length",
+        arguments: [
+            ("bytes=0-1", 0..<2), ("bytes=5-", 5..<10), ("bytes=-3", 7..<10), ("bytes=8-100", 8..<10), ("bytes=-20", 0..<10),
+        ])
     func ranges(field: String, expected: Range<Int>) {
         #expect(CacheExchange.byteRange(field, length: 10) == expected)
     }
@@ -242,9 +251,11 @@ extension ScriptedResponse {
         }
     }
 
-    @Test("S6: willCacheResponse comes after all data, before metrics; its answer is what the cache keeps", arguments: [
-        CachingDelegate.Answer.proposed, .modified, .none,
-    ])
+    @Test(
+        "S6: willCacheResponse comes after all data, before metrics; its answer is what the cache keeps",
+        arguments: [
+            CachingDelegate.Answer.proposed, .modified, .none,
+        ])
     func willCacheResponse(answer: CachingDelegate.Answer) async throws {
         let origin = try await TestOrigin.start()
         origin.route("/c", response: ScriptedResponse(headers: [HeaderField("Cache-Control", "max-age=600")], body: "original"))
@@ -284,9 +295,13 @@ extension ScriptedResponse {
     func staleWhileRevalidate() async throws {
         let origin = try await TestOrigin.start()
         let dated = HTTPDate.format(Date().timeIntervalSince1970 - 10)
-        origin.route("/swr", Routes.conditional(etag: "\"v1\"", body: Array("stale but fine".utf8), headers: [
-            HeaderField("Cache-Control", "max-age=5, stale-while-revalidate=600"), HeaderField("Date", dated),
-        ]))
+        origin.route(
+            "/swr",
+            Routes.conditional(
+                etag: "\"v1\"", body: Array("stale but fine".utf8),
+                headers: [
+                    HeaderField("Cache-Control", "max-age=5, stale-while-revalidate=600"), HeaderField("Date", dated),
+                ]))
         let session = Session(configuration: .ephemeral)
         _ = try await SessionCacheTests.get(session, origin.url("/swr"))
         let (body, response) = try await SessionCacheTests.get(session, origin.url("/swr"))
@@ -304,10 +319,14 @@ extension ScriptedResponse {
     @Test("Issue 5: ten concurrent identical GETs make one origin request when the response is storable")
     func coalescing() async throws {
         let origin = try await TestOrigin.start()
-        origin.route("/one", response: ScriptedResponse(headers: [HeaderField("Cache-Control", "max-age=600")], body: "shared")
-            .with(delayBeforeHead: .milliseconds(300)))
-        origin.route("/never", response: ScriptedResponse(headers: [HeaderField("Cache-Control", "no-store")], body: "own")
-            .with(delayBeforeHead: .milliseconds(100)))
+        origin.route(
+            "/one",
+            response: ScriptedResponse(headers: [HeaderField("Cache-Control", "max-age=600")], body: "shared")
+                .with(delayBeforeHead: .milliseconds(300)))
+        origin.route(
+            "/never",
+            response: ScriptedResponse(headers: [HeaderField("Cache-Control", "no-store")], body: "own")
+                .with(delayBeforeHead: .milliseconds(100)))
         let session = Session(configuration: .ephemeral)
         let bodies = try await withThrowingTaskGroup(of: String.self) { group in
             for _ in 0..<10 { group.addTask { try await SessionCacheTests.get(session, origin.url("/one")).0 } }
@@ -332,8 +351,11 @@ extension ScriptedResponse {
     func fivePercentPerTier() async throws {
         let origin = try await TestOrigin.start()
         for (path, size) in [("/small", 1_000), ("/medium", 30_000), ("/large", 300_000)] {
-            origin.route(path, response: ScriptedResponse(headers: [HeaderField("Cache-Control", "max-age=600")],
-                                                          parts: [.pattern(offset: 0, count: size)]))
+            origin.route(
+                path,
+                response: ScriptedResponse(
+                    headers: [HeaderField("Cache-Control", "max-age=600")],
+                    parts: [.pattern(offset: 0, count: size)]))
         }
         let directory = TemporaryDirectory()
         // Memory 200 KB (5% = 10 KB), disk 2 MB (5% = 100 KB).
@@ -380,8 +402,11 @@ extension ScriptedResponse {
         let version = Lock(1)
         origin.route("/h") { request in
             let current = version.withLock { $0 }
-            return ScriptedResponse(headers: [HeaderField("Cache-Control", "max-age=600"), HeaderField("ETag", "\"v1\""),
-                                              HeaderField("X-Version", "\(current)")], body: current == 3 ? "longer body" : "body")
+            return ScriptedResponse(
+                headers: [
+                    HeaderField("Cache-Control", "max-age=600"), HeaderField("ETag", "\"v1\""),
+                    HeaderField("X-Version", "\(current)"),
+                ], body: current == 3 ? "longer body" : "body")
         }
         let session = Session(configuration: .ephemeral)
         _ = try await SessionCacheTests.get(session, origin.url("/h"))

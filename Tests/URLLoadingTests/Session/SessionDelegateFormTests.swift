@@ -37,7 +37,8 @@ extension SessionTests {
     @Test("S3: a task's Progress follows the bytes received against Content-Length and is whole at the end")
     func progress() async throws {
         let origin = try await TestOrigin.start()
-        origin.route("/body", response: ScriptedResponse(parts: [.bytes(Array(repeating: 1, count: 1000)), .pause(.milliseconds(10)), .bytes(Array(repeating: 2, count: 500))], framing: .contentLength))
+        origin.route(
+            "/body", response: ScriptedResponse(parts: [.bytes(Array(repeating: 1, count: 1000)), .pause(.milliseconds(10)), .bytes(Array(repeating: 2, count: 500))], framing: .contentLength))
         let delegate = RecordingDelegate()
         let session = try Self.session(delegate)
         let task = session.dataTask(with: URLRequest(url: origin.url("/body")))
@@ -57,16 +58,22 @@ extension SessionTests {
         func urlSession(_ session: Session, task: SessionTask, didCompleteWithError error: (any Error)?) {
             completed.yield(error.map { "\(($0 as? URLError)?.sessionError?.code.description ?? "?")" } ?? "ok")
         }
-        func urlSession(_ session: Session, task: SessionTask, willPerformHTTPRedirection response: HTTPURLResponse,
-                     newRequest request: URLRequest, completionHandler: @escaping @Sendable (URLRequest?) -> Void) {
+        func urlSession(
+            _ session: Session, task: SessionTask, willPerformHTTPRedirection response: HTTPURLResponse,
+            newRequest request: URLRequest, completionHandler: @escaping @Sendable (URLRequest?) -> Void
+        ) {
             DispatchQueue.global().async { completionHandler(nil) }
         }
-        func urlSession(_ session: Session, dataTask: SessionTask, didReceive response: URLResponse,
-                     completionHandler: @escaping @Sendable (Session.ResponseDisposition) -> Void) {
+        func urlSession(
+            _ session: Session, dataTask: SessionTask, didReceive response: URLResponse,
+            completionHandler: @escaping @Sendable (Session.ResponseDisposition) -> Void
+        ) {
             completionHandler((response as? HTTPURLResponse)?.statusCode == 302 ? .allow : .cancel)
         }
-        func urlSession(_ session: Session, task: SessionTask, didReceive challenge: AuthenticationChallenge,
-                     completionHandler: @escaping @Sendable (Session.AuthChallengeDisposition, Credential?) -> Void) {
+        func urlSession(
+            _ session: Session, task: SessionTask, didReceive challenge: AuthenticationChallenge,
+            completionHandler: @escaping @Sendable (Session.AuthChallengeDisposition, Credential?) -> Void
+        ) {
             completionHandler(.useCredential, Credential(user: "ann", password: "pw", persistence: .none))
         }
     }

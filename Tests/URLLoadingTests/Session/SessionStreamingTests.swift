@@ -101,8 +101,10 @@ import TestSupport
         let last = try #require(metrics.transactionMetrics.last)
         #expect(!first.isReusedConnection && last.isReusedConnection)
         // A new connection has every phase but TLS, in order; a reused one has no lookup or connect.
-        let phases = [first.fetchStartDate, first.domainLookupStartDate, first.domainLookupEndDate, first.connectStartDate,
-                      first.connectEndDate, first.requestStartDate, first.requestEndDate, first.responseStartDate, first.responseEndDate]
+        let phases = [
+            first.fetchStartDate, first.domainLookupStartDate, first.domainLookupEndDate, first.connectStartDate,
+            first.connectEndDate, first.requestStartDate, first.requestEndDate, first.responseStartDate, first.responseEndDate,
+        ]
         let dates = phases.compactMap { $0 }
         #expect(dates.count == phases.count && dates == dates.sorted(), "\(phases)")
         #expect(dates.first.map { $0 >= before.addingTimeInterval(-0.01) } == true && metrics.taskInterval.contains(dates[dates.count - 1]))

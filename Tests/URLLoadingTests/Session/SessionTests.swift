@@ -35,8 +35,10 @@ import TestSupport
     @Test("RFC 9110 §5.3: lines of one field name in any case become one value of the response")
     func repeatedFieldsCombined() async throws {
         let origin = try await TestOrigin.start()
-        origin.route("/repeated", response: ScriptedResponse(
-            headers: [HeaderField("Foo", "1"), HeaderField("foo", "2"), HeaderField("Bar", "x"), HeaderField("FOO", "3")], body: "ok"))
+        origin.route(
+            "/repeated",
+            response: ScriptedResponse(
+                headers: [HeaderField("Foo", "1"), HeaderField("foo", "2"), HeaderField("Bar", "x"), HeaderField("FOO", "3")], body: "ok"))
         let session = try Self.session()
         let (_, response) = try await session.data(from: origin.url("/repeated"))
         let http = try #require(response as? HTTPURLResponse)
@@ -117,12 +119,13 @@ import TestSupport
         let origin = try await TestOrigin.start()
         origin.route("/r", Routes.redirect(to: "/a"))
         origin.route("/b") { request in ScriptedResponse(body: request.header("X-Changed") ?? "none") }
-        let delegate = RecordingDelegate(.init(redirect: { _, request in
-            var changed = request
-            changed.url = request.url?.deletingLastPathComponent().appendingPathComponent("b")
-            changed.setValue("yes", forHTTPHeaderField: "X-Changed")
-            return changed
-        }))
+        let delegate = RecordingDelegate(
+            .init(redirect: { _, request in
+                var changed = request
+                changed.url = request.url?.deletingLastPathComponent().appendingPathComponent("b")
+                changed.setValue("yes", forHTTPHeaderField: "X-Changed")
+                return changed
+            }))
         let session = try Self.session(delegate)
         session.dataTask(with: URLRequest(url: origin.url("/r"))).resume()
         await delegate.waitForCompletion()
@@ -281,7 +284,10 @@ import TestSupport
             let token = Token()
             weakToken = token
             // A transfer's end arriving after the awaiting task returned (after a cancel).
-            steps.deliver(.work { _ = token; ran.withLock { $0 = true } })
+            steps.deliver(
+                .work {
+                    _ = token; ran.withLock { $0 = true }
+                })
         }
         #expect(ran.withLock { $0 })
         #expect(weakToken == nil, "work delivered after close is kept (a cycle through the task's runner)")

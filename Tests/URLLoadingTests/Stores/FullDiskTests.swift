@@ -62,21 +62,25 @@ import TestSupport
         try await SmallDisk.with(kilobytes: 2048) { disk in
             let origin = try await TestOrigin.start()
             let body = TestOrigin.pattern(offset: 0, count: 400_000)
-            origin.route("/big", response: ScriptedResponse(
-                headers: [HeaderField("Cache-Control", "max-age=600"), HeaderField("Set-Cookie", "seen=1; Max-Age=3600")],
-                parts: [.bytes(body)]))
+            origin.route(
+                "/big",
+                response: ScriptedResponse(
+                    headers: [HeaderField("Cache-Control", "max-age=600"), HeaderField("Set-Cookie", "seen=1; Max-Age=3600")],
+                    parts: [.bytes(body)]))
             let cache = disk.url.appendingPathComponent("cache"), cookies = disk.url.appendingPathComponent("cookies")
             // Room for the stores' files and small writes, not for a 400 KB body.
             _ = try disk.fill(leaving: 160 * 1024)
             let result = try await ChildProcess.run(
                 ChildProcess.helper, ["full-disk-fetch", cache.path, cookies.path, origin.url("/big").absoluteString, "3"])
             #expect(result.status == 0, "\(result.standardError)")
-            #expect(result.standardOutput.split(separator: "\n") == Array(repeating: "status 200 bytes 400000", count: 3),
-                    "every fetch gets its whole response")
+            #expect(
+                result.standardOutput.split(separator: "\n") == Array(repeating: "status 200 bytes 400000", count: 3),
+                "every fetch gets its whole response")
             let reports = result.standardError.components(separatedBy: "cache store failed").count - 1
             #expect(reports == 1, "one report for three failed writes: \(result.standardError)")
-            #expect(result.standardError.contains("No space left on device") || result.standardError.contains("full"),
-                    "the report says why: \(result.standardError)")
+            #expect(
+                result.standardError.contains("No space left on device") || result.standardError.contains("full"),
+                "the report says why: \(result.standardError)")
             #expect(try CacheMaintenance.verify(in: cache).isEmpty, "the store is consistent after the failed writes")
             try await origin.shutdown()
         }
@@ -109,8 +113,10 @@ import TestSupport
         try await SmallDisk.with(kilobytes: 256) { disk in
             try await disk.remountReadOnly()
             let environment = ProcessInfo.processInfo.environment.merging(
-                ["XDG_DATA_HOME": disk.url.appendingPathComponent("data").path,
-                 "XDG_CACHE_HOME": disk.url.appendingPathComponent("cache").path]) { $1 }
+                [
+                    "XDG_DATA_HOME": disk.url.appendingPathComponent("data").path,
+                    "XDG_CACHE_HOME": disk.url.appendingPathComponent("cache").path,
+                ]) { $1 }
             let result = try await ChildProcess.run(
                 ChildProcess.helper, ["cookie-fetch", "readonly-test", origin.url("/set").absoluteString], environment: environment)
             // The session works, with cookies in memory.

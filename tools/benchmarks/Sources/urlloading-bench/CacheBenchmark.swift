@@ -143,8 +143,9 @@ enum CacheBenchmark {
 
         print("figure        ours µs    raw-sqlite µs    foundation µs")
         for row in rows {
-            print(row.figure.padding(toLength: 12, withPad: " ", startingAt: 0),
-                  formatted(row.ours).leftPadded(9), formatted(row.raw).leftPadded(16), formatted(row.foundation).leftPadded(16))
+            print(
+                row.figure.padding(toLength: 12, withPad: " ", startingAt: 0),
+                formatted(row.ours).leftPadded(9), formatted(row.raw).leftPadded(16), formatted(row.foundation).leftPadded(16))
         }
         print("open-1k (ours) \(formatted(oursOpenSmall)) µs\n")
         for row in rows {

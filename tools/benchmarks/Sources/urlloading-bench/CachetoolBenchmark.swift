@@ -52,8 +52,9 @@ enum CachetoolBenchmark {
             let list = measure(cachetool, ["list", "--cache-dir", path])
             let prune = measure(cachetool, ["prune", "--cache-dir", path, "--to-size", "1M"])
             figures[entries] = (list.firstLine, list.rssKiB, prune.rssKiB, prune.total)
-            print("  \(entries) entries: list first entry after \(formatted(list.firstLine * 1000)) ms (all in \(formatted(list.total * 1000)) ms), "
-                + "peak RSS \(list.rssKiB / 1024) MiB; prune --to-size 1M \(formatted(prune.total * 1000)) ms, peak RSS \(prune.rssKiB / 1024) MiB")
+            print(
+                "  \(entries) entries: list first entry after \(formatted(list.firstLine * 1000)) ms (all in \(formatted(list.total * 1000)) ms), "
+                    + "peak RSS \(list.rssKiB / 1024) MiB; prune --to-size 1M \(formatted(prune.total * 1000)) ms, peak RSS \(prune.rssKiB / 1024) MiB")
             try? FileManager.default.removeItem(atPath: path)
         }
         guard let small = figures[10_000], let big = figures[100_000] else { return }

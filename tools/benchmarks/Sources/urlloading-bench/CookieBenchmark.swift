@@ -58,19 +58,21 @@ enum CookieBenchmark {
         let targets = (0..<lookups).map { url($0 % sites, $0) }
         var sink = 0
         func timeOurs(_ store: CookieStore) -> Double {
-            median((0..<5).map { _ in
-                microsecondsPerOperation(lookups) {
-                    for target in targets { sink &+= store.cookies(for: target, mainDocumentURL: nil).count }
-                }
-            })
+            median(
+                (0..<5).map { _ in
+                    microsecondsPerOperation(lookups) {
+                        for target in targets { sink &+= store.cookies(for: target, mainDocumentURL: nil).count }
+                    }
+                })
         }
         let oursMemory = timeOurs(memory)
         let oursPersistent = timeOurs(persistent)
-        let theirs = median((0..<3).map { _ in
-            microsecondsPerOperation(foundationLookups) {
-                for target in targets.prefix(foundationLookups) { sink &+= foundation.cookies(for: target)?.count ?? 0 }
-            }
-        })
+        let theirs = median(
+            (0..<3).map { _ in
+                microsecondsPerOperation(foundationLookups) {
+                    for target in targets.prefix(foundationLookups) { sink &+= foundation.cookies(for: target)?.count ?? 0 }
+                }
+            })
         // Both stores answer the same question: the same number of cookies per URL.
         let probe = url(7, 4)
         let oursProbe = memory.cookies(for: probe, mainDocumentURL: nil).count

@@ -14,8 +14,10 @@ enum Fixture {
     }
 
     static func headers(_ index: Int) -> [(name: String, value: String)] {
-        [("Cache-Control", "max-age=3600"), ("Content-Type", "application/octet-stream"), ("ETag", "\"v\(index)\""),
-         ("Date", "Sun, 22 Nov 2026 03:00:00 GMT"), ("Server", "bench")]
+        [
+            ("Cache-Control", "max-age=3600"), ("Content-Type", "application/octet-stream"), ("ETag", "\"v\(index)\""),
+            ("Date", "Sun, 22 Nov 2026 03:00:00 GMT"), ("Server", "bench"),
+        ]
     }
 
     static func headerBlob(_ index: Int) -> Data {

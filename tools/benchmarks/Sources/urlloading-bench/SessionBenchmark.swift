@@ -72,10 +72,12 @@ enum SessionBenchmark {
         for (figure, count, inFlight) in [("get-seq", sequentialRequests, 1), ("get-16", concurrentRequests, inFlight)] {
             let results = best({ c(["get", small, "\(count)", "\(inFlight)"]) }, { child($0, "get", small, count, inFlight) })
             guard let ours = results["ours"], let reference = results["libcurl-c"] else { continue }
-            lines.append("\(figure): " + ["ours", "libcurl-c", "foundation", "async-http-client"].map { name in
-                let figures = results[name] ?? reference
-                return "\(name) \(Int(Double(count) / figures.elapsed)) req/s, \(formatted(figures.cpu / Double(count) * 1e6)) µs CPU/req"
-            }.joined(separator: "; "))
+            lines.append(
+                "\(figure): "
+                    + ["ours", "libcurl-c", "foundation", "async-http-client"].map { name in
+                        let figures = results[name] ?? reference
+                        return "\(name) \(Int(Double(count) / figures.elapsed)) req/s, \(formatted(figures.cpu / Double(count) * 1e6)) µs CPU/req"
+                    }.joined(separator: "; "))
             for name in ["libcurl-c", "foundation", "async-http-client"] {
                 guard let other = results[name] else { continue }
                 table.append((figure, name, ours.elapsed / other.elapsed))
@@ -91,10 +93,12 @@ enum SessionBenchmark {
                 table.append(("download-100m", name, ours.elapsed / other.elapsed))
             }
         }
-        lines.append("download-100m: " + ["ours", "libcurl-c", "foundation", "async-http-client"].compactMap { name in
-            guard let figures = downloads[name] else { return nil }
-            return "\(name) \(formatted(figures.bytes / figures.elapsed / 1_048_576)) MiB/s, peak RSS \(Int(figures.peakRSSKiB / 1024)) MiB"
-        }.joined(separator: "; "))
+        lines.append(
+            "download-100m: "
+                + ["ours", "libcurl-c", "foundation", "async-http-client"].compactMap { name in
+                    guard let figures = downloads[name] else { return nil }
+                    return "\(name) \(formatted(figures.bytes / figures.elapsed / 1_048_576)) MiB/s, peak RSS \(Int(figures.peakRSSKiB / 1024)) MiB"
+                }.joined(separator: "; "))
         lines.append("download task (to a file): \(formatted(oursTask.bytes / oursTask.elapsed / 1_048_576)) MiB/s, peak RSS \(Int(oursTask.peakRSSKiB / 1024)) MiB")
 
         bigTransfers(base: base, work: work, sink: sink, c: c, into: &table, lines: &lines)
@@ -114,8 +118,10 @@ enum SessionBenchmark {
     /// uploads there with WebDAV PUT. Each contender runs `bigTransferRuns`
     /// times, in turns, and its best time counts: one run of a gigabyte
     /// varies by ±40% here with the machine's other work.
-    static func bigTransfers(base: String, work: String, sink: String, c: (([String]) -> Figures),
-                             into table: inout [(figure: String, reference: String, ratio: Double)], lines: inout [String]) {
+    static func bigTransfers(
+        base: String, work: String, sink: String, c: (([String]) -> Figures),
+        into table: inout [(figure: String, reference: String, ratio: Double)], lines: inout [String]
+    ) {
         let download = base + "/1g", received = sink + "/received", source = work + "/www/1g"
         // Every upload replaces the same file: gigabytes piling up in the
         // sink slowed nginx down by seconds per upload.
@@ -131,7 +137,7 @@ enum SessionBenchmark {
             return Double(now() - start) / 1e9
         }
         var environment = ProcessInfo.processInfo.environment
-        environment["TMPDIR"] = sink // where our download task's file goes
+        environment["TMPDIR"] = sink  // where our download task's file goes
         for (figure, mode) in [("download-1g", "download-task"), ("upload-1g", "upload-task")] {
             let upload = mode == "upload-task"
             var best: [String: Figures] = [:]
@@ -142,16 +148,21 @@ enum SessionBenchmark {
                 keep("libcurl-c", c(upload ? ["upload", uploadTarget, source] : ["download-file", download, received]))
                 let seconds = cli(upload ? ["-T", source, "-o", "/dev/null", uploadTarget] : ["-o", received, download])
                 keep("curl-cli", Figures(elapsed: seconds, cpu: 0, peakRSSKiB: 0, bytes: 1_073_741_824))
-                keep("ours", parse(runChildText(["session-child", "ours", mode, upload ? uploadTarget : download, "1", "1", source],
-                                                environment: environment)))
+                keep(
+                    "ours",
+                    parse(
+                        runChildText(
+                            ["session-child", "ours", mode, upload ? uploadTarget : download, "1", "1", source],
+                            environment: environment)))
                 try? FileManager.default.removeItem(atPath: received)
             }
             guard let ours = best["ours"], let reference = best["libcurl-c"], let curlCLI = best["curl-cli"] else { continue }
             table.append((figure, "libcurl-c", ours.elapsed / reference.elapsed))
             table.append((figure, "curl-cli", ours.elapsed / curlCLI.elapsed))
-            lines.append("\(figure) (best of \(Self.bigTransferRuns)): ours \(formatted(1024 / ours.elapsed)) MiB/s, peak RSS \(Int(ours.peakRSSKiB / 1024)) MiB; "
-                + "libcurl-c \(formatted(1024 / reference.elapsed)) MiB/s, peak RSS \(Int(reference.peakRSSKiB / 1024)) MiB; "
-                + "curl-cli \(formatted(1024 / curlCLI.elapsed)) MiB/s")
+            lines.append(
+                "\(figure) (best of \(Self.bigTransferRuns)): ours \(formatted(1024 / ours.elapsed)) MiB/s, peak RSS \(Int(ours.peakRSSKiB / 1024)) MiB; "
+                    + "libcurl-c \(formatted(1024 / reference.elapsed)) MiB/s, peak RSS \(Int(reference.peakRSSKiB / 1024)) MiB; "
+                    + "curl-cli \(formatted(1024 / curlCLI.elapsed)) MiB/s")
         }
     }
 
@@ -160,7 +171,8 @@ enum SessionBenchmark {
     static func rusage() -> (cpu: Double, rssKiB: Double) {
         var usage = Glibc.rusage()
         getrusage(__rusage_who_t(RUSAGE_SELF.rawValue), &usage)
-        let cpu = Double(usage.ru_utime.tv_sec) + Double(usage.ru_utime.tv_usec) / 1e6
+        let cpu =
+            Double(usage.ru_utime.tv_sec) + Double(usage.ru_utime.tv_usec) / 1e6
             + Double(usage.ru_stime.tv_sec) + Double(usage.ru_stime.tv_usec) / 1e6
         return (cpu, peakRSSKiB())
     }
@@ -169,7 +181,8 @@ enum SessionBenchmark {
     /// so a child would report its parent's peak if that was larger.
     static func peakRSSKiB() -> Double {
         guard let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8),
-              let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmHWM:") }) else { return -1 }
+            let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmHWM:") })
+        else { return -1 }
         return Double(line.split(separator: " ").dropFirst().first ?? "") ?? -1
     }
 
@@ -178,8 +191,10 @@ enum SessionBenchmark {
     /// - Parameter warmUp: Open connections before the clock starts (the
     ///   GET figures); a gigabyte's transfer is timed from a cold start, as
     ///   the C program's and curl's are.
-    static func timed(_ count: Int, _ inFlight: Int, warmUp: Bool = true,
-                      _ one: @escaping @Sendable () async throws -> Int) async -> (Double, Double, Int) {
+    static func timed(
+        _ count: Int, _ inFlight: Int, warmUp: Bool = true,
+        _ one: @escaping @Sendable () async throws -> Int
+    ) async -> (Double, Double, Int) {
         if warmUp { for _ in 0..<inFlight { _ = try? await one() } }
         let before = rusage().cpu
         let start = now()

@@ -43,8 +43,10 @@ case "session":
     SessionBenchmark.run(base: arguments[1], curlBench: arguments[2], work: arguments[3], sink: arguments[4])
 case "session-child":
     guard arguments.count == 6 || arguments.count == 7, let count = Int(arguments[4]), let inFlight = Int(arguments[5]) else { fail("bad arguments") }
-    print(await SessionBenchmark.child(contender: arguments[1], mode: arguments[2], url: arguments[3], count: count, inFlight: inFlight,
-                                       path: arguments.count == 7 ? arguments[6] : nil))
+    print(
+        await SessionBenchmark.child(
+            contender: arguments[1], mode: arguments[2], url: arguments[3], count: count, inFlight: inFlight,
+            path: arguments.count == 7 ? arguments[6] : nil))
 case "child-populate":
     guard arguments.count == 3, let entries = Int(arguments[2]) else { fail("bad arguments") }
     CacheBenchmark.populateOurs(arguments[1], entries)
