@@ -21,6 +21,8 @@ let package = Package(
         // Test-only: the loopback origin in Tests/TestSupport.
         .package(url: "https://github.com/apple/swift-nio", from: "2.80.0"),
         .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.30.0"),
+        // Documentation only: `swift package generate-documentation --target URLLoading`.
+        .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.5.0"),
     ],
     targets: [
         // MARK: C system libraries

@@ -32,6 +32,7 @@ public struct AuthChallenge: Sendable, Hashable, CustomStringConvertible {
         "\(scheme)(\(parameters.map(\.name).joined(separator: ", ")))"
     }
 
+    /// Whether both name the same scheme and parameters.
     public static func == (a: AuthChallenge, b: AuthChallenge) -> Bool {
         a.scheme.lowercased() == b.scheme.lowercased() && a.token68 == b.token68
             && a.parameters.map { "\($0.name)=\($0.value)" } == b.parameters.map { "\($0.name)=\($0.value)" }

@@ -116,6 +116,7 @@ final class ByteStreamBuffer: Sendable {
 /// byte by byte or chunk by chunk, with back-pressure: the transfer pauses
 /// while the reader is more than a mebibyte behind.
 public struct ByteStream: AsyncSequence, Sendable {
+    /// The body, byte by byte.
     public typealias Element = UInt8
 
     /// Cancels the task when the last stream or iterator is gone, so a reader

@@ -9,7 +9,9 @@ extension Session {
     /// Loads `request` and returns the body and response. Cancelling the
     /// calling Swift task cancels the transfer.
     ///
-    /// - Parameter delegate: A delegate for this task alone (redirects, metrics).
+    /// - Parameters:
+    ///   - request: The request to send.
+    ///   - delegate: A delegate for this task alone (redirects, metrics).
     /// - Throws: `URLError` for client-side failures (its `sessionError` has our details); a 4xx or 5xx is a response.
     public func data(for request: URLRequest, delegate: (any SessionDelegate)? = nil) async throws -> (Data, URLResponse) {
         try await load(.data, request, body: nil, delegate: delegate)

@@ -123,6 +123,7 @@ public final class Session: Sendable, CustomStringConvertible {
 
     var isInvalidated: Bool { state.withLock { $0.invalidating || $0.invalidated } }
 
+    /// The configuration's kind and the number of tasks.
     public var description: String {
         "Session(\(settings.kind), \(state.withLock { $0.tasks.count }) tasks)"
     }

@@ -12,34 +12,52 @@ public struct SessionError: Error, CustomStringConvertible, Sendable, Equatable 
         private let name: String
         private init(_ name: String) { self.name = name }
 
+        /// The task was cancelled.
         public static let cancelled = Code("cancelled")
         /// The delegate cancelled an authentication challenge.
         public static let userCancelledAuthentication = Code("user cancelled authentication")
         /// Authentication did not come to an end within the task's bound of
         /// requests (a server that keeps challenging).
         public static let userAuthenticationRequired = Code("user authentication required")
+        /// The request or resource timeout passed.
         public static let timedOut = Code("timed out")
+        /// The host name did not resolve.
         public static let cannotFindHost = Code("cannot find host")
+        /// No connection could be made.
         public static let cannotConnectToHost = Code("cannot connect to host")
+        /// The connection broke during the exchange.
         public static let networkConnectionLost = Code("network connection lost")
+        /// The server's response could not be read as HTTP.
         public static let badServerResponse = Code("bad server response")
+        /// More redirects than the configuration allows.
         public static let httpTooManyRedirects = Code("too many redirects")
+        /// A scheme the session does not fetch.
         public static let unsupportedURL = Code("unsupported URL")
+        /// A URL that cannot be requested.
         public static let badURL = Code("bad URL")
+        /// The TLS handshake failed.
         public static let secureConnectionFailed = Code("secure connection failed")
+        /// The server's certificate is not trusted.
         public static let serverCertificateUntrusted = Code("server certificate untrusted")
+        /// The server refused the client certificate.
         public static let clientCertificateRejected = Code("client certificate rejected")
+        /// The request body could not be read.
         public static let cannotReadBody = Code("cannot read request body")
+        /// A download file could not be written.
         public static let cannotWriteFile = Code("cannot write file")
         /// The body had to be sent again and no new body stream was given
         /// (the delegate's `needNewBodyStream` returned nil).
         public static let requestBodyStreamExhausted = Code("request body stream exhausted")
+        /// The cache had no answer where only the cache may answer.
         public static let resourceUnavailable = Code("resource unavailable")
+        /// The session was invalidated before the task could run.
         public static let sessionInvalidated = Code("session invalidated")
+        /// Any other failure.
         public static let unknown = Code("unknown")
         /// Resume data that is damaged, forged, of another version, or whose file is gone.
         public static let cannotDecodeResumeData = Code("cannot decode resume data")
 
+        /// The code's name.
         public var description: String { name }
     }
 
@@ -61,6 +79,7 @@ public struct SessionError: Error, CustomStringConvertible, Sendable, Equatable 
         self.message = message
     }
 
+    /// The code, the message and the failing URL (its secrets redacted).
     public var description: String {
         "\(code): \(message)" + (failingURL.map { " (\($0.absoluteString))" } ?? "")
     }

@@ -10,10 +10,26 @@ import Transport
 /// download kinds, SPEC S4). Every task starts suspended; `resume()` starts it.
 public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
     /// The kind of task.
-    public enum Kind: Sendable, Equatable { case data, upload, download }
+    public enum Kind: Sendable, Equatable {
+        /// A data task: the body in memory or to the delegate.
+        case data
+        /// An upload task: a body sent, the response's body as for data.
+        case upload
+        /// A download task: the body to a file.
+        case download
+    }
 
     /// Apple's `URLSessionTask.State`.
-    public enum State: Sendable, Equatable { case running, suspended, canceling, completed }
+    public enum State: Sendable, Equatable {
+        /// Resumed and not finished.
+        case running
+        /// Made and not resumed yet, or suspended.
+        case suspended
+        /// Cancelled, with its last calls still to come.
+        case canceling
+        /// Finished: its completion was delivered.
+        case completed
+    }
 
     /// Unique among the session's tasks.
     public let taskIdentifier: Int
@@ -156,11 +172,13 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
         }
     }
 
+    /// The task's identifier, kind, state and URL without secrets.
     public var description: String {
         let url = originalRequest?.url.map { SessionError.redacted($0).absoluteString } ?? "?"
         return "SessionTask(\(taskIdentifier), \(kind), \(state), \(url))"
     }
 
+    /// Whether both are the same task.
     public static func == (a: SessionTask, b: SessionTask) -> Bool { a === b }
     public func hash(into hasher: inout Hasher) { hasher.combine(ObjectIdentifier(self)) }
 
