@@ -4,7 +4,7 @@
 ///
 /// ```
 /// awaiting status line ─"HTTP/x nnn"→ in head ─field lines (obs-fold joins)→ in head
-///        ↑                                 └─blank line→ 1xx (not 101): forgotten, awaiting the next head
+///        ↑                                 └─blank line→ 1xx (not 101): reported, then forgotten, awaiting the next head
 ///        └──────────────────────────────────────────────  else: the final head is complete
 /// any line past `maximumBytes` in all, a malformed status or field line → failed
 /// ```
@@ -16,8 +16,11 @@ package struct ResponseHeadParser {
         /// A field names a content or transfer coding libcurl does not
         /// decode: the body must go through untouched.
         case undecodableCoding
-        /// The blank line of a head (interim heads are forgotten).
+        /// The blank line of the final head.
         case endOfHead
+        /// The blank line of an interim (1xx, not 101) head: here it is; the
+        /// parser forgets it and awaits the next head.
+        case interimHead(ResponseHead)
         /// The head cannot be used; the transfer stops.
         case failed(TransferError)
     }
@@ -48,7 +51,11 @@ package struct ResponseHeadParser {
         var end = raw.count
         while end > 0, raw[end - 1] == 0x0A || raw[end - 1] == 0x0D { end -= 1 }
         if end == 0 {
-            if (100..<200).contains(status) && status != 101 { status = 0 }
+            if (100..<200).contains(status) && status != 101 {
+                let interim = ResponseHead(status: status, httpVersion: httpVersion, headers: headers)
+                status = 0
+                return .interimHead(interim)
+            }
             return .endOfHead
         }
         let line = UnsafeRawBufferPointer(rebasing: raw[0..<end])

@@ -396,6 +396,9 @@ final class Transfer {
         switch head.line(bytes) {
         case .none, .endOfHead:
             return true
+        case .interimHead(let interim):
+            observer.transferDidReceiveInterimHead(interim)
+            return true
         case .undecodableCoding:
             // libcurl fails a body in a coding it does not know; browsers
             // deliver it as it came, and so do we. libcurl reads this option

@@ -143,8 +143,10 @@ package struct TransferMetrics: Sendable, Equatable {
 /// Receives the events of one transfer, on the transport's thread. Each
 /// call must return quickly: hand the work to another context.
 package protocol TransferObserver: AnyObject, Sendable {
-    /// The final response's head arrived (interim 1xx heads are skipped).
+    /// The final response's head arrived.
     func transferDidReceiveHead(_ head: ResponseHead)
+    /// An interim (1xx, not 101) head arrived: 100 Continue, 103 Early Hints.
+    func transferDidReceiveInterimHead(_ head: ResponseHead)
     /// A body chunk arrived. Return false to pause the transfer without
     /// consuming the chunk: libcurl delivers it again after `unpause`.
     func transferDidReceive(_ chunk: UnsafeRawBufferPointer) -> Bool
@@ -152,4 +154,9 @@ package protocol TransferObserver: AnyObject, Sendable {
     func transferDidSendBody(sent: Int64, total: Int64)
     /// The transfer ended: with metrics, or with an error.
     func transferDidComplete(_ result: Result<TransferMetrics, TransferError>)
+}
+
+extension TransferObserver {
+    /// Interim heads are of no interest by default.
+    package func transferDidReceiveInterimHead(_ head: ResponseHead) {}
 }

@@ -455,7 +455,7 @@ final class Recorder: TransferObserver {
         return (parser, events)
     }
 
-    @Test("A head: status, version, fields in order with names' case kept; interim heads forgotten; obs-fold joined")
+    @Test("A head: status, version, fields in order with names' case kept; interim heads reported, then forgotten; obs-fold joined")
     func heads() throws {
         let (parser, events) = Self.feed([
             "HTTP/1.1 100 Continue\r\n", "\r\n",
@@ -465,8 +465,15 @@ final class Recorder: TransferObserver {
         let head = try #require(parser.finalHead)
         #expect(head.status == 200 && head.httpVersion == "HTTP/1.1")
         #expect(head.headers.map { "\($0.name)=\($0.value)" } == ["Content-Type=text/plain", "X-Folded=a b", "x-empty="])
-        let (interimOnly, _) = Self.feed(["HTTP/1.1 103 Early Hints\r\n", "Link: </a>\r\n", "\r\n"])
+        let (interimOnly, interimEvents) = Self.feed(["HTTP/1.1 103 Early Hints\r\n", "Link: </a>\r\n", "\r\n"])
         #expect(interimOnly.finalHead == nil)
+        // The interim head is reported whole at its blank line, then forgotten.
+        guard case .interimHead(let interim) = interimEvents.last else {
+            Issue.record("no interim head event: \(interimEvents)")
+            return
+        }
+        #expect(interim.status == 103 && interim.headers.map(\.value) == ["</a>"])
+        #expect(events[1] == .interimHead(ResponseHead(status: 100, httpVersion: "HTTP/1.1", headers: [])))
     }
 
     @Test("Malformed status and field lines, and heads past the limit, fail the transfer")

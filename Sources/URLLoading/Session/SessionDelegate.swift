@@ -94,6 +94,9 @@ public protocol SessionDelegate: AnyObject, Sendable {
     /// The task cannot reach its host and waits for connectivity (only with
     /// `waitsForConnectivity`); called once, before the task retries.
     func urlSession(_ session: Session, taskIsWaitingForConnectivity task: SessionTask)
+    /// The server sent an interim (1xx) response before the final one:
+    /// `100 Continue`, `103 Early Hints` (never `101 Switching Protocols`).
+    func urlSession(_ session: Session, task: SessionTask, didReceiveInformationalResponse response: HTTPURLResponse)
     /// A task whose body comes from streams needs one: for the first
     /// transfer of a streamed upload task, and whenever the body must be sent
     /// again (after a challenge, or a redirect that keeps the method). Return
@@ -206,6 +209,9 @@ extension SessionDelegate {
         completionHandler(.performDefaultHandling, nil)
     }
     public func urlSession(_ session: Session, taskIsWaitingForConnectivity task: SessionTask) { DelegateFallback.unhandled() }
+    public func urlSession(_ session: Session, task: SessionTask, didReceiveInformationalResponse response: HTTPURLResponse) {
+        DelegateFallback.unhandled()
+    }
     public func urlSession(_ session: Session, needNewBodyStreamForTask task: SessionTask) async -> InputStream? {
         let box = await withCheckedContinuation { (continuation: CheckedContinuation<OwnedInputStream?, Never>) in
             self.urlSession(session, task: task) { stream in continuation.resume(returning: stream.map(OwnedInputStream.init)) }

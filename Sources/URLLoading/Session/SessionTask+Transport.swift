@@ -11,6 +11,18 @@ import Transport
 extension SessionTask {
     // MARK: Transport events (on the transport's thread)
 
+    /// A 1xx head: to the delegate on the task's context, before the final
+    /// response's calls (they are queued after it).
+    func receivedInterim(_ head: ResponseHead, hop: Int) {
+        guard hasDelegate, let session, let url = currentRequest?.url,
+            locked.withLock({ hop == $0.machine.hop && !$0.machine.isFinished }),
+            let response = Self.makeResponse(url: url, head: head)
+        else { return }
+        events.enqueueSync { [self] in
+            self.callDelegate { $0.urlSession(session, task: self, didReceiveInformationalResponse: response) }
+        }
+    }
+
     func received(_ head: ResponseHead, hop: Int) {
         perform(
             locked.withLock { inner in
@@ -174,6 +186,7 @@ final class HopObserver: TransferObserver {
     }
 
     func transferDidReceiveHead(_ head: ResponseHead) { task.received(head, hop: hop) }
+    func transferDidReceiveInterimHead(_ head: ResponseHead) { task.receivedInterim(head, hop: hop) }
     func transferDidReceive(_ chunk: UnsafeRawBufferPointer) -> Bool { task.received(chunk, hop: hop) }
     func transferDidSendBody(sent: Int64, total: Int64) { task.sent(sent, total: total, hop: hop) }
     func transferDidComplete(_ result: Result<TransferMetrics, TransferError>) {

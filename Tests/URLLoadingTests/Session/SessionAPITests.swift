@@ -154,4 +154,45 @@ import TestSupport
         session.invalidateAndCancel()
         try await origin.shutdown()
     }
+
+    final class InformationalDelegate: NSObject, SessionDataDelegate {
+        let events = Lock<[String]>([])
+        let done = CompletionLatch()
+        func urlSession(_ session: Session, task: SessionTask, didReceiveInformationalResponse response: HTTPURLResponse) {
+            events.withLock { $0.append("\(response.statusCode) \(response.value(forHTTPHeaderField: "Link") ?? "-")") }
+        }
+        func urlSession(
+            _ session: Session, dataTask: SessionDataTask, didReceive response: URLResponse,
+            completionHandler: @escaping @Sendable (Session.ResponseDisposition) -> Void
+        ) {
+            events.withLock { $0.append("response \((response as? HTTPURLResponse)?.statusCode ?? 0)") }
+            completionHandler(.allow)
+        }
+        func urlSession(_ session: Session, task: SessionTask, didCompleteWithError error: (any Error)?) {
+            events.withLock { $0.append(error == nil ? "complete" : "failed") }
+            done.open()
+        }
+    }
+
+    @Test("didReceiveInformationalResponse: each 103 Early Hints head, in order, before the final response")
+    func informationalResponses() async throws {
+        let origin = try await TestOrigin.start()
+        var hinted = ScriptedResponse(body: "ok")
+        hinted.rawHead = Array(
+            ("HTTP/1.1 103 Early Hints\r\nLink: </a.css>; rel=preload\r\n\r\n"
+                + "HTTP/1.1 103 Early Hints\r\nLink: </b.js>; rel=preload\r\n\r\n"
+                + "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n").utf8)
+        origin.route("/hinted", response: hinted)
+        let delegate = InformationalDelegate()
+        let session = Session(configuration: .ephemeral, delegate: delegate, delegateQueue: nil)
+        session.dataTask(with: origin.url("/hinted")).resume()
+        await delegate.done.wait()
+        #expect(
+            delegate.events.withLock { $0 } == [
+                "103 </a.css>; rel=preload", "103 </b.js>; rel=preload", "response 200", "complete",
+            ])
+        session.finishTasksAndInvalidate()
+        try await origin.shutdown()
+    }
 }
+
