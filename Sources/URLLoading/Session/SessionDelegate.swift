@@ -94,6 +94,15 @@ public protocol SessionDelegate: AnyObject, Sendable {
     /// The task cannot reach its host and waits for connectivity (only with
     /// `waitsForConnectivity`); called once, before the task retries.
     func urlSession(_ session: Session, taskIsWaitingForConnectivity task: SessionTask)
+    /// A task resumed before its `earliestBeginDate` is about to start, at
+    /// that date: go on, go on with another request, or cancel. The default
+    /// goes on.
+    func urlSession(_ session: Session, task: SessionTask, willBeginDelayedRequest request: URLRequest) async
+        -> (Session.DelayedRequestDisposition, URLRequest?)
+    /// The delayed-request method's completion-handler form.
+    func urlSession(
+        _ session: Session, task: SessionTask, willBeginDelayedRequest request: URLRequest,
+        completionHandler: @escaping @Sendable (Session.DelayedRequestDisposition, URLRequest?) -> Void)
     /// The server sent an interim (1xx) response before the final one:
     /// `100 Continue`, `103 Early Hints` (never `101 Switching Protocols`).
     func urlSession(_ session: Session, task: SessionTask, didReceiveInformationalResponse response: HTTPURLResponse)

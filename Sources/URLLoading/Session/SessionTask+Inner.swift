@@ -32,6 +32,8 @@ extension SessionTask {
         /// The status of the current hop's head.
         /// The current hop's response head, once it arrived.
         var hopHead: ResponseHead?
+        /// Not before this date does a resumed task start.
+        var earliestBeginDate: Date?
         // The cache's part (SPEC C4–C6).
         var cacheKey: String?
         var cacheStatus: String?

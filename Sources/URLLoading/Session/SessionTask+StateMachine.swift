@@ -25,6 +25,9 @@ extension SessionTask {
         enum Phase: Equatable {
             /// Made and never resumed.
             case suspended
+            /// Resumed before its earliest begin date: waits for the date and
+            /// the delegate's `willBeginDelayedRequest`.
+            case delayed
             /// Interceptors and the cache are consulted.
             case intercepting
             /// The hop's transfer waits before it starts (again).
@@ -72,6 +75,7 @@ extension SessionTask {
         }
 
         enum Action: Equatable {
+            case awaitBeginDate
             case runInterceptors
             case startTransfer(hop: Int)
             case cancelTransfer(CurlMulti.TransferID)
@@ -135,15 +139,28 @@ extension SessionTask {
             [.impossible("\(event) in phase \(phase) of hop \(hop)")]
         }
 
-        mutating func resume() -> [Action] {
+        /// - Parameter delayed: The task's earliest begin date is still to come.
+        mutating func resume(delayed: Bool = false) -> [Action] {
             guard !isFinished else { return [] }
             if phase == .suspended {
+                if delayed {
+                    phase = .delayed
+                    return [.awaitBeginDate]
+                }
                 phase = .intercepting
                 return [.runInterceptors]
             }
             guard paused else { return [] }
             paused = false
             return unpauseIfRefused()
+        }
+
+        /// The begin date came and the delegate let the task go on.
+        mutating func beginDelayed() -> [Action] {
+            guard !isFinished else { return [] }
+            guard phase == .delayed else { return impossible("beginDelayed") }
+            phase = .intercepting
+            return [.runInterceptors]
         }
 
         mutating func suspend() {

@@ -188,8 +188,9 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
     public func resume() {
         perform(
             locked.withLock { inner -> [StateMachine.Action] in
-                if inner.started == nil { inner.started = Date() }
-                return inner.machine.resume()
+                let now = Date()
+                if inner.started == nil { inner.started = now }
+                return inner.machine.resume(delayed: inner.earliestBeginDate.map { $0 > now } ?? false)
             })
     }
 
@@ -208,6 +209,7 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
     func perform(_ actions: [StateMachine.Action]) {
         for action in actions {
             switch action {
+            case .awaitBeginDate: awaitBeginDate()
             case .runInterceptors: runInterceptors()
             case .startTransfer(let hop): startTransfer(hop: hop)
             case .cancelTransfer(let id): session?.multi?.cancel(id)

@@ -194,5 +194,60 @@ import TestSupport
         session.finishTasksAndInvalidate()
         try await origin.shutdown()
     }
-}
 
+    final class DelayingDelegate: NSObject, SessionTaskDelegate {
+        let answer: Session.DelayedRequestDisposition
+        let replacement: URL?
+        let asked = Lock<[String]>([])
+        init(_ answer: Session.DelayedRequestDisposition, replacement: URL? = nil) {
+            self.answer = answer
+            self.replacement = replacement
+        }
+        func urlSession(
+            _ session: Session, task: SessionTask, willBeginDelayedRequest request: URLRequest,
+            completionHandler: @escaping @Sendable (Session.DelayedRequestDisposition, URLRequest?) -> Void
+        ) {
+            asked.withLock { $0.append(request.url?.path ?? "") }
+            completionHandler(answer, replacement.map { URLRequest(url: $0) })
+        }
+    }
+
+    @Test("earliestBeginDate: the request goes no earlier; willBeginDelayedRequest can replace it or cancel the task")
+    func delayedRequests() async throws {
+        let origin = try await TestOrigin.start()
+        let arrivals = Lock<[String: Date]>([:])
+        for path in ["/a", "/b", "/c"] {
+            origin.route(path) { request in
+                arrivals.withLock { $0[request.path] = Date() }
+                return ScriptedResponse(body: request.path)
+            }
+        }
+        let session = Session(configuration: .ephemeral)
+        /// Runs a task for `path` that begins at `begin` with `delegate`; its data or error.
+        func fetch(_ path: String, begin: Date, delegate: DelayingDelegate) async -> (Data?, (any Error)?) {
+            await withCheckedContinuation { continuation in
+                let task = session.dataTask(with: URLRequest(url: origin.url(path))) { data, _, error in
+                    continuation.resume(returning: (data, error))
+                }
+                task.earliestBeginDate = begin
+                task.delegate = delegate
+                task.resume()
+            }
+        }
+        // Replaced: /b is fetched instead of /a, not before the date.
+        let replacing = DelayingDelegate(.useNewRequest, replacement: origin.url("/b"))
+        let begin = Date().addingTimeInterval(0.3)
+        let (data, error) = await fetch("/a", begin: begin, delegate: replacing)
+        #expect(error == nil && data.map { String(decoding: $0, as: UTF8.self) } == "/b")
+        #expect(replacing.asked.withLock { $0 } == ["/a"])
+        #expect(arrivals.withLock { $0["/b"] }.map { $0 >= begin } == true, "not before the begin date")
+        #expect(arrivals.withLock { $0["/a"] } == nil)
+        // Cancelled: the task ends cancelled and the origin never hears of it.
+        let cancelling = DelayingDelegate(.cancel)
+        let (_, cancelled) = await fetch("/c", begin: Date().addingTimeInterval(0.05), delegate: cancelling)
+        #expect((cancelled as? URLError)?.code == .cancelled)
+        #expect(cancelling.asked.withLock { $0 } == ["/c"] && arrivals.withLock { $0["/c"] } == nil)
+        session.finishTasksAndInvalidate()
+        try await origin.shutdown()
+    }
+}

@@ -22,6 +22,21 @@ import Transport
         return machine
     }
 
+    @Test("A delayed task waits for its begin date, then goes on to the interceptors; a cancel while it waits ends it")
+    func delayedBegin() {
+        var machine = Machine()
+        #expect(machine.resume(delayed: true) == [.awaitBeginDate])
+        #expect(machine.phase == .delayed && !machine.isSuspended)
+        #expect(machine.resume(delayed: true).isEmpty, "a second resume changes nothing")
+        #expect(machine.proceed().first.map { if case .impossible = $0 { true } else { false } } == true)
+        #expect(machine.beginDelayed() == [.runInterceptors] && machine.phase == .intercepting)
+        #expect(machine.beginDelayed().first.map { if case .impossible = $0 { true } else { false } } == true)
+        var cancelled = Machine()
+        _ = cancelled.resume(delayed: true)
+        _ = cancelled.cancel()
+        #expect(cancelled.outcome == .cancelled && cancelled.beginDelayed().isEmpty)
+    }
+
     @Test("The life of a plain exchange: resume, interceptors, transfer, head, body, end")
     func plainExchange() {
         var machine = Machine()
