@@ -12,12 +12,14 @@ extension SessionTask {
 
     func complete(_ result: Result<TransferMetrics?, SessionError>) {
         let url = currentRequest?.url
+        // Read before the lock below (it takes the same lock).
+        let delegateSeesMetrics = hasDelegate
         let (session, contents, metrics) = locked.withLock { inner in
             if case .failure(let error) = result {
                 inner.error = SessionError(error.code, failingURL: error.failingURL ?? url, message: error.message)
             }
             let metrics = TaskMetrics(
-                transactionMetrics: inner.transactions,
+                transactionMetrics: delegateSeesMetrics ? Self.resolvingResponses(inner.transactions) : inner.transactions,
                 taskInterval: DateInterval(start: inner.started ?? Date(), end: max(Date(), inner.started ?? Date())),
                 redirectCount: inner.machine.redirects)
             return (inner.session, inner.sink.close(), metrics)

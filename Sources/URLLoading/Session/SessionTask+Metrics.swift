@@ -11,10 +11,12 @@ extension SessionTask {
     static func transaction(_ inner: Inner, metrics: TransferMetrics?) -> TaskTransactionMetrics {
         let request = inner.currentRequest ?? URLRequest(url: URL(fileURLWithPath: "/"))
         let url = request.url ?? URL(fileURLWithPath: "/")
-        // The final hop's response is built already; an earlier hop's (a redirect, a 401) only here.
+        // The final hop's response is built already; an earlier hop's (a redirect, a 401)
+        // only when a delegate will see the metrics (`resolvingResponses`): building
+        // an HTTPURLResponse costs more than the rest of the transaction.
         let final = inner.hopHead.flatMap { head in inner.response.flatMap { $0.statusCode == head.status && $0.url == url ? $0 : nil } }
-        let response: URLResponse? = final ?? inner.hopHead.flatMap { makeResponse(url: url, head: $0) }
-        var transaction = TaskTransactionMetrics(request: request, response: response, fetchType: .networkLoad, cacheStatus: inner.cacheStatus)
+        var transaction = TaskTransactionMetrics(request: request, response: final, fetchType: .networkLoad, cacheStatus: inner.cacheStatus)
+        if final == nil { transaction.pendingHead = inner.hopHead }
         guard let metrics else { return transaction }
         // libcurl gives seconds from the transfer's start to each phase's end, cumulative.
         let end = metrics.endDate ?? Date()
@@ -62,6 +64,17 @@ extension SessionTask {
         transaction.responseStartDate = now
         transaction.responseEndDate = now
         return transaction
+    }
+
+    /// The transactions with every response built, for a delegate.
+    static func resolvingResponses(_ transactions: [TaskTransactionMetrics]) -> [TaskTransactionMetrics] {
+        transactions.map { transaction in
+            guard transaction.response == nil, let head = transaction.pendingHead, let url = transaction.request.url else { return transaction }
+            var resolved = transaction
+            resolved.response = makeResponse(url: url, head: head)
+            resolved.pendingHead = nil
+            return resolved
+        }
     }
 
     /// "HTTP/1.1" → "http/1.1", "HTTP/2" → "h2", "HTTP/3" → "h3": Apple's (ALPN) spelling.

@@ -1,4 +1,5 @@
 public import Foundation
+import Transport
 #if canImport(FoundationNetworking)
 public import FoundationNetworking
 #endif
@@ -103,6 +104,9 @@ public struct TaskTransactionMetrics: Sendable {
     /// Ours: how the cache took part, in RFC 9211 terms (`"URLLoading; hit"`,
     /// `"URLLoading; fwd=uri-miss"`, ...), nil when the task used no cache.
     public var cacheStatus: String?
+
+    /// The head `response` is built from when a delegate is to see it.
+    var pendingHead: ResponseHead?
 }
 
 /// Apple's nested names.
