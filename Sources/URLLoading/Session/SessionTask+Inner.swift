@@ -32,6 +32,13 @@ extension SessionTask {
         /// The status of the current hop's head.
         /// The current hop's response head, once it arrived.
         var hopHead: ResponseHead?
+        /// When the current hop's transfer was handed to the transport, and
+        /// whether through a proxy: a hop cut short (a redirect followed or a
+        /// challenge answered before its body ended) has no libcurl figures.
+        var hopStarted: Date?
+        var hopViaProxy = false
+        /// When the current hop's head arrived.
+        var hopHeadDate: Date?
         /// Not before this date does a resumed task start.
         var earliestBeginDate: Date?
         // The cache's part (SPEC C4–C6).

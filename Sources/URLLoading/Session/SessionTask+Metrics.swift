@@ -17,7 +17,14 @@ extension SessionTask {
         let final = inner.hopHead.flatMap { head in inner.response.flatMap { $0.statusCode == head.status && $0.url == url ? $0 : nil } }
         var transaction = TaskTransactionMetrics(request: request, response: final, fetchType: .networkLoad, cacheStatus: inner.cacheStatus)
         if final == nil { transaction.pendingHead = inner.hopHead }
-        guard let metrics else { return transaction }
+        guard let metrics else {
+            // Cut short: what the task itself saw.
+            transaction.fetchStartDate = inner.hopStarted
+            transaction.responseStartDate = inner.hopHeadDate
+            transaction.isProxyConnection = inner.hopViaProxy
+            transaction.networkProtocolName = inner.hopHead.flatMap { alpnName($0.httpVersion) }
+            return transaction
+        }
         // libcurl gives seconds from the transfer's start to each phase's end, cumulative.
         let end = metrics.endDate ?? Date()
         let start = end.addingTimeInterval(-max(0, metrics.total))

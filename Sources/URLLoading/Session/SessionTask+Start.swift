@@ -171,7 +171,15 @@ extension SessionTask {
         }
         if prepareServerTrust(&transfer, url: url, hop: hop, session: session) { return }
         if sendsBody(hop: hop, request: request), let stream = takeBodyStream() { transfer.body = stream }
+        let (startedAt, viaProxy) = (Date(), transfer.proxy != nil)
         let id = multi.start(transfer, observer: HopObserver(task: self, hop: hop))
-        perform(locked.withLock { $0.machine.started(id, hop: hop) })
+        perform(
+            locked.withLock { inner in
+                if hop == inner.machine.hop {
+                    inner.hopStarted = startedAt
+                    inner.hopViaProxy = viaProxy
+                }
+                return inner.machine.started(id, hop: hop)
+            })
     }
 }

@@ -26,7 +26,10 @@ extension SessionTask {
     func received(_ head: ResponseHead, hop: Int) {
         perform(
             locked.withLock { inner in
-                if hop == inner.machine.hop { inner.hopHead = head }
+                if hop == inner.machine.hop {
+                    inner.hopHead = head
+                    inner.hopHeadDate = Date()
+                }
                 return inner.machine.head(head, hop: hop)
             })
     }

@@ -21,7 +21,10 @@ public struct TaskMetrics: Sendable {
 ///
 /// Dates are nil for phases that did not happen: no name lookup or connect
 /// on a reused connection, no TLS over http, none at all for an answer
-/// from the cache (`resourceFetchType == .localCache`).
+/// from the cache (`resourceFetchType == .localCache`). A hop the task cut
+/// short (a redirect followed or a challenge answered before its body
+/// ended) has only what the task saw: its start, its response's start,
+/// the protocol and the proxy flag.
 public struct TaskTransactionMetrics: Sendable {
     /// Where the response came from.
     public enum ResourceFetchType: Int, Sendable, Hashable {

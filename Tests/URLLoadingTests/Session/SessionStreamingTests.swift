@@ -138,6 +138,40 @@ import TestSupport
         try await origin.shutdown()
     }
 
+    final class ProxiedMetricsDelegate: SessionDelegate {
+        let collected = Lock<[TaskMetrics]>([])
+        func urlSession(
+            _ session: Session, task: SessionTask, didReceive challenge: AuthenticationChallenge,
+            completionHandler: @escaping @Sendable (Session.AuthChallengeDisposition, Credential?) -> Void
+        ) {
+            completionHandler(.useCredential, Credential(user: "proxyuser", password: "pp", persistence: .forSession))
+        }
+        func urlSession(_ session: Session, task: SessionTask, didFinishCollecting metrics: TaskMetrics) {
+            collected.withLock { $0.append(metrics) }
+        }
+    }
+
+    @Test("Metrics through a proxy: every transaction says so, the 407 and the answer each with their response")
+    func proxyMetrics() async throws {
+        let origin = try await TestOrigin.start()
+        origin.route("/p", response: ScriptedResponse(body: "proxied"))
+        let proxy = try TestProxy(user: "proxyuser", password: "pp")
+        let configuration = SessionConfiguration.ephemeral
+        configuration.proxyURL = proxy.url
+        let delegate = ProxiedMetricsDelegate()
+        let session = Session(configuration: configuration, delegate: delegate)
+        _ = try await session.data(for: URLRequest(url: origin.url("/p")), delegate: delegate)
+        let transactions = try #require(delegate.collected.withLock { $0.first?.transactionMetrics })
+        #expect(transactions.map { ($0.response as? HTTPURLResponse)?.statusCode } == [407, 200])
+        #expect(transactions.allSatisfy { $0.isProxyConnection })
+        #expect(transactions.last?.remotePort == proxy.port)
+        // The 407 hop was cut short by the answer: it has what the task saw.
+        #expect(transactions.first.map { $0.fetchStartDate != nil && $0.responseStartDate != nil && $0.networkProtocolName == "http/1.1" } == true)
+        session.finishTasksAndInvalidate()
+        proxy.shutdown()
+        try await origin.shutdown()
+    }
+
     @Test("Metrics over TLS: secure connection dates and the negotiated version and cipher suite")
     func tlsMetrics() async throws {
         let certificates = try TestCertificates.shared()
