@@ -85,6 +85,14 @@ let package = Package(
             swiftSettings: strictSwift
         ),
 
+        // The logic of transferd, the per-user process that carries out
+        // background transfers (issue 20): a target of its own so that its
+        // state machine and journal are tested without the process.
+        .target(
+            name: "TransferDaemon",
+            swiftSettings: strictSwift
+        ),
+
         // MARK: Tools
         .executableTarget(
             name: "cachetool",
@@ -159,6 +167,11 @@ let package = Package(
             dependencies: ["URLLoading", "TestSupport"],
             exclude: ["URLSessionSources"],
             plugins: ["PortURLSession"]
+        ),
+        .testTarget(
+            name: "TransferDaemonTests",
+            dependencies: ["TransferDaemon"],
+            swiftSettings: strictSwift
         ),
         .testTarget(
             name: "cachetoolTests",
