@@ -32,6 +32,10 @@ func portedStores() async throws {
     _ = try await session.data(from: origin.url("/login"))
     let cookies: [HTTPCookie] = session.configuration.httpCookieStorage?.cookies(for: origin.url("/")) ?? []
     #expect(cookies.map(\.name) == ["session"] && cookies.first?.value == "abc" && cookies.first?.isHTTPOnly == true)
+    let parsed = HTTPCookie.cookies(withResponseHeaderFields: ["Set-Cookie": "k=v; Path=/"], for: origin.url("/"))
+    #expect(HTTPCookie.requestHeaderFields(with: parsed) == ["Cookie": "k=v"])
+    let made = HTTPCookie(properties: [.name: "m", .value: "1", .domain: "127.0.0.1", .path: "/"])
+    #expect(made?.name == "m")
     let storage: HTTPCookieStorage? = session.configuration.httpCookieStorage
     storage?.cookieAcceptPolicy = .never
     #expect(storage?.cookieAcceptPolicy == .never)

@@ -300,6 +300,21 @@ extension CookieStoreTests {
         #expect(back.expiresDate.map { abs($0.timeIntervalSince(stored.expiresDate ?? .distantPast)) < 1 } == true)
     }
 
+    @Test("Apple's HTTPCookie class members: cookies from response fields under the store's rules, request fields, properties")
+    func applesCookieMembers() throws {
+        let url = Self.page
+        let fields = ["set-cookie": "a=1; Path=/; Secure, b=2; Expires=Wed, 09 Jun 2100 10:18:14 GMT; Domain=example.com, bad=3; Domain=other.test"]
+        let cookies = Cookie.cookies(withResponseHeaderFields: fields, for: url)
+        #expect(cookies.map(\.name) == ["a", "b"], "the cookie for another domain is refused")
+        #expect(cookies.first?.isSecure == true && cookies.last?.domain == "example.com" && cookies.last?.isHostOnly == false)
+        #expect(Cookie.requestHeaderFields(with: cookies) == ["Cookie": "a=1; b=2"])
+        #expect(Cookie.requestHeaderFields(with: []).isEmpty)
+        let made = try #require(Cookie(properties: [.name: "n", .value: "v", .domain: ".example.com", .path: "/docs", .secure: "TRUE"]))
+        #expect(made.name == "n" && made.domain == "example.com" && !made.isHostOnly && made.path == "/docs" && made.isSecure)
+        #expect(made.properties?[.name] as? String == "n")
+        #expect(Cookie(properties: [.value: "no name"]) == nil)
+    }
+
     @Test("Apple's HTTPCookieStorage shapes: optional cookie lists, setCookies of cookies under the accept policy, a task's cookies")
     func applesShapes() async throws {
         let store = CookieStore()
