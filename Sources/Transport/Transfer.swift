@@ -23,6 +23,8 @@ final class Transfer {
     /// The response head as it arrives, line by line.
     private var head = ResponseHeadParser(maximumBytes: CurlMulti.maximumHeadBytes)
     private var headDelivered = false
+    /// An https URL: its connection's TLS details go into the metrics.
+    private var usesTLS = false
     private var tlsVersion: String?
     private var tlsCipherSuite: String?
     /// Whether CURLOPT_PROXY names a proxy.
@@ -123,7 +125,8 @@ final class Transfer {
         // Waiting for a connection that may multiplex only makes sense where
         // HTTP/2 can happen (TLS): over plain http a new request would wait
         // for the first response on the host's first connection.
-        if ResponseHeadParser.asciiCaseInsensitiveEqual(String(request.url.prefix(6)), "https:") { try set(CURLOPT_PIPEWAIT, 1) }
+        usesTLS = ResponseHeadParser.asciiCaseInsensitiveEqual(String(request.url.prefix(6)), "https:")
+        if usesTLS { try set(CURLOPT_PIPEWAIT, 1) }
         try set(CURLOPT_TCP_KEEPALIVE, 1)
         try set(CURLOPT_PROTOCOLS_STR, "http,https")
         if request.decodeContent { try set(CURLOPT_ACCEPT_ENCODING, "") }
@@ -423,8 +426,10 @@ final class Transfer {
         }
         headDelivered = true
         // While the connection is certainly open (see urlloading_tls_detail).
-        tlsVersion = urlloading_tls_detail(handle, 0).map { String(cString: $0) }
-        tlsCipherSuite = urlloading_tls_detail(handle, 1).map { String(cString: $0) }
+        if usesTLS {
+            tlsVersion = urlloading_tls_detail(handle, 0).map { String(cString: $0) }
+            tlsCipherSuite = urlloading_tls_detail(handle, 1).map { String(cString: $0) }
+        }
         observer.transferDidReceiveHead(final)
         return true
     }

@@ -131,7 +131,7 @@ public final class CookieStore: Sendable, CustomStringConvertible {
 
     /// Stores a cookie made by the caller, replacing one with the same name,
     /// domain, host-only flag and path (an expired cookie only removes it).
-    public func setCookie(_ cookie: Cookie) { engine.setCookie(cookie) }
+    public func setCookie(_ cookie: Cookie) { engine.insert([cookie]) }
 
     /// Stores cookies made by the caller for `url`, under the accept policy:
     /// `.never` stores none, `.onlyFromMainDocumentDomain` none when `url`
@@ -143,7 +143,7 @@ public final class CookieStore: Sendable, CustomStringConvertible {
             if let url, engine.isCrossSite(url, mainDocumentURL: mainDocumentURL) { return }
         case .always: break
         }
-        for cookie in cookies { engine.setCookie(cookie) }
+        engine.insert(cookies)
     }
 
     /// Removes the cookie with the same name, domain, host-only flag and path.
@@ -237,7 +237,7 @@ public final class CookieStore: Sendable, CustomStringConvertible {
     @discardableResult
     public func importNetscapeFormat(_ text: String) -> (imported: Int, skippedLines: Int) {
         let (cookies, skipped) = NetscapeCookieFile.parse(text)
-        for cookie in cookies { setCookie(cookie) }
+        engine.insert(cookies)
         return (cookies.count, skipped)
     }
 

@@ -112,12 +112,15 @@ final class CookieStoreEngine: Sendable {
         }
     }
 
-    func setCookie(_ cookie: Cookie) {
+    /// Stores cookies made by the caller: one change, one write to the file.
+    func insert(_ cookies: [Cookie]) {
+        guard !cookies.isEmpty else { return }
         let now = clock()
         mutate { state, changes in
-            var cookie = cookie
-            cookie.domain = cookie.domain.lowercased()
-            state.jar.insert(cookie, now: now, changes: &changes)
+            for var cookie in cookies {
+                cookie.domain = cookie.domain.lowercased()
+                state.jar.insert(cookie, now: now, changes: &changes)
+            }
         }
     }
 

@@ -177,7 +177,7 @@ extension SessionDelegate {
     public func urlSession(_ session: Session, didReceive challenge: AuthenticationChallenge) async
         -> (Session.AuthChallengeDisposition, Credential?)
     {
-        await ChallengeReply.awaiting { self.urlSession(session, didReceive: challenge, completionHandler: $0) }
+        await awaitingAnswer { self.urlSession(session, didReceive: challenge, completionHandler: $0) }
     }
     public func urlSession(
         _ session: Session, didReceive challenge: AuthenticationChallenge,
@@ -208,7 +208,7 @@ extension SessionDelegate {
     public func urlSession(_ session: Session, task: SessionTask, didReceive challenge: AuthenticationChallenge) async
         -> (Session.AuthChallengeDisposition, Credential?)
     {
-        await ChallengeReply.awaiting { self.urlSession(session, task: task, didReceive: challenge, completionHandler: $0) }
+        await awaitingAnswer { self.urlSession(session, task: task, didReceive: challenge, completionHandler: $0) }
     }
     public func urlSession(
         _ session: Session, task: SessionTask, didReceive challenge: AuthenticationChallenge,
@@ -294,14 +294,14 @@ struct ChallengeReply: Sendable {
     init(_ answer: (Session.AuthChallengeDisposition, Credential?)) {
         self.init(answer.0, answer.1)
     }
+}
 
-    /// The answer a completion-handler method gives, awaited.
-    static func awaiting(
-        _ ask: (@escaping @Sendable (Session.AuthChallengeDisposition, Credential?) -> Void) -> Void
-    ) async -> (Session.AuthChallengeDisposition, Credential?) {
-        let reply = await withCheckedContinuation { continuation in
-            ask { continuation.resume(returning: ChallengeReply($0, $1)) }
-        }
-        return (reply.disposition, reply.credential)
+/// The answer a two-argument completion-handler method gives, awaited: how
+/// the default async forms call the completion-handler forms.
+func awaitingAnswer<Disposition: Sendable, Value: Sendable>(
+    _ ask: (@escaping @Sendable (Disposition, Value?) -> Void) -> Void
+) async -> (Disposition, Value?) {
+    await withCheckedContinuation { continuation in
+        ask { continuation.resume(returning: ($0, $1)) }
     }
 }

@@ -21,10 +21,7 @@ extension SessionDelegate {
     public func urlSession(_ session: Session, task: SessionTask, willBeginDelayedRequest request: URLRequest) async
         -> (Session.DelayedRequestDisposition, URLRequest?)
     {
-        let reply = await withCheckedContinuation { (continuation: CheckedContinuation<DelayedReply, Never>) in
-            self.urlSession(session, task: task, willBeginDelayedRequest: request) { continuation.resume(returning: DelayedReply($0, $1)) }
-        }
-        return (reply.disposition, reply.request)
+        await awaitingAnswer { self.urlSession(session, task: task, willBeginDelayedRequest: request, completionHandler: $0) }
     }
 
     public func urlSession(
@@ -33,17 +30,6 @@ extension SessionDelegate {
     ) {
         DelegateFallback.unhandled()
         completionHandler(.continueLoading, nil)
-    }
-}
-
-/// A delayed-request answer crossing from a completion handler to its awaiter.
-struct DelayedReply: Sendable {
-    var disposition: Session.DelayedRequestDisposition
-    var request: URLRequest?
-
-    init(_ disposition: Session.DelayedRequestDisposition, _ request: URLRequest?) {
-        self.disposition = disposition
-        self.request = request
     }
 }
 
