@@ -14,6 +14,7 @@ let package = Package(
     products: [
         .library(name: "URLLoading", targets: ["URLLoading"]),
         .executable(name: "cachetool", targets: ["cachetool"]),
+        .executable(name: "transferd", targets: ["transferd"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
@@ -47,6 +48,7 @@ let package = Package(
                 .embedInCode("0001_cache_create.sql"),
                 .embedInCode("0001_cookies_create.sql"),
                 .embedInCode("0001_credentials_create.sql"),
+                .embedInCode("0001_transfers_create.sql"),
             ],
             swiftSettings: strictSwift
         ),
@@ -90,6 +92,18 @@ let package = Package(
         // state machine and journal are tested without the process.
         .target(
             name: "TransferDaemon",
+            dependencies: [
+                "URLLoading", "Storage", "Migrations", "Locking",
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strictSwift
+        ),
+        .executableTarget(
+            name: "transferd",
+            dependencies: [
+                "TransferDaemon", "URLLoading",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
             swiftSettings: strictSwift
         ),
 
@@ -170,7 +184,7 @@ let package = Package(
         ),
         .testTarget(
             name: "TransferDaemonTests",
-            dependencies: ["TransferDaemon"],
+            dependencies: ["TransferDaemon", "URLLoading", "TestSupport", "Locking", "transferd", "urlloading-test-helper"],
             swiftSettings: strictSwift
         ),
         .testTarget(

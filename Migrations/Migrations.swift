@@ -20,6 +20,11 @@ package enum Schema {
         Migration(version: 1, name: "credentials_create", sql: text(PackageResources._001_credentials_create_sql))
     ]
 
+    /// transferd's journal of background transfers.
+    package static let transfers: [Migration] = [
+        Migration(version: 1, name: "transfers_create", sql: text(PackageResources._001_transfers_create_sql))
+    ]
+
     private static func text(_ bytes: [UInt8]) -> String {
         String(decoding: bytes, as: UTF8.self)
     }

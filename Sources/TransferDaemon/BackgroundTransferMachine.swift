@@ -141,7 +141,22 @@ package struct BackgroundTransferMachine: Sendable, Equatable {
         guard phase == .queued else { return [] }
         attempts += 1
         phase = .running(attempt: attempts)
-        return [.startTransfer(from: bytes, ifRange: bytes > 0 ? validator : nil)]
+        // Without a validator a range could join two versions of the resource.
+        guard bytes > 0, let validator else {
+            let hadBytes = bytes > 0
+            bytes = 0
+            return (hadBytes ? [.truncateFile] : []) + [.startTransfer(from: 0, ifRange: nil)]
+        }
+        return [.startTransfer(from: bytes, ifRange: validator)]
+    }
+
+    /// The app suspended a running transfer: it stops and waits, queued,
+    /// keeping its bytes (the attempt is given back).
+    package mutating func interrupted() -> [Action] {
+        guard case .running = phase else { return [] }
+        attempts = max(0, attempts - 1)
+        phase = .queued
+        return [.cancelTransfer]
     }
 
     /// The final head arrived. A 206 continues the partial body; any other
@@ -165,6 +180,13 @@ package struct BackgroundTransferMachine: Sendable, Equatable {
         bytes = overflow ? Int64.max : sum
     }
 
+    /// The body bytes in the partial file (or sent) now, as counted by the
+    /// transfer that wrote them.
+    package mutating func noteBytes(_ total: Int64) {
+        guard case .running = phase else { return }
+        bytes = max(0, total)
+    }
+
     /// The transfer ended with a response.
     package mutating func completed(status: Int) -> [Action] {
         guard case .running = phase else { return [] }
@@ -174,13 +196,18 @@ package struct BackgroundTransferMachine: Sendable, Equatable {
 
     /// The transfer failed. Network errors are retried (with the partial
     /// body kept) while attempts are left; others end the task.
-    package mutating func failed(reason: String, retryable: Bool, retryAfter: TimeInterval?, now: Date) -> [Action] {
+    ///
+    /// - Parameter firstDelay: The first retry's wait (30 s; a `transferd`
+    ///   setting, shorter in tests).
+    package mutating func failed(
+        reason: String, retryable: Bool, retryAfter: TimeInterval?, now: Date, firstDelay: TimeInterval = firstRetryDelay
+    ) -> [Action] {
         guard case .running(let attempt) = phase else { return [] }
         guard retryable, attempt <= Self.maximumRetries else {
             phase = .finished(.failed(reason: reason))
             return [.deliverEvents]
         }
-        let backoff = Self.firstRetryDelay * Double(1 << min(attempt - 1, 20))
+        let backoff = max(0, firstDelay) * Double(1 << min(attempt - 1, 20))
         let delay = retryAfter.map { min(max($0, Self.retryAfterBounds.lowerBound), Self.retryAfterBounds.upperBound) } ?? backoff
         let date = now.addingTimeInterval(delay)
         phase = .retrying(attempt: attempt, at: date)
@@ -202,7 +229,11 @@ package struct BackgroundTransferMachine: Sendable, Equatable {
 
     /// `transferd` started again and found this machine in the journal: a
     /// transfer that was running is queued again, to resume from its bytes.
-    package mutating func recovered(now: Date) -> [Action] {
+    ///
+    /// - Parameter fileBytes: The partial file's size now (the file, not the
+    ///   journal, says how many bytes arrived; nil when there is none).
+    package mutating func recovered(now: Date, fileBytes: Int64? = nil) -> [Action] {
+        if !isFinished { bytes = max(0, fileBytes ?? 0) }
         switch phase {
         case .running:
             phase = .queued

@@ -23,6 +23,10 @@ public enum ChildProcess {
     /// The built `urlloading-test-helper`.
     public static var helper: URL { productsDirectory.appendingPathComponent("urlloading-test-helper") }
 
+    /// How long a child may run before it is killed (every wait on a child
+    /// has a bound; a hung child ends the test instead of hanging it).
+    public static var lifetime: TimeInterval { TimeInterval(300 * Sanitizer.timeScale) }
+
     /// Starts `executable` with `arguments`; output goes to temporary files.
     public static func start(
         _ executable: URL, _ arguments: [String], environment: [String: String]? = nil
@@ -43,16 +47,17 @@ public enum ChildProcess {
         process.standardError = try FileHandle(forWritingTo: err)
         process.standardInput = FileHandle.nullDevice
         let running = Running(process: process, outputPath: out, errorPath: err, outputPipe: nil)
-        try process.run()
+        try running.launch()
         return running
     }
 
     /// Starts `executable` with its standard output on a pipe, readable
     /// line by line with `Running.nextLine()`.
-    public static func startWithOutputLines(_ executable: URL, _ arguments: [String]) throws -> Running {
+    public static func startWithOutputLines(_ executable: URL, _ arguments: [String], environment: [String: String]? = nil) throws -> Running {
         let process = Process()
         process.executableURL = executable
         process.arguments = arguments
+        if let environment { process.environment = environment }
         let pipe = Pipe()
         process.standardOutput = pipe
         let err = FileManager.default.temporaryDirectory.appendingPathComponent("child-\(UUID().uuidString).err")
@@ -62,7 +67,7 @@ public enum ChildProcess {
         process.standardError = try FileHandle(forWritingTo: err)
         process.standardInput = FileHandle.nullDevice
         let running = Running(process: process, outputPath: nil, errorPath: err, outputPipe: pipe)
-        try process.run()
+        try running.launch()
         return running
     }
 
@@ -81,11 +86,17 @@ public enum ChildProcess {
         private let outputPath: URL?
         private let errorPath: URL
         private let lines: AsyncStream<String>?
+        /// Signalled once when the child ended (Process's own wait spins
+        /// its run loop on Linux: a busy core for as long as the child runs).
+        private let ended = DispatchGroup()
 
         init(process: Process, outputPath: URL?, errorPath: URL, outputPipe: Pipe?) {
             self.process = process
             self.outputPath = outputPath
             self.errorPath = errorPath
+            let ended = self.ended
+            ended.enter()
+            process.terminationHandler = { _ in ended.leave() }
             if let outputPipe {
                 let (stream, continuation) = AsyncStream.makeStream(of: String.self)
                 let handle = outputPipe.fileHandleForReading
@@ -109,6 +120,17 @@ public enum ChildProcess {
             }
         }
 
+        /// Runs the child, and kills it (SIGKILL) if it still runs after
+        /// `ChildProcess.lifetime`.
+        func launch() throws {
+            try process.run()
+            let pid = process.processIdentifier
+            let ended = self.ended
+            Thread.detachNewThread {
+                if ended.wait(timeout: .now() + ChildProcess.lifetime) == .timedOut { _ = Foundation.kill(pid, SIGKILL) }
+            }
+        }
+
         /// The next line of standard output (for children started with
         /// `startWithOutputLines`), or nil at its end.
         public func nextLine() async -> String? {
@@ -128,9 +150,11 @@ public enum ChildProcess {
         /// Waits for the child to end, off the cooperative thread pool.
         public func wait() async throws -> Result {
             let process = self.process
+            let ended = self.ended
             await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
                 Thread.detachNewThread {
-                    process.waitUntilExit()
+                    // Bounded by the lifetime kill in `launch()`.
+                    ended.wait()
                     continuation.resume()
                 }
             }

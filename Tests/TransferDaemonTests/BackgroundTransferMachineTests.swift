@@ -28,10 +28,18 @@ import Testing
     @Test("A killed transferd resumes a running download from its bytes with If-Range; a changed resource starts over")
     func recovery() {
         var machine = Machine(phase: .running(attempt: 1), bytes: 4096, validator: "\"v1\"", attempts: 1)
-        #expect(machine.recovered(now: Self.t0).isEmpty && machine.phase == .queued)
-        #expect(machine.start() == [.startTransfer(from: 4096, ifRange: "\"v1\"")])
+        // The file, not the journal, says how many bytes arrived.
+        #expect(machine.recovered(now: Self.t0, fileBytes: 5000).isEmpty && machine.phase == .queued)
+        #expect(machine.start() == [.startTransfer(from: 5000, ifRange: "\"v1\"")])
         // The server honours the range: the partial body stays.
-        #expect(machine.headReceived(status: 206, validator: "\"v1\"").isEmpty && machine.bytes == 4096)
+        #expect(machine.headReceived(status: 206, validator: "\"v1\"").isEmpty && machine.bytes == 5000)
+        // Bytes without a validator cannot be resumed safely: start over.
+        var unvalidated = Machine(phase: .queued, bytes: 4096, validator: nil, attempts: 0)
+        #expect(unvalidated.start() == [.truncateFile, .startTransfer(from: 0, ifRange: nil)] && unvalidated.bytes == 0)
+        // Suspended while running: stopped, queued again with its bytes and attempt count.
+        var suspended = Machine(phase: .queued, bytes: 10, validator: "\"v\"", attempts: 0)
+        _ = suspended.start()
+        #expect(suspended.interrupted() == [.cancelTransfer] && suspended.phase == .queued && suspended.attempts == 0 && suspended.bytes == 10)
         // Or it changed and sends the whole body: the file is emptied.
         var changed = Machine(phase: .queued, bytes: 4096, validator: "\"v1\"", attempts: 1)
         _ = changed.start()

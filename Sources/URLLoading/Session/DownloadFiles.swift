@@ -23,24 +23,8 @@ enum DownloadFiles {
     ///   what is wrong with it.
     static func privateDirectory() throws(SessionError) -> URL {
         let url = directory
-        let path = url.path
-        if mkdir(path, 0o700) != 0, errno != EEXIST {
-            throw failure("cannot create the download folder \(path): \(String(cString: strerror(errno)))")
-        }
-        var info = stat()
-        guard lstat(path, &info) == 0 else {
-            throw failure("cannot inspect the download folder \(path): \(String(cString: strerror(errno)))")
-        }
-        guard info.st_mode & S_IFMT == S_IFDIR else {
-            throw failure("the download folder \(path) is not a folder (a link or a file is in its place): remove it")
-        }
-        guard info.st_uid == getuid() else {
-            throw failure("the download folder \(path) belongs to another user (uid \(info.st_uid)): remove it or set TMPDIR")
-        }
-        guard info.st_mode & 0o077 == 0 else {
-            throw failure(
-                "the download folder \(path) can be read or written by others (mode \(String(info.st_mode & 0o777, radix: 8))): "
-                    + "remove it or make it 0700")
+        if let problem = PrivateDirectory.ensure(url.path, what: "download folder") {
+            throw failure(problem + (problem.hasSuffix("remove it") ? " or set TMPDIR" : ""))
         }
         return url
     }

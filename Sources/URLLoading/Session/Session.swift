@@ -51,10 +51,16 @@ public final class Session: Sendable, CustomStringConvertible {
 
     /// The transport; nil when libcurl could not start (see `startupErrors`).
     let multi: CurlMulti?
+    /// A background session's connection to transferd (nil when it could not attach).
+    let background: BackgroundLink?
+    /// Why a background session's tasks cannot run (no delegate, transferd
+    /// not reachable, the identifier in use elsewhere).
+    let backgroundFailure: SessionError?
+    let backgroundEvents = Lock(BackgroundEvents())
     let events = DelegateQueue()
-    private let state: Lock<State>
+    let state: Lock<State>
 
-    private struct State {
+    struct State {
         var delegate: (any SessionDelegate)?
         var sessionDescription: String?
         var tasks: [Int: SessionTask] = [:]
@@ -110,12 +116,25 @@ public final class Session: Sendable, CustomStringConvertible {
             errors.append(failure)
             multi = nil
         }
+        let backgroundStart = Self.startBackground(settings, delegate: delegate)
+        background = backgroundStart?.link
+        backgroundFailure = backgroundStart?.failure
+        if let failure = backgroundStart?.failure {
+            logger.error("\(failure)")
+            errors.append(failure)
+        }
         startupErrors = errors
-        state = Lock(State(delegate: delegate))
+        state = Lock(State(delegate: delegate, nextIdentifier: backgroundStart?.attached.nextTask ?? 1))
+        if let backgroundStart, let link = background {
+            adoptBackgroundTasks(backgroundStart.attached.tasks)
+            backgroundEvents.withLock { $0.pending = backgroundStart.attached.pending }
+            link.start { [weak self] message in self?.backgroundMessage(message) }
+        }
     }
 
     deinit {
         multi?.shutdown()
+        background?.close()
     }
 
     /// The session's delegate (nil after invalidation).
@@ -241,6 +260,7 @@ public final class Session: Sendable, CustomStringConvertible {
             if !state.invalidated && !state.invalidating { state.tasks[task.taskIdentifier] = task }
             return (task, state.delegate)
         }
+        if settings.identifier != nil { prepareBackground(task, kind: kind, request: request, body: body, sink: sink) }
         // On the task's own context, so it comes before any other call for it.
         if let delegate { task.events.enqueue { [self] in delegate.urlSession(self, didCreateTask: task) } }
         return task
@@ -451,6 +471,8 @@ public final class Session: Sendable, CustomStringConvertible {
             // Held until now (SPEC S8): the tasks' last calls came before.
             self.state.withLock { $0.delegate = nil }
             self.multi?.shutdown()
+            // transferd keeps the session's unfinished tasks for the next one.
+            self.background?.close()
         }
     }
 }

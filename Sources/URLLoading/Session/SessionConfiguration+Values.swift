@@ -51,6 +51,12 @@ extension SessionConfiguration {
         var httpAdditionalHeaders: [String: String] = [:]
         /// Whether a task waits for connectivity instead of failing at once.
         var waitsForConnectivity = false
+        /// Background sessions: transferd runs `launchCommand` when events wait and no session is attached.
+        var sessionSendsLaunchEvents = true
+        /// Background sessions: the command transferd runs; nil for the program and arguments that made the session.
+        var launchCommand: [String]?
+        /// Background sessions: tasks run after the others.
+        var isDiscretionary = false
         /// A proxy for every request, as `http://host:port`; nil for none.
         var proxyURL: URL?
         /// The lowest and highest TLS versions to negotiate, e.g. `(1, 2)`.

@@ -58,8 +58,10 @@ public final class SessionConfiguration: Sendable, CustomStringConvertible {
     public static var ephemeral: SessionConfiguration { SessionConfiguration(.ephemeral) }
 
     /// A background configuration (Apple's `background(withIdentifier:)`):
-    /// its transfers will run in a separate process; until then it behaves
-    /// like `.default`.
+    /// its download tasks and upload tasks from files are carried out by
+    /// `transferd`, the user's transfer process, and go on when the app
+    /// exits or dies; a session made again with the identifier receives
+    /// their events (README, "Background sessions").
     ///
     /// - Parameter identifier: Names the session; one live session per identifier.
     public static func background(withIdentifier identifier: String) -> SessionConfiguration {
@@ -68,6 +70,28 @@ public final class SessionConfiguration: Sendable, CustomStringConvertible {
 
     /// The kind.
     public var kind: Kind { value(\.kind) }
+
+    /// Background sessions: whether `transferd` starts the app when events
+    /// wait and no session with the identifier is attached (Apple's
+    /// relaunch; true by default). The app learns why it was started from
+    /// `Session.launchedForBackgroundSession`.
+    public var sessionSendsLaunchEvents: Bool {
+        get { value(\.sessionSendsLaunchEvents) }
+        set { update(\.sessionSendsLaunchEvents, newValue) }
+    }
+    /// Background sessions: the program (an absolute path) and arguments
+    /// `transferd` runs for launch events; nil (the default) for the ones
+    /// that made the session. Ours alone: iOS knows its apps.
+    public var launchCommand: [String]? {
+        get { value(\.launchCommand) }
+        set { update(\.launchCommand, newValue) }
+    }
+    /// Background sessions: the tasks wait for the others to run first
+    /// (Apple's "optimal conditions" are the machine's idle transfer slots here).
+    public var isDiscretionary: Bool {
+        get { value(\.isDiscretionary) }
+        set { update(\.isDiscretionary, newValue) }
+    }
     /// The identifier of a background configuration.
     public var identifier: String? { value(\.identifier) }
 

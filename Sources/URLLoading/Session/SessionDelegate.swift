@@ -160,6 +160,12 @@ public protocol SessionDelegate: AnyObject, Sendable {
     func urlSession(_ session: Session, downloadTask: SessionTask, didResumeAtOffset fileOffset: Int64, expectedTotalBytes: Int64)
     /// The download is complete; the file at `location` is deleted when this returns.
     func urlSession(_ session: Session, downloadTask: SessionTask, didFinishDownloadingTo location: URL)
+
+    // MARK: Background sessions
+
+    /// Every event that waited for this background session when it attached
+    /// to transferd was delivered (Apple's `URLSessionDelegate` method).
+    func urlSessionDidFinishEvents(forBackgroundURLSession session: Session)
 }
 
 /// Apple's `URLSessionTaskDelegate`: every method is `SessionDelegate`'s;
@@ -279,6 +285,7 @@ extension SessionDelegate {
         DelegateFallback.unhandled()
     }
     public func urlSession(_ session: Session, downloadTask: SessionTask, didFinishDownloadingTo location: URL) { DelegateFallback.unhandled() }
+    public func urlSessionDidFinishEvents(forBackgroundURLSession session: Session) { DelegateFallback.unhandled() }
 }
 
 /// A delegate's answer to a challenge, as the session carries it.

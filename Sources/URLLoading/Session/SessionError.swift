@@ -56,6 +56,27 @@ public struct SessionError: Error, CustomStringConvertible, Sendable, Equatable 
         public static let unknown = Code("unknown")
         /// Resume data that is damaged, forged, of another version, or whose file is gone.
         public static let cannotDecodeResumeData = Code("cannot decode resume data")
+        /// Another process has a live background session with this identifier.
+        public static let backgroundSessionInUseByAnotherProcess = Code("background session in use by another process")
+        /// The background session lost transferd (not found, not starting, gone).
+        public static let backgroundSessionWasDisconnected = Code("background session was disconnected")
+        /// What a background session cannot do: data tasks, uploads from
+        /// data or streams, completion handlers, a session without a delegate.
+        public static let notSupportedInBackground = Code("not supported in a background session")
+
+        /// Every code, to read one back from its name (transferd's messages).
+        static let all: [Code] = [
+            .cancelled, .userCancelledAuthentication, .userAuthenticationRequired, .timedOut, .cannotFindHost, .cannotConnectToHost,
+            .networkConnectionLost, .badServerResponse, .httpTooManyRedirects, .unsupportedURL, .badURL, .secureConnectionFailed,
+            .serverCertificateUntrusted, .clientCertificateRejected, .cannotReadBody, .cannotWriteFile, .requestBodyStreamExhausted,
+            .resourceUnavailable, .sessionInvalidated, .unknown, .cannotDecodeResumeData, .backgroundSessionInUseByAnotherProcess,
+            .backgroundSessionWasDisconnected, .notSupportedInBackground,
+        ]
+
+        /// The code of this name; `.unknown` for a name no code has.
+        package init(named name: String) {
+            self = Self.all.first { $0.name == name } ?? .unknown
+        }
 
         /// The code's name.
         public var description: String { name }

@@ -47,6 +47,7 @@ extension SessionTask {
         let finish: @Sendable () -> Void = { [self] in
             sink.end(contents, ending)
             self.callDelegate { $0.urlSession(session, task: self, didCompleteWithError: error) }
+            self.acknowledgeInBackground()
             self.locked.withLock {
                 $0.session = nil; $0.delegate = nil
             }

@@ -79,5 +79,11 @@ extension SessionTask {
         /// The client identity the delegate or store gave, and whether one was asked for.
         var clientIdentity: Credential?
         var askedForClientCertificate = false
+        /// A background session's task: it runs in transferd.
+        var background: BackgroundTaskLink?
+        /// Resumed in transferd (its machine stays suspended here until it ends).
+        var remoteRunning = false
+        /// The task's end came from transferd, which hears when it was delivered.
+        var acknowledgesCompletion = false
     }
 }

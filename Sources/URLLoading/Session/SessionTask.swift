@@ -158,7 +158,7 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
         locked.withLock { inner in
             // Cancelled and still delivering its last calls: canceling.
             if let outcome = inner.machine.outcome { return outcome == .cancelled && inner.session != nil ? .canceling : .completed }
-            return inner.machine.isSuspended ? .suspended : .running
+            return inner.machine.isSuspended && !inner.remoteRunning ? .suspended : .running
         }
     }
 
@@ -186,6 +186,7 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
 
     /// Starts the task, or continues a suspended one.
     public func resume() {
+        if resumeInBackground() { return }
         perform(
             locked.withLock { inner -> [StateMachine.Action] in
                 let now = Date()
@@ -196,11 +197,13 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
 
     /// Pauses the task: no more body bytes are taken until `resume()`.
     public func suspend() {
+        if suspendInBackground() { return }
         locked.withLock { $0.machine.suspend() }
     }
 
     /// Cancels the task: it completes with `SessionError.Code.cancelled`.
     public func cancel() {
+        if cancelInBackground() { return }
         perform(locked.withLock { $0.machine.cancel() })
     }
 

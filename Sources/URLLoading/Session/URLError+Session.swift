@@ -27,6 +27,8 @@ extension SessionError.Code {
         case .requestBodyStreamExhausted: .requestBodyStreamExhausted
         case .resourceUnavailable: .resourceUnavailable
         case .cannotDecodeResumeData: .cannotDecodeRawData
+        case .backgroundSessionInUseByAnotherProcess: .backgroundSessionInUseByAnotherProcess
+        case .backgroundSessionWasDisconnected: .backgroundSessionWasDisconnected
         default: .unknown
         }
     }

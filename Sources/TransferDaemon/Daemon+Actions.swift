@@ -1,0 +1,270 @@
+import Dispatch
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import URLLoading
+
+/// What the daemon does once a change is journaled: transfers started and
+/// stopped, timers, events sent, files removed.
+extension Daemon {
+    func apply(_ actions: [BackgroundTransferMachine.Action], to id: Int64) {
+        for action in actions {
+            switch action {
+            case .startTransfer(let from, let ifRange): startTransfer(id, from: from, ifRange: ifRange)
+            case .cancelTransfer:
+                let running = state.withLock { $0.running.removeValue(forKey: id) }
+                running?.stop()
+            case .truncateFile: truncate(partialFile(id))
+            case .wake(let date):
+                let delay = max(0, date.timeIntervalSinceNow)
+                owner.asyncAfter(deadline: .now() + delay) { [self] in
+                    change(id: id) { $0.machine.wake(now: Date()) }
+                    schedule()
+                }
+            case .askAppToBegin:
+                guard let record = state.withLock({ $0.records[id] }) else { continue }
+                if let client = client(of: record.session) {
+                    send(.askBegin(task: record.spec.task), to: client)
+                } else {
+                    // No app to ask (Apple's sessions also go on): the request as it is.
+                    change(id: id) { $0.machine.answerBegin(.proceed) }
+                }
+            case .deliverEvents:
+                guard let record = state.withLock({ $0.records[id] }) else { continue }
+                if let client = client(of: record.session) {
+                    send(.finished(result(of: record)), to: client)
+                } else {
+                    launchApp(of: record.session)
+                }
+            case .removeFiles:
+                for path in [partialFile(id), finishedFile(id), bodyCopy(id)] { unlink(path) }
+            }
+        }
+    }
+
+    /// Starts queued transfers while slots are free, oldest first,
+    /// discretionary ones last.
+    func schedule() {
+        let startable = state.withLock { state -> [Int64] in
+            let free = settings.maximumRunning - state.running.count
+            guard free > 0 else { return [] }
+            return state.records.values
+                .filter { $0.machine.phase == .queued && !$0.suspended && state.running[$0.id] == nil }
+                .sorted { ($0.spec.isDiscretionary ? 1 : 0, $0.id) < ($1.spec.isDiscretionary ? 1 : 0, $1.id) }
+                .prefix(free).map(\.id)
+        }
+        for id in startable { change(id: id) { $0.machine.start() } }
+    }
+
+    // MARK: Files
+
+    /// A download's body while it arrives.
+    func partialFile(_ id: Int64) -> String { "\(paths.files)/partial-\(id)" }
+    /// A download's whole body, until the app takes it.
+    func finishedFile(_ id: Int64) -> String { "\(paths.files)/download-\(id)" }
+    /// transferd's copy of an upload's body.
+    func bodyCopy(_ id: Int64) -> String { "\(paths.files)/upload-\(id)" }
+
+    func fileSize(_ path: String) -> Int64? {
+        var info = stat()
+        guard lstat(path, &info) == 0, info.st_mode & S_IFMT == S_IFREG else { return nil }
+        return Int64(info.st_size)
+    }
+
+    func truncate(_ path: String) {
+        let fd = open(path, O_WRONLY | O_NOFOLLOW | O_CLOEXEC)
+        guard fd >= 0 else { return }
+        _ = ftruncate(fd, 0)
+        close(fd)
+    }
+
+    /// Copies an upload's body into transferd's folder (a hard link when the
+    /// file system allows, else a copy), 0600.
+    func copyBody(from source: String, to destination: String) throws {
+        unlink(destination)
+        if link(source, destination) == 0 { return }
+        let input = open(source, O_RDONLY | O_CLOEXEC)
+        guard input >= 0 else { throw BackgroundWireError("cannot open the upload body \(source): \(String(cString: strerror(errno)))") }
+        defer { close(input) }
+        let output = open(destination, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
+        guard output >= 0 else { throw BackgroundWireError("cannot copy the upload body: \(String(cString: strerror(errno)))") }
+        defer { close(output) }
+        var buffer = [UInt8](repeating: 0, count: 1 << 20)
+        while true {
+            let count = buffer.withUnsafeMutableBytes { read(input, $0.baseAddress, $0.count) }
+            if count == 0 { break }
+            guard count > 0 else { throw BackgroundWireError("cannot read the upload body: \(String(cString: strerror(errno)))") }
+            var offset = 0
+            while offset < count {
+                let written = buffer.withUnsafeBytes { write(output, $0.baseAddress.map { $0 + offset }, count - offset) }
+                guard written > 0 else { throw BackgroundWireError("cannot copy the upload body: \(String(cString: strerror(errno)))") }
+                offset += written
+            }
+        }
+    }
+
+    // MARK: Transfers
+
+    private func startTransfer(_ id: Int64, from: Int64, ifRange: String?) {
+        guard let record = state.withLock({ $0.records[id] }), let url = URL(string: record.spec.request.url) else {
+            change(id: id) { $0.machine.failed(reason: "the task's URL cannot be read", retryable: false, retryAfter: nil, now: Date()) }
+            return
+        }
+        var request = URLRequest(url: url)
+        request.httpMethod = record.spec.request.method
+        request.timeoutInterval = record.spec.request.timeout > 0 ? record.spec.request.timeout : 60
+        for pair in record.spec.request.headers where pair.count == 2 {
+            request.addValue(pair[1], forHTTPHeaderField: pair[0])
+        }
+        let running: RunningTransfer
+        switch record.spec.kind {
+        case .download:
+            let fd = open(partialFile(id), O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0o600)
+            guard fd >= 0 else {
+                let reason = "cannot open the partial file: \(String(cString: strerror(errno)))"
+                change(id: id) { record in
+                    record.errorCode = SessionError.Code.cannotWriteFile.description
+                    record.errorMessage = reason
+                    return record.machine.failed(reason: reason, retryable: false, retryAfter: nil, now: Date())
+                }
+                return
+            }
+            // The file holds exactly the bytes the machine counts.
+            _ = ftruncate(fd, off_t(from))
+            _ = lseek(fd, off_t(from), SEEK_SET)
+            if from > 0 {
+                request.setValue("bytes=\(from)-", forHTTPHeaderField: "Range")
+                if let ifRange { request.setValue(ifRange, forHTTPHeaderField: "If-Range") }
+            }
+            running = RunningTransfer(id: id, kind: .download, descriptor: fd, offset: from)
+            state.withLock { $0.running[id] = running }
+            running.start(runner.session.dataTask(with: request), runner: runner)
+        case .upload:
+            let body = bodyCopy(id)
+            running = RunningTransfer(id: id, kind: .upload, descriptor: -1, offset: 0)
+            state.withLock { $0.running[id] = running }
+            running.start(runner.session.uploadTask(with: request, fromFile: URL(fileURLWithPath: body)), runner: runner)
+        }
+    }
+
+    /// The final head of a running transfer arrived (on the transfer's
+    /// context; this waits for `owner`): whether its body is wanted.
+    func headArrived(_ id: Int64, _ response: HTTPURLResponse) -> Bool {
+        owner.sync {
+            guard let running = state.withLock({ $0.running[id] }), !running.isStopped else { return false }
+            var wanted = true
+            change(id: id) { record in
+                let validator = response.value(forHTTPHeaderField: "ETag") ?? response.value(forHTTPHeaderField: "Last-Modified")
+                record.response = Self.spec(of: response)
+                let status = response.statusCode
+                if status == 429 || status == 503 {
+                    // Busy: retried (Retry-After honoured) while attempts are left.
+                    running.retryAfter = response.value(forHTTPHeaderField: "Retry-After").flatMap(Self.retryAfter) ?? 0
+                    wanted = false
+                    return []
+                }
+                // An upload's answer is kept for the app; its body was sent whole.
+                guard running.kind == .download else { return [] }
+                var actions = record.machine.headReceived(status: status, validator: validator)
+                if status == 206, let start = Self.rangeStart(response), start != record.machine.bytes {
+                    // A range other than the one asked for: start over.
+                    actions = [.truncateFile]
+                    record.machine = BackgroundTransferMachine(
+                        phase: record.machine.phase, bytes: 0, validator: nil, attempts: record.machine.attempts)
+                    running.retryAfter = 0
+                    wanted = false
+                }
+                let length = response.expectedContentLength
+                record.expected = length >= 0 ? record.machine.bytes.addingReportingOverflow(length).partialValue : -1
+                running.restart(at: record.machine.bytes, expected: record.expected)
+                return actions
+            }
+            return wanted
+        }
+    }
+
+    /// A transfer ended (on its context): the machine hears how, on `owner`.
+    func transferEnded(_ id: Int64, error: (any Error)?, body: Data?) {
+        owner.async { [self] in
+            guard let running = state.withLock({ $0.running.removeValue(forKey: id) }) else {
+                schedule()
+                return
+            }
+            let bytes = running.close()
+            change(id: id) { record in
+                if running.kind == .upload { record.responseBody = body }
+                record.machine.noteBytes(bytes)
+                if let retryAfter = running.retryAfter {
+                    return record.machine.failed(
+                        reason: "the server was busy (HTTP \(record.response?.status ?? 0))", retryable: true, retryAfter: retryAfter,
+                        now: Date(), firstDelay: settings.firstRetryDelay)
+                }
+                guard let error else {
+                    if record.spec.kind == .download { rename(partialFile(id), finishedFile(id)) }
+                    return record.machine.completed(status: record.response?.status ?? 0)
+                }
+                let failure = (error as? URLError)?.sessionError ?? SessionError(.unknown, failingURL: nil, message: "\(error)")
+                record.errorCode = failure.code.description
+                record.errorMessage = failure.message
+                let actions = record.machine.failed(
+                    reason: failure.message, retryable: Self.isRetryable(failure.code), retryAfter: nil, now: Date(),
+                    firstDelay: settings.firstRetryDelay)
+                if !record.machine.isFinished { record.errorCode = nil; record.errorMessage = nil }
+                return actions
+            }
+            schedule()
+        }
+    }
+
+    static func isRetryable(_ code: SessionError.Code) -> Bool {
+        [.timedOut, .cannotFindHost, .cannotConnectToHost, .networkConnectionLost, .badServerResponse].contains(code)
+    }
+
+    static func spec(of response: HTTPURLResponse) -> ResponseSpec {
+        let headers = response.allHeaderFields.compactMap { key, value -> [String]? in
+            guard let name = key as? String, let text = value as? String else { return nil }
+            return [name, text]
+        }.sorted { $0[0] < $1[0] }
+        return ResponseSpec(url: response.url?.absoluteString ?? "", status: response.statusCode, httpVersion: "HTTP/1.1", headers: headers)
+    }
+
+    /// Retry-After as seconds or an HTTP date (RFC 9110 §10.2.3).
+    static func retryAfter(_ value: String) -> TimeInterval? {
+        if let seconds = Int(value.trimmingCharacters(in: .whitespaces)), seconds >= 0 { return TimeInterval(seconds) }
+        let formatter = DateFormatter()
+        formatter.locale = Locale(identifier: "en_US_POSIX")
+        formatter.timeZone = TimeZone(identifier: "GMT")
+        formatter.dateFormat = "EEE, dd MMM yyyy HH:mm:ss zzz"
+        return formatter.date(from: value).map { max(0, $0.timeIntervalSinceNow) }
+    }
+
+    /// The first byte's offset in a 206's Content-Range ("bytes 100-199/200").
+    static func rangeStart(_ response: HTTPURLResponse) -> Int64? {
+        guard let value = response.value(forHTTPHeaderField: "Content-Range"), value.lowercased().hasPrefix("bytes ") else { return nil }
+        let range = value.dropFirst(6).prefix { $0 != "-" }
+        return Int64(range.trimmingCharacters(in: .whitespaces))
+    }
+
+    // MARK: Launch events
+
+    /// Runs the command a session registered, when events wait and no app
+    /// is attached (issue 20 item 5).
+    func launchApp(of session: String) {
+        guard let command = (try? journal.launchCommand(session: session)) ?? nil, let program = command.first, program.hasPrefix("/") else { return }
+        // Once until the app attaches, however many tasks finish meanwhile.
+        guard state.withLock({ $0.launched.insert(session).inserted }) else { return }
+        var environment = ProcessInfo.processInfo.environment
+        environment["URLLOADING_BACKGROUND_SESSION"] = session
+        // Its output joins transferd's log: a relaunched app has no terminal.
+        do {
+            let pid = try DetachedProcess.start(command, environment: environment, log: paths.log)
+            logger.info("launched the app of \(session) for its events (pid \(pid))")
+        } catch {
+            logger.error("cannot launch the app of \(session): \(error)")
+        }
+    }
+}

@@ -1,0 +1,271 @@
+import Dispatch
+package import Foundation
+import Locking
+package import Logging
+package import URLLoading
+
+/// transferd's owner of every background task (issue 20): it takes the
+/// apps' messages and the transfers' events on one serial queue, runs each
+/// task's `BackgroundTransferMachine`, writes the new state to the journal,
+/// and only then acts (starts or stops a transfer, sends an event, removes
+/// files). The transfers run on a `Session` of this process; their bodies
+/// go to files on the session's task contexts, never on this queue.
+package final class Daemon: Sendable {
+    /// What can be tuned (from the environment, for tests and packagers).
+    package struct Settings: Sendable {
+        /// Transfers running at once (discretionary ones take what is left).
+        package var maximumRunning = 4
+        /// The first retry's wait after a network error (then doubling).
+        package var firstRetryDelay: TimeInterval = BackgroundTransferMachine.firstRetryDelay
+        /// Delivered tasks are forgotten after this long.
+        package var keepDelivered: TimeInterval = 86_400
+
+        package init() {}
+
+        /// `URLLOADING_TRANSFERD_RETRY_DELAY` (seconds, 0.01...3600) and
+        /// `URLLOADING_TRANSFERD_MAX_RUNNING` (1...64), checked.
+        package init(environment: [String: String]) {
+            if let text = environment["URLLOADING_TRANSFERD_RETRY_DELAY"], let value = Double(text), value.isFinite, (0.01...3600).contains(value) {
+                firstRetryDelay = value
+            }
+            if let text = environment["URLLOADING_TRANSFERD_MAX_RUNNING"], let value = Int(text), (1...64).contains(value) {
+                maximumRunning = value
+            }
+        }
+    }
+
+    package let paths: BackgroundPaths
+    package let settings: Settings
+    let journal: Journal
+    let logger: Logger
+    /// Every change of state happens here, in order.
+    let owner = DispatchQueue(label: "urlloading.transferd.owner")
+    /// Touched on `owner` only; the lock makes that checkable.
+    let state = Lock(State())
+    let runner: TransferRunner
+
+    struct State {
+        var records: [Int64: TransferRecord] = [:]
+        /// The attached session of each identifier.
+        var clients: [String: Client] = [:]
+        var running: [Int64: RunningTransfer] = [:]
+        var lastActivity = Date()
+        /// Sessions whose app was launched for events and has not attached since.
+        var launched: Set<String> = []
+    }
+
+    /// A connected app or tool.
+    final class Client: Sendable {
+        let socket: UnixSocket
+        let identifier = Lock<String?>(nil)
+        init(socket: UnixSocket) { self.socket = socket }
+    }
+
+    /// Opens the journal and recovers every task in it.
+    package init(paths: BackgroundPaths, settings: Settings = Settings(), logger: Logger = Logger(label: "urlloading.transferd")) throws {
+        self.paths = paths
+        self.settings = settings
+        self.logger = logger
+        try paths.prepareState()
+        journal = try Journal(path: paths.journal, logger: logger)
+        runner = TransferRunner()
+        runner.daemon.withLock { $0 = self }
+        try journal.pruneDelivered(before: Date().addingTimeInterval(-settings.keepDelivered))
+        let records = try journal.records()
+        owner.sync { recover(records) }
+    }
+
+    /// Every task in the journal goes on where it was: a transfer that was
+    /// running resumes from its partial file's bytes.
+    private func recover(_ records: [TransferRecord]) {
+        let now = Date()
+        for var record in records {
+            let fileBytes = fileSize(partialFile(record.id))
+            let actions = record.machine.recovered(now: now, fileBytes: fileBytes)
+            state.withLock { $0.records[record.id] = record }
+            persist(record)
+            apply(actions, to: record.id)
+        }
+        logger.info("transferd recovered \(records.count) tasks from \(paths.journal)")
+        schedule()
+    }
+
+    // MARK: Messages
+
+    /// A client's message, on `owner`.
+    func handle(_ message: BackgroundMessage, from client: Client) {
+        state.withLock { $0.lastActivity = Date() }
+        switch message {
+        case .attach(let attachment): attach(attachment, client)
+        case .create(let spec): create(spec, client)
+        case .resume(let task):
+            change(task, client) { record in
+                record.suspended = false
+                return []
+            }
+        case .suspend(let task):
+            change(task, client) { record in
+                record.suspended = true
+                return record.machine.interrupted()
+            }
+        case .cancel(let task): change(task, client) { $0.machine.cancel() }
+        case .answerBegin(let task, let proceed, let request):
+            change(task, client) { record in
+                if proceed, let request { record.spec.request = request }
+                return record.machine.answerBegin(proceed ? .proceed : .cancel)
+            }
+        case .acknowledge(let task): change(task, client) { $0.machine.acknowledged() }
+        case .cancelTransfer(let session, let task):
+            let found = id(of: task, session: session) != nil
+            if found { change(task, session: session) { $0.machine.cancel() } }
+            send(.done(ok: found, message: found ? "cancelled" : "no task \(task) in session \(session)"), to: client)
+        default:
+            logger.warning("a client sent a message only transferd sends; ignored")
+        }
+        schedule()
+    }
+
+    private func attach(_ attachment: Attachment, _ client: Client) {
+        let identifier = attachment.identifier
+        if let other = state.withLock({ $0.clients[identifier] }), other !== client {
+            send(.refused(reason: "a session with the identifier \"\(identifier)\" is attached in another process"), to: client)
+            client.socket.shutdownBoth()
+            return
+        }
+        client.identifier.withLock { $0 = identifier }
+        state.withLock { state in
+            state.clients[identifier] = client
+            state.launched.remove(identifier)
+        }
+        do {
+            try journal.setLaunchCommand(attachment.launchCommand, session: identifier)
+        } catch {
+            logger.error("cannot record the launch command of \(identifier): \(error)")
+        }
+        // Delivered tasks are the app's past: never listed or sent again.
+        let records = state.withLock { $0.records.values.filter { $0.session == identifier && $0.machine.phase != .delivered } }
+            .sorted { $0.spec.task < $1.spec.task }
+        let finished = records.filter { if case .finished = $0.machine.phase { true } else { false } }
+        let summaries = records.map {
+            TaskSummary(
+                spec: $0.spec, finished: $0.machine.isFinished, sent: $0.spec.kind == .upload ? $0.machine.bytes : 0,
+                written: $0.spec.kind == .download ? $0.machine.bytes : 0, expectedToWrite: $0.expected)
+        }
+        let next = (try? journal.nextTask(session: identifier)) ?? 1
+        send(.attached(nextTask: max(next, (records.map(\.spec.task).max() ?? 0) + 1), tasks: summaries, pending: finished.count), to: client)
+        for record in finished { send(.finished(result(of: record)), to: client) }
+        send(.eventsDone, to: client)
+        // Questions that waited for the app.
+        for record in records where record.machine.phase == .askingToBegin { send(.askBegin(task: record.spec.task), to: client) }
+    }
+
+    private func create(_ spec: TaskSpec, _ client: Client) {
+        guard let session = client.identifier.withLock({ $0 }) else {
+            send(.done(ok: false, message: "attach before creating tasks"), to: client)
+            return
+        }
+        var record = TransferRecord(
+            id: 0, session: session, spec: spec, machine: BackgroundTransferMachine(earliestBeginDate: spec.earliestBeginDate, now: Date()),
+            suspended: true, created: Date())
+        do {
+            if spec.kind == .upload {
+                // The body is copied first: the app may delete its file or die.
+                guard let source = spec.bodyFile else { throw BackgroundWireError("an upload task needs a body file") }
+                let inserted = try journal.insert(record)
+                record = inserted
+                try copyBody(from: source, to: bodyCopy(record.id))
+                record.spec.bodyFile = bodyCopy(record.id)
+                try journal.save(record)
+            } else {
+                record = try journal.insert(record)
+            }
+        } catch {
+            logger.error("cannot journal task \(spec.task) of \(session): \(error)")
+            record.machine = BackgroundTransferMachine(phase: .finished(.failed(reason: "\(error)")), bytes: 0, validator: nil, attempts: 0)
+            record.errorCode = SessionError.Code.cannotWriteFile.description
+            record.errorMessage = "transferd could not keep the task: \(error)"
+            if record.id != 0 { persist(record) }
+            send(.finished(result(of: record)), to: client)
+            return
+        }
+        state.withLock { $0.records[record.id] = record }
+        apply(record.machine.initialActions, to: record.id)
+    }
+
+    /// Runs `body` on a task's record, journals the result, then acts.
+    private func change(_ task: Int, _ client: Client, _ body: (inout TransferRecord) -> [BackgroundTransferMachine.Action]) {
+        guard let session = client.identifier.withLock({ $0 }) else { return }
+        change(task, session: session, body)
+    }
+
+    func change(_ task: Int, session: String, _ body: (inout TransferRecord) -> [BackgroundTransferMachine.Action]) {
+        guard let id = id(of: task, session: session) else { return }
+        change(id: id, body)
+    }
+
+    /// The one way a task's state changes: mutate, write, act.
+    func change(id: Int64, _ body: (inout TransferRecord) -> [BackgroundTransferMachine.Action]) {
+        guard var record = state.withLock({ $0.records[id] }) else { return }
+        let actions = body(&record)
+        if record.machine.isFinished, record.finished == nil { record.finished = Date() }
+        state.withLock { $0.records[id] = record }
+        persist(record)
+        apply(actions, to: id)
+    }
+
+    func id(of task: Int, session: String) -> Int64? {
+        state.withLock { $0.records.values.first { $0.session == session && $0.spec.task == task }?.id }
+    }
+
+    /// Writes a record; a journal that cannot be written is logged (the
+    /// task goes on in memory, and the next write tries again).
+    func persist(_ record: TransferRecord) {
+        do {
+            try journal.save(record)
+        } catch {
+            logger.error("cannot write task \(record.spec.task) of \(record.session) to the journal: \(error)")
+        }
+    }
+
+    /// A client went away: its session is detached; its tasks go on.
+    func detach(_ client: Client) {
+        if let identifier = client.identifier.withLock({ $0 }) {
+            state.withLock { state in
+                if state.clients[identifier] === client { state.clients[identifier] = nil }
+            }
+        }
+        client.socket.close()
+    }
+
+    func send(_ message: BackgroundMessage, to client: Client) {
+        do {
+            try client.socket.send(message)
+        } catch {
+            // The reader sees the end and detaches the client.
+            logger.info("a client went away: \(error)")
+        }
+    }
+
+    /// The attached client of a session, if any.
+    func client(of session: String) -> Client? {
+        state.withLock { $0.clients[session] }
+    }
+
+    /// What the app hears of a finished task.
+    func result(of record: TransferRecord) -> TaskResult {
+        var code = record.errorCode
+        var message = record.errorMessage
+        if case .finished(.cancelled) = record.machine.phase {
+            code = SessionError.Code.cancelled.description
+            message = "the task was cancelled"
+        } else if case .finished(.failed(let reason)) = record.machine.phase, code == nil {
+            code = SessionError.Code.unknown.description
+            message = reason
+        }
+        let succeeded = code == nil
+        return TaskResult(
+            task: record.spec.task, file: succeeded && record.spec.kind == .download ? finishedFile(record.id) : nil,
+            response: record.response, body: record.responseBody, errorCode: code, errorMessage: message,
+            sent: record.spec.kind == .upload ? record.machine.bytes : 0, written: record.spec.kind == .download ? record.machine.bytes : 0)
+    }
+}

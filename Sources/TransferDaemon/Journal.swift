@@ -1,0 +1,207 @@
+package import Foundation
+package import Logging
+import Migrations
+import Storage
+package import URLLoading
+
+/// One background task as the journal keeps it.
+package struct TransferRecord: Sendable, Equatable {
+    /// The journal's row id: names the task's files.
+    package var id: Int64
+    package var session: String
+    package var spec: TaskSpec
+    package var machine: BackgroundTransferMachine
+    /// Suspended by the app (`suspend()`); a new task is suspended until resumed.
+    package var suspended: Bool
+    /// The whole body's expected length, -1 unknown.
+    package var expected: Int64 = -1
+    package var response: ResponseSpec?
+    package var responseBody: Data?
+    package var errorCode: String?
+    package var errorMessage: String?
+    package var created: Date
+    package var finished: Date?
+
+    package init(id: Int64, session: String, spec: TaskSpec, machine: BackgroundTransferMachine, suspended: Bool, created: Date) {
+        self.id = id
+        self.session = session
+        self.spec = spec
+        self.machine = machine
+        self.suspended = suspended
+        self.created = created
+    }
+
+    /// The phase's name as the journal and listings give it.
+    package var phaseName: String {
+        switch machine.phase {
+        case .waitingForBeginDate: "waiting"
+        case .askingToBegin: "asking"
+        case .queued: "queued"
+        case .running: "running"
+        case .retrying: "retrying"
+        case .finished: "finished"
+        case .delivered: "delivered"
+        }
+    }
+}
+
+/// transferd's journal (SQLite, `Migrations/0001_transfers_create.sql`):
+/// each change of a task is written here before transferd acts on it.
+package final class Journal: Sendable {
+    let database: Database
+
+    /// Opens or creates the journal at `path` (0600 in a 0700 folder).
+    package init(path: String, logger: Logger = Logger(label: "urlloading.transferd")) throws {
+        var options = Database.Options()
+        options.fileMode = 0o600
+        options.directoryMode = 0o700
+        options.requirePrivateFile = true
+        // Tasks cannot be made again by anybody but their app: keep a
+        // damaged file for inspection, start a new one.
+        options.onCorruption = .moveAside
+        options.logger = logger
+        database = try Database(path: path, migrations: Schema.transfers, options: options)
+    }
+
+    private static let columns =
+        "id, session, task, spec, phase, phase_date, outcome, suspended, attempts, bytes, expected, validator, response, response_body, error_code, error_message, created, finished"
+
+    /// Every task, delivered ones included when `delivered`.
+    package func records(delivered: Bool = false) throws -> [TransferRecord] {
+        try database.read { connection in
+            try connection.query(
+                "SELECT \(Self.columns) FROM transfers \(delivered ? "" : "WHERE phase <> 'delivered'") ORDER BY session, task"
+            ) { row in
+                Self.record(row)
+            }.compactMap { $0 }
+        }
+    }
+
+    /// A row as a record; nil (and skipped) when its spec cannot be read.
+    private static func record(_ row: Statement) -> TransferRecord? {
+        guard let specText = row.text(3), let spec = try? JSONDecoder().decode(TaskSpec.self, from: Data(specText.utf8)) else { return nil }
+        let date = row.isNull(5) ? nil : Date(timeIntervalSince1970: row.double(5))
+        let attempts = Int(clamping: row.int64(8))
+        let phase: BackgroundTransferMachine.Phase
+        switch row.text(4) ?? "" {
+        case "waiting": phase = .waitingForBeginDate(date ?? Date())
+        case "asking": phase = .askingToBegin
+        case "running": phase = .running(attempt: max(1, attempts))
+        case "retrying": phase = .retrying(attempt: max(1, attempts), at: date ?? Date())
+        case "finished", "delivered":
+            let outcome: BackgroundTransferMachine.Outcome
+            switch row.text(6) ?? "" {
+            case "succeeded": outcome = .succeeded(status: 0)
+            case "cancelled": outcome = .cancelled
+            default: outcome = .failed(reason: row.text(15) ?? "failed")
+            }
+            phase = row.text(4) == "delivered" ? .delivered : .finished(outcome)
+        default: phase = .queued
+        }
+        let machine = BackgroundTransferMachine(phase: phase, bytes: row.int64(9), validator: row.text(11), attempts: attempts)
+        var record = TransferRecord(
+            id: row.int64(0), session: row.text(1) ?? "", spec: spec, machine: machine, suspended: row.int64(7) != 0,
+            created: Date(timeIntervalSince1970: row.double(16)))
+        record.expected = row.int64(10)
+        record.response = row.text(12).flatMap { try? JSONDecoder().decode(ResponseSpec.self, from: Data($0.utf8)) }
+        record.responseBody = row.data(13)
+        record.errorCode = row.text(14)
+        record.errorMessage = row.text(15)
+        record.finished = row.isNull(17) ? nil : Date(timeIntervalSince1970: row.double(17))
+        return record
+    }
+
+    /// Adds a new task; its session's next task identifier moves past it.
+    ///
+    /// - Returns: The record with its row id.
+    package func insert(_ record: TransferRecord) throws -> TransferRecord {
+        try database.write { connection in
+            try connection.run(
+                """
+                INSERT INTO sessions(identifier, next_task) VALUES (?, ?)
+                ON CONFLICT(identifier) DO UPDATE SET next_task = max(next_task, excluded.next_task)
+                """, [.text(record.session), .integer(Int64(record.spec.task) + 1)])
+            try connection.run(
+                "INSERT INTO transfers(session, task, spec, phase, created) VALUES (?, ?, ?, 'queued', ?)",
+                [.text(record.session), .integer(Int64(record.spec.task)), .text(try Self.json(record.spec)), .real(record.created.timeIntervalSince1970)])
+            var saved = record
+            saved.id = connection.lastInsertRowID
+            try Self.update(saved, connection)
+            return saved
+        }
+    }
+
+    /// Writes a record's current state.
+    package func save(_ record: TransferRecord) throws {
+        try database.write { connection in try Self.update(record, connection) }
+    }
+
+    private static func update(_ record: TransferRecord, _ connection: Connection) throws {
+        var date: SQLiteValue = .null
+        var outcome: SQLiteValue = .null
+        switch record.machine.phase {
+        case .waitingForBeginDate(let at), .retrying(_, let at): date = .real(at.timeIntervalSince1970)
+        case .finished(let result):
+            switch result {
+            case .succeeded: outcome = .text("succeeded")
+            case .failed: outcome = .text("failed")
+            case .cancelled: outcome = .text("cancelled")
+            }
+        default: break
+        }
+        if case .delivered = record.machine.phase { outcome = .text("delivered") }
+        try connection.run(
+            """
+            UPDATE transfers SET spec = ?, phase = ?, phase_date = ?, outcome = coalesce(?, outcome), suspended = ?, attempts = ?,
+                bytes = ?, expected = ?, validator = ?, response = ?, response_body = ?, error_code = ?, error_message = ?, finished = ?
+            WHERE id = ?
+            """,
+            [
+                .text(try json(record.spec)), .text(record.phaseName), date, outcome == .text("delivered") ? .null : outcome,
+                .integer(record.suspended ? 1 : 0), .integer(Int64(record.machine.attempts)), .integer(record.machine.bytes),
+                .integer(record.expected), record.machine.validator.map { .text($0) } ?? .null,
+                try record.response.map { .text(try json($0)) } ?? .null, record.responseBody.map { .blob($0) } ?? .null,
+                record.errorCode.map { .text($0) } ?? .null, record.errorMessage.map { .text($0) } ?? .null,
+                record.finished.map { .real($0.timeIntervalSince1970) } ?? .null, .integer(record.id),
+            ])
+    }
+
+    /// The next task identifier of a session (1 for a new one).
+    package func nextTask(session: String) throws -> Int {
+        let next = try database.read { connection in
+            try connection.scalarInt("SELECT next_task FROM sessions WHERE identifier = ?", [.text(session)])
+        }
+        return Int(clamping: max(1, next ?? 1))
+    }
+
+    /// Remembers the command that relaunches a session's app (nil: none).
+    package func setLaunchCommand(_ command: [String]?, session: String) throws {
+        let text = try command.map { String(decoding: try JSONEncoder().encode($0), as: UTF8.self) }
+        try database.write { connection in
+            try connection.run(
+                """
+                INSERT INTO sessions(identifier, launch_command) VALUES (?, ?)
+                ON CONFLICT(identifier) DO UPDATE SET launch_command = excluded.launch_command
+                """, [.text(session), text.map { .text($0) } ?? .null])
+        }
+    }
+
+    /// The command that relaunches a session's app, if it registered one.
+    package func launchCommand(session: String) throws -> [String]? {
+        let text = try database.read { connection in
+            try connection.query("SELECT launch_command FROM sessions WHERE identifier = ?", [.text(session)]) { $0.text(0) }.first ?? nil
+        }
+        return text.flatMap { try? JSONDecoder().decode([String].self, from: Data($0.utf8)) }
+    }
+
+    /// Forgets delivered tasks finished before `date`.
+    package func pruneDelivered(before date: Date) throws {
+        try database.write { connection in
+            try connection.run("DELETE FROM transfers WHERE phase = 'delivered' AND coalesce(finished, created) < ?", [.real(date.timeIntervalSince1970)])
+        }
+    }
+
+    private static func json<T: Encodable>(_ value: T) throws -> String {
+        String(decoding: try JSONEncoder().encode(value), as: UTF8.self)
+    }
+}

@@ -1,0 +1,197 @@
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import Locking
+import URLLoading
+
+/// One running transfer: its task, the partial file it writes (downloads),
+/// its byte counts, and progress reports throttled for the app.
+final class RunningTransfer: Sendable {
+    let id: Int64
+    let kind: TaskSpec.Kind
+    private let counts: Lock<Counts>
+
+    struct Counts {
+        var descriptor: Int32
+        /// Bytes in the file (downloads) or sent (uploads).
+        var bytes: Int64
+        var expected: Int64 = -1
+        var task: SessionTask?
+        var stopped = false
+        /// Set when the transfer ends for a retry (busy server, wrong range).
+        var retryAfter: TimeInterval?
+        var body = Data()
+        var lastReport = Date.distantPast
+        var reported: Int64 = 0
+        var writeError: String?
+    }
+
+    /// An upload's response body kept for the app at most.
+    static let maximumResponseBody = 1 << 20
+
+    init(id: Int64, kind: TaskSpec.Kind, descriptor: Int32, offset: Int64) {
+        self.id = id
+        self.kind = kind
+        counts = Lock(Counts(descriptor: descriptor, bytes: offset, reported: offset))
+    }
+
+    var isStopped: Bool { counts.withLock { $0.stopped } }
+
+    var retryAfter: TimeInterval? {
+        get { counts.withLock { $0.retryAfter } }
+        set { counts.withLock { $0.retryAfter = newValue } }
+    }
+
+    func start(_ task: SessionTask, runner: TransferRunner) {
+        counts.withLock { $0.task = task }
+        runner.transfers.withLock { $0[task.taskIdentifier] = self }
+        task.resume()
+    }
+
+    /// The head said where the body starts (the machine may have emptied the file).
+    func restart(at bytes: Int64, expected: Int64) {
+        counts.withLock { counts in
+            if counts.descriptor >= 0, bytes != counts.bytes {
+                _ = ftruncate(counts.descriptor, off_t(bytes))
+                _ = lseek(counts.descriptor, off_t(bytes), SEEK_SET)
+            }
+            counts.bytes = bytes
+            counts.expected = expected
+        }
+    }
+
+    /// Appends a chunk of a download's body; false when it cannot be written.
+    func write(_ data: Data) -> Bool {
+        counts.withLock { counts in
+            guard counts.descriptor >= 0, !counts.stopped else { return false }
+            let ok = data.withUnsafeBytes { raw -> Bool in
+                var offset = 0
+                while offset < raw.count {
+                    guard let base = raw.baseAddress else { return false }
+                    let written = Glibc.write(counts.descriptor, base + offset, raw.count - offset)
+                    if written < 0 && errno == EINTR { continue }
+                    guard written > 0 else { return false }
+                    offset += written
+                }
+                return true
+            }
+            if ok {
+                counts.bytes += Int64(data.count)
+            } else {
+                counts.writeError = String(cString: strerror(errno))
+            }
+            return ok
+        }
+    }
+
+    func keepResponseBody(_ data: Data) {
+        counts.withLock { counts in
+            let room = Self.maximumResponseBody - counts.body.count
+            if room > 0 { counts.body.append(data.prefix(room)) }
+        }
+    }
+
+    func noteSent(_ total: Int64, expected: Int64) {
+        counts.withLock {
+            $0.bytes = total
+            $0.expected = expected
+        }
+    }
+
+    /// A progress report when one is due (at most 10 a second, and at the end).
+    func progressDue(final: Bool = false) -> (bytes: Int64, expected: Int64)? {
+        counts.withLock { counts in
+            let now = Date()
+            guard counts.bytes != counts.reported, final || now.timeIntervalSince(counts.lastReport) >= 0.1 else { return nil }
+            counts.lastReport = now
+            counts.reported = counts.bytes
+            return (counts.bytes, counts.expected)
+        }
+    }
+
+    var responseBody: Data? { counts.withLock { $0.body.isEmpty ? nil : $0.body } }
+    var writeError: String? { counts.withLock { $0.writeError } }
+
+    /// Stops the transfer (cancel or suspend).
+    func stop() {
+        let task = counts.withLock { counts -> SessionTask? in
+            counts.stopped = true
+            return counts.task
+        }
+        task?.cancel()
+    }
+
+    /// Makes the file durable and closes it: the bytes it holds.
+    func close() -> Int64 {
+        counts.withLock { counts in
+            if counts.descriptor >= 0 {
+                _ = fsync(counts.descriptor)
+                _ = Glibc.close(counts.descriptor)
+                counts.descriptor = -1
+            }
+            return counts.bytes
+        }
+    }
+}
+
+/// The session transferd runs every transfer on, and its delegate: each
+/// task's events go to its `RunningTransfer` and the daemon.
+final class TransferRunner: SessionDataDelegate, SessionTaskDelegate {
+    let daemon = Lock<Daemon?>(nil)
+    let transfers = Lock<[Int: RunningTransfer]>([:])
+    private let sessionBox = Lock<Session?>(nil)
+
+    var session: Session {
+        sessionBox.withLock { box in
+            if let session = box { return session }
+            let configuration = SessionConfiguration.ephemeral
+            configuration.urlCache = nil
+            configuration.requestCachePolicy = .reloadIgnoringLocalCacheData
+            let session = Session(configuration: configuration, delegate: self)
+            box = session
+            return session
+        }
+    }
+
+    private func transfer(_ task: SessionTask) -> RunningTransfer? {
+        transfers.withLock { $0[task.taskIdentifier] }
+    }
+
+    func urlSession(_ session: Session, dataTask: SessionTask, didReceive response: URLResponse) async -> Session.ResponseDisposition {
+        guard let running = transfer(dataTask), let http = response as? HTTPURLResponse, let daemon = daemon.withLock({ $0 }) else { return .cancel }
+        return daemon.headArrived(running.id, http) ? .allow : .cancel
+    }
+
+    func urlSession(_ session: Session, dataTask: SessionTask, didReceive data: Data) {
+        guard let running = transfer(dataTask) else { return }
+        if running.kind == .upload {
+            running.keepResponseBody(data)
+            return
+        }
+        if !running.write(data) {
+            dataTask.cancel()
+            return
+        }
+        if let (bytes, expected) = running.progressDue() { daemon.withLock { $0 }?.reportProgress(running, bytes: bytes, expected: expected) }
+    }
+
+    func urlSession(_ session: Session, task: SessionTask, didSendBodyData bytesSent: Int64, totalBytesSent: Int64, totalBytesExpectedToSend: Int64) {
+        guard let running = transfer(task) else { return }
+        running.noteSent(totalBytesSent, expected: totalBytesExpectedToSend)
+        if let (bytes, expected) = running.progressDue() { daemon.withLock { $0 }?.reportProgress(running, bytes: bytes, expected: expected) }
+    }
+
+    func urlSession(_ session: Session, task: SessionTask, didCompleteWithError error: (any Error)?) {
+        guard let running = transfers.withLock({ $0.removeValue(forKey: task.taskIdentifier) }) else { return }
+        if let (bytes, expected) = running.progressDue(final: true) { daemon.withLock { $0 }?.reportProgress(running, bytes: bytes, expected: expected) }
+        var failure = error
+        if let problem = running.writeError {
+            failure = SessionError(.cannotWriteFile, failingURL: nil, message: "cannot write the partial file: \(problem)").urlError
+        }
+        daemon.withLock { $0 }?.transferEnded(running.id, error: failure, body: running.responseBody)
+    }
+}

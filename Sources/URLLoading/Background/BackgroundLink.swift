@@ -1,0 +1,162 @@
+import Foundation
+import Locking
+import Logging
+
+/// A background session's connection to `transferd` (issue 20): attaches
+/// under the session's identifier, reads transferd's messages on a thread
+/// of its own and hands them to the session; when transferd goes away
+/// (killed, restarted) it starts it again and re-attaches, so the
+/// session's tasks go on.
+final class BackgroundLink: Sendable {
+    let identifier: String
+    private let paths: BackgroundPaths
+    private let launchCommand: [String]?
+    private let state = Lock(State())
+    private let logger = Logger(label: "urlloading.background")
+
+    private struct State {
+        var socket: UnixSocket?
+        var handler: (@Sendable (BackgroundMessage) -> Void)?
+        var closed = false
+    }
+
+    /// transferd's answer to an attachment.
+    struct Attached: Sendable {
+        var nextTask: Int
+        var tasks: [TaskSummary]
+        var pending: Int
+    }
+
+    private init(identifier: String, paths: BackgroundPaths, launchCommand: [String]?) {
+        self.identifier = identifier
+        self.paths = paths
+        self.launchCommand = launchCommand
+    }
+
+    /// Connects (starting transferd if needed) and attaches.
+    static func attach(identifier: String, launchCommand: [String]?) throws(SessionError) -> (BackgroundLink, Attached) {
+        let link = BackgroundLink(identifier: identifier, paths: BackgroundPaths(), launchCommand: launchCommand)
+        let attached = try link.connectAndAttach()
+        return (link, attached)
+    }
+
+    private func connectAndAttach() throws(SessionError) -> Attached {
+        do {
+            let socket = try TransferdLauncher.connect(paths)
+            try socket.send(.attach(Attachment(identifier: identifier, processID: getpid(), launchCommand: launchCommand)))
+            guard socket.waitReadable(seconds: 10) else { throw BackgroundWireError("transferd did not answer within 10 s") }
+            var framing = BackgroundFraming()
+            switch try socket.receive(&framing) {
+            case .attached(let nextTask, let tasks, let pending)?:
+                // Messages after the answer (events) are read by the reader thread.
+                state.withLock { $0.socket = socket }
+                reader(socket, framing)
+                return Attached(nextTask: nextTask, tasks: tasks, pending: pending)
+            case .refused(let reason)?:
+                throw SessionError(.backgroundSessionInUseByAnotherProcess, failingURL: nil, message: reason)
+            default:
+                throw BackgroundWireError("transferd closed the connection without an answer")
+            }
+        } catch let error as SessionError {
+            throw error
+        } catch {
+            throw SessionError(.backgroundSessionWasDisconnected, failingURL: nil, message: "cannot attach to transferd: \(error)")
+        }
+    }
+
+    /// Installs the session's handler; messages read before it wait for it.
+    func start(_ handler: @escaping @Sendable (BackgroundMessage) -> Void) {
+        state.withLock { $0.handler = handler }
+        startGate.withLock { $0.open() }
+    }
+
+    /// The reader waits for `start` (the session is made in between).
+    private let startGate = Lock(Gate())
+
+    private struct Gate {
+        var isOpen = false
+        var waiting: [@Sendable () -> Void] = []
+        mutating func open() {
+            isOpen = true
+            let run = waiting
+            waiting = []
+            run.forEach { $0() }
+        }
+    }
+
+    private func reader(_ socket: UnixSocket, _ framing: BackgroundFraming) {
+        Thread.detachNewThread { [self] in
+            var framing = framing
+            while true {
+                let message: BackgroundMessage?
+                do {
+                    message = try socket.receive(&framing)
+                } catch {
+                    logger.error("transferd sent something that is not a message: \(error)")
+                    message = nil
+                }
+                guard let message else { break }
+                deliver(message)
+            }
+            reconnect(after: socket)
+        }
+    }
+
+    private func deliver(_ message: BackgroundMessage) {
+        // Before the session installed its handler, wait for it (it comes
+        // at the end of the session's initializer).
+        let semaphore = DispatchSemaphore(value: 0)
+        let ready = startGate.withLock { gate -> Bool in
+            if gate.isOpen { return true }
+            gate.waiting.append { semaphore.signal() }
+            return false
+        }
+        if !ready { semaphore.wait() }
+        state.withLock { $0.handler }?(message)
+    }
+
+    /// transferd went away: start it again and attach again (3 tries), or
+    /// tell the session the link is lost.
+    private func reconnect(after socket: UnixSocket) {
+        let closed = state.withLock { state -> Bool in
+            if state.socket === socket { state.socket = nil }
+            return state.closed
+        }
+        socket.close()
+        guard !closed else { return }
+        logger.warning("transferd went away; starting it again", metadata: ["session": "\(identifier)"])
+        var lastError: SessionError?
+        for _ in 0..<3 {
+            do {
+                let attached = try connectAndAttach()
+                deliver(.attached(nextTask: attached.nextTask, tasks: attached.tasks, pending: attached.pending))
+                return
+            } catch {
+                lastError = error
+            }
+        }
+        deliver(.refused(reason: lastError.map { "\($0)" } ?? "transferd went away"))
+    }
+
+    /// Sends a message; false when transferd cannot be reached now.
+    @discardableResult
+    func send(_ message: BackgroundMessage) -> Bool {
+        guard let socket = state.withLock({ $0.socket }) else { return false }
+        do {
+            try socket.send(message)
+            return true
+        } catch {
+            logger.warning("cannot reach transferd: \(error)", metadata: ["session": "\(identifier)"])
+            return false
+        }
+    }
+
+    /// Detaches: transferd keeps the tasks going and their events for the next session.
+    func close() {
+        let socket = state.withLock { state -> UnixSocket? in
+            state.closed = true
+            return state.socket
+        }
+        socket?.shutdownBoth()
+    }
+}

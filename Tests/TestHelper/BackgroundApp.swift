@@ -1,0 +1,162 @@
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import Locking
+@testable import URLLoading
+
+// urlloading-test-helper background-app <identifier> download <url>
+// urlloading-test-helper background-app <identifier> upload <url> <file>
+// urlloading-test-helper background-app <identifier> data <url>
+// urlloading-test-helper background-app <identifier> attach
+//     The app of a background session (issue 20). Prints one line per event:
+//     "attached tasks <n> pending <m>" or "startup-error <code>", "created <task>",
+//     "write <total> <expected>", "finished <task> <size> <sha256>",
+//     "body <text>", "complete <task> nil|<code>", "file-gone <true|false>",
+//     "events-done", then "bye" once the session is invalid. download and
+//     upload exit after their task completes; attach after the events that
+//     waited (at once when none did) and every task it adopted completed.
+//     Options after the identifier: "--output FILE" appends the lines to FILE
+//     instead; "--launch-to FILE" registers "background-app <identifier>
+//     attach --output FILE" as the launch command (without it the session
+//     sends no launch events).
+
+/// Where the lines go: standard output unless `--output` said a file.
+nonisolated(unsafe) var sayTo = FileHandle.standardOutput
+
+/// Prints a line at once (the test reads them as they come).
+func say(_ line: String) {
+    sayTo.write(Data((line + "\n").utf8))
+}
+
+final class BackgroundAppDelegate: SessionDownloadDelegate, SessionDataDelegate {
+    /// Tasks still to complete, tasks completed (events may arrive before
+    /// `expect` names them), and whether the waiting events were all delivered.
+    private let state = Lock<(open: Set<Int>, completed: Set<Int>, lastFile: String?, eventsDone: Bool, waitsForEvents: Bool)>(
+        ([], [], nil, false, false))
+    private let done = DispatchSemaphore(value: 0)
+    private let invalid = DispatchSemaphore(value: 0)
+
+    func expect(_ tasks: [Int], events: Bool) {
+        state.withLock {
+            $0.open.formUnion(Set(tasks).subtracting($0.completed))
+            $0.waitsForEvents = events
+        }
+        checkDone()
+    }
+
+    private func checkDone() {
+        let finished = state.withLock { $0.open.isEmpty && ($0.eventsDone || !$0.waitsForEvents) }
+        if finished { done.signal() }
+    }
+
+    /// Bounded: a helper that hears nothing says so and exits non-zero.
+    func waitUntilDone() {
+        if done.wait(timeout: .now() + 240) == .timedOut { fail("no completion or events within 240 s") }
+    }
+    func waitUntilInvalid() {
+        if invalid.wait(timeout: .now() + 60) == .timedOut { fail("the session did not become invalid within 60 s") }
+    }
+
+    func urlSession(_ session: Session, downloadTask: SessionTask, didWriteData bytesWritten: Int64, totalBytesWritten: Int64, totalBytesExpectedToWrite: Int64) {
+        say("write \(totalBytesWritten) \(totalBytesExpectedToWrite)")
+    }
+
+    func urlSession(_ session: Session, downloadTask: SessionTask, didFinishDownloadingTo location: URL) {
+        let data = (try? Data(contentsOf: location)) ?? Data()
+        state.withLock { $0.lastFile = location.path }
+        say("finished \(downloadTask.taskIdentifier) \(data.count) \(SHA256.hash(data).map { String(format: "%02x", $0) }.joined())")
+    }
+
+    func urlSession(_ session: Session, dataTask: SessionTask, didReceive data: Data) {
+        say("body \(String(decoding: data, as: UTF8.self))")
+    }
+
+    func urlSession(_ session: Session, task: SessionTask, didCompleteWithError error: (any Error)?) {
+        let code = (error as? URLError)?.sessionError.map { "\($0.code)".replacingOccurrences(of: " ", with: "-") } ?? (error.map { "\($0)" } ?? "nil")
+        let file = state.withLock { state -> String? in
+            defer { state.lastFile = nil }
+            return state.lastFile
+        }
+        if let file { say("file-gone \(!FileManager.default.fileExists(atPath: file))") }
+        say("complete \(task.taskIdentifier) \(code) status \((task.response as? HTTPURLResponse)?.statusCode ?? 0)")
+        state.withLock {
+            _ = $0.open.remove(task.taskIdentifier)
+            $0.completed.insert(task.taskIdentifier)
+        }
+        checkDone()
+    }
+
+    func urlSessionDidFinishEvents(forBackgroundURLSession session: Session) {
+        say("events-done")
+        state.withLock { $0.eventsDone = true }
+        checkDone()
+    }
+
+    func urlSession(_ session: Session, didBecomeInvalidWithError error: (any Error)?) {
+        invalid.signal()
+    }
+}
+
+func runBackgroundApp(_ given: [String]) -> Never {
+    var arguments = given
+    let configuration = SessionConfiguration.background(withIdentifier: given.first ?? "")
+    configuration.sessionSendsLaunchEvents = false
+    if let at = arguments.firstIndex(of: "--output"), at + 1 < arguments.count {
+        let path = arguments[at + 1]
+        guard FileManager.default.fileExists(atPath: path) || FileManager.default.createFile(atPath: path, contents: nil),
+            let handle = FileHandle(forWritingAtPath: path)
+        else { fail("cannot write \(path)") }
+        handle.seekToEndOfFile()
+        sayTo = handle
+        arguments.removeSubrange(at...(at + 1))
+    }
+    if let at = arguments.firstIndex(of: "--launch-to"), at + 1 < arguments.count {
+        configuration.sessionSendsLaunchEvents = true
+        configuration.launchCommand = [URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().path, "background-app", given[0], "attach", "--output", arguments[at + 1]]
+        arguments.removeSubrange(at...(at + 1))
+    }
+    guard arguments.count >= 2 else { fail("usage: background-app <identifier> download|upload|data|attach ...") }
+    let delegate = BackgroundAppDelegate()
+    let session = Session(configuration: configuration, delegate: delegate)
+    if let launched = Session.launchedForBackgroundSession { say("launched-for \(launched)") }
+    for error in session.startupErrors {
+        say("startup-error \((error as? SessionError).map { "\($0.code)".replacingOccurrences(of: " ", with: "-") } ?? "\(error)")")
+    }
+    let adopted = session.allTasks.map(\.taskIdentifier)
+    let pending = session.backgroundEvents.withLock { $0.pending }
+    say("attached tasks \(adopted.count) pending \(pending)")
+    let rest = Array(arguments.dropFirst(2))
+    var task: SessionTask?
+    switch arguments[1] {
+    case "download":
+        guard let url = rest.first.flatMap(URL.init(string:)) else { fail("download <url>") }
+        task = session.downloadTask(with: URLRequest(url: url))
+    case "upload":
+        guard rest.count == 2, let url = URL(string: rest[0]) else { fail("upload <url> <file>") }
+        var request = URLRequest(url: url)
+        request.httpMethod = "PUT"
+        task = session.uploadTask(with: request, fromFile: URL(fileURLWithPath: rest[1]))
+    case "data":
+        guard let url = rest.first.flatMap(URL.init(string:)) else { fail("data <url>") }
+        task = session.dataTask(with: URLRequest(url: url))
+    case "attach":
+        break
+    default:
+        fail("unknown background-app command \(arguments[1])")
+    }
+    if let task {
+        say("created \(task.taskIdentifier)")
+        delegate.expect([task.taskIdentifier], events: false)
+        task.resume()
+        // transferd has the task now (the messages are in its socket).
+        say("resumed \(task.taskIdentifier)")
+    } else {
+        delegate.expect(adopted, events: pending > 0)
+    }
+    delegate.waitUntilDone()
+    session.finishTasksAndInvalidate()
+    delegate.waitUntilInvalid()
+    say("bye")
+    exit(0)
+}

@@ -1,0 +1,278 @@
+import Foundation
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#endif
+import Testing
+import TestSupport
+import TransferDaemon
+import URLLoading
+
+/// Background sessions with real processes (issue 20): the test helper as
+/// the app, the built transferd (started by the app), the loopback origin.
+/// Each test has its own runtime and state folders, so its own transferd,
+/// which it stops at the end.
+@Suite("Background sessions across processes", .serialized, .timeLimit(.minutes(Sanitizer.minutes(3))))
+struct BackgroundSessionProcessTests {
+    /// A body served in slices with pauses between them, honouring Range
+    /// and If-Range against its ETag.
+    static let size = 6 << 20
+    static let etag = "\"v1\""
+
+    static func slowBody(
+        slice: Int = 512 << 10, pause: Duration = .milliseconds(150), etag: @escaping @Sendable () -> String = { etag }
+    ) -> TestOrigin.Handler {
+        { request in
+            let etag = etag()
+            var start = 0
+            if let range = request.header("Range"), request.header("If-Range") == etag, range.hasPrefix("bytes="),
+                let first = Int(range.dropFirst(6).prefix { $0 != "-" }), first < size
+            {
+                start = first
+            }
+            var parts: [ScriptedResponse.Part] = []
+            var offset = start
+            while offset < size {
+                let count = min(slice, size - offset)
+                parts.append(.pattern(offset: offset, count: count))
+                parts.append(.pause(pause))
+                offset += count
+            }
+            var headers = [HeaderField("ETag", etag)]
+            if start > 0 { headers.append(HeaderField("Content-Range", "bytes \(start)-\(size - 1)/\(size)")) }
+            return ScriptedResponse(status: start > 0 ? 206 : 200, headers: headers, parts: parts)
+        }
+    }
+
+    static let wholeDigest = SHA256.hash(TestOrigin.pattern(offset: 0, count: size)).map { String(format: "%02x", $0) }.joined()
+
+    /// The folders and environment of one test's transferd and apps.
+    final class World {
+        let directory = TemporaryDirectory("background")
+        var environment: [String: String] {
+            var environment = ProcessInfo.processInfo.environment
+            environment["XDG_RUNTIME_DIR"] = directory.path("run")
+            environment["XDG_STATE_HOME"] = directory.path("state")
+            environment["URLLOADING_TRANSFERD"] = ChildProcess.productsDirectory.appendingPathComponent("transferd").path
+            environment["URLLOADING_TRANSFERD_RETRY_DELAY"] = "0.05"
+            return environment
+        }
+        var paths: BackgroundPaths { BackgroundPaths(environment: environment) }
+
+        /// The running transferd's process id (it writes it in its lock file).
+        var transferdPID: pid_t? {
+            (try? String(contentsOfFile: paths.lockFile, encoding: .utf8)).flatMap { pid_t($0.trimmingCharacters(in: .whitespacesAndNewlines)) }
+        }
+
+        func records() -> [TransferRecord] {
+            (try? Journal(path: paths.journal).records(delivered: true)) ?? []
+        }
+
+        func app(_ arguments: [String]) throws -> ChildProcess.Running {
+            try ChildProcess.startWithOutputLines(ChildProcess.helper, ["background-app"] + arguments, environment: environment)
+        }
+
+        func run(_ arguments: [String]) async throws -> [String] {
+            let result = try await ChildProcess.run(ChildProcess.helper, ["background-app"] + arguments, environment: environment)
+            #expect(result.status == 0, "\(result.standardError)")
+            return result.standardOutput.split(separator: "\n").map(String.init)
+        }
+
+        /// Lines until one starts with `prefix` (inclusive), or the end.
+        func lines(of app: ChildProcess.Running, until prefix: String) async -> [String] {
+            var seen: [String] = []
+            while let line = await app.nextLine() {
+                seen.append(line)
+                if line.hasPrefix(prefix) { break }
+            }
+            return seen
+        }
+
+        deinit {
+            if let pid = transferdPID, pid > 0 { kill(pid, SIGKILL) }
+        }
+    }
+
+    @Test("The app is killed mid-download: transferd finishes it; the next app gets its events once, then urlSessionDidFinishEvents; a third gets nothing")
+    func appKilled() async throws {
+        let origin = try await TestOrigin.start()
+        origin.route("/big", Self.slowBody())
+        let world = World()
+        let app = try world.app(["appKilled", "download", origin.url("/big").absoluteString])
+        let before = await world.lines(of: app, until: "write")
+        #expect(before.contains("created 1"), "\(before)")
+        app.kill(SIGKILL)
+        _ = try await app.wait()
+        #expect(await eventually { world.records().first?.phaseName == "finished" }, "\(world.records())")
+
+        let second = try await world.run(["appKilled", "attach"])
+        #expect(second.first == "attached tasks 1 pending 1", "\(second)")
+        let finished = second.firstIndex(of: "finished 1 \(Self.size) \(Self.wholeDigest)")
+        let complete = second.firstIndex(of: "complete 1 nil status 200")
+        let done = second.firstIndex(of: "events-done")
+        #expect(finished != nil && complete != nil && done != nil, "\(second)")
+        if let finished, let complete, let done { #expect(finished < complete && complete < done) }
+        #expect(second.contains("file-gone true"), "the file is gone once didFinishDownloadingTo returned")
+
+        let third = try await world.run(["appKilled", "attach"])
+        #expect(third == ["attached tasks 0 pending 0", "bye"], "\(third)")
+        #expect(world.records().first?.phaseName == "delivered")
+        try await origin.shutdown()
+    }
+
+    @Test("transferd is killed mid-download at three offsets: restarted by the app, it resumes at the bytes on disk with If-Range, or from zero once the ETag changed")
+    func transferdKilled() async throws {
+        let origin = try await TestOrigin.start()
+        let tag = Mutex(Self.etag)
+        origin.route("/big", Self.slowBody(etag: { tag.withLock { $0 } }))
+        let world = World()
+        let app = try world.app(["transferdKilled", "download", origin.url("/big").absoluteString])
+        _ = await world.lines(of: app, until: "write")
+        let partial = world.paths.files + "/partial-1"
+        var resumedAt: [Int] = []
+        for round in 0..<3 {
+            // Past the last restart's offset, so that each kill is at a new one.
+            let floor = (resumedAt.last ?? 0) + 256 << 10
+            #expect(await eventually { (Self.fileSize(partial) ?? 0) > floor }, "round \(round): the download went on")
+            let killed = try #require(world.transferdPID)
+            // The app is stopped so that nothing restarts transferd while the test reads the file.
+            app.kill(SIGSTOP)
+            kill(killed, SIGKILL)
+            #expect(await eventually { Self.isGone(killed) })
+            let onDisk = try #require(Self.fileSize(partial))
+            #expect(onDisk > 0 && onDisk < Self.size, "killed mid-download at \(onDisk)")
+            resumedAt.append(onDisk)
+            // Before the last restart the resource changes: its validator no longer matches.
+            if round == 2 { tag.withLock { $0 = "\"v2\"" } }
+            app.kill(SIGCONT)
+            #expect(await eventually { world.transferdPID.map { $0 != killed && kill($0, 0) == 0 } ?? false })
+        }
+        let seen = await world.lines(of: app, until: "bye")
+        #expect(seen.contains("finished 1 \(Self.size) \(Self.wholeDigest)"), "\(seen)")
+        #expect(seen.contains("complete 1 nil status 200"), "the last attempt got the whole new version: \(seen)")
+        let requests = origin.requests(to: "/big")
+        #expect(requests.count == 4, "\(requests.map(\.headers))")
+        #expect(requests.first?.header("Range") == nil)
+        for (request, offset) in zip(requests.dropFirst(), resumedAt) {
+            #expect(request.header("Range") == "bytes=\(offset)-", "resumed at the byte on disk")
+            #expect(request.header("If-Range") == Self.etag)
+        }
+        try await origin.shutdown()
+    }
+
+    static func fileSize(_ path: String) -> Int? {
+        (try? FileManager.default.attributesOfItem(atPath: path)[.size] as? Int) ?? nil
+    }
+
+    /// Dead: gone, or a zombie its stopped parent has not reaped yet.
+    static func isGone(_ pid: pid_t) -> Bool {
+        guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8) else { return true }
+        // The state follows the command's closing parenthesis.
+        guard let close = stat.lastIndex(of: ")") else { return true }
+        return stat[close...].dropFirst(2).first == "Z"
+    }
+
+    @Test("The origin drops the connection three times: the task retries (from its bytes) and finishes")
+    func retries() async throws {
+        let origin = try await TestOrigin.start()
+        let attempts = Counter()
+        let whole = Self.slowBody(slice: Self.size, pause: .zero)
+        origin.route("/flaky") { request in
+            if attempts.next() <= 3 {
+                return ScriptedResponse(
+                    status: 200, headers: [HeaderField("ETag", Self.etag)], parts: [.pattern(offset: 0, count: 1000), .closeConnection],
+                    framing: .declaredLength(Self.size))
+            }
+            return whole(request)
+        }
+        let world = World()
+        let lines = try await world.run(["retries", "download", origin.url("/flaky").absoluteString])
+        #expect(lines.contains("finished 1 \(Self.size) \(Self.wholeDigest)"), "\(lines)")
+        #expect(origin.requests(to: "/flaky").count == 4)
+        #expect(origin.requests(to: "/flaky").last?.header("Range") == "bytes=1000-", "the last attempt resumed after the kept bytes")
+        #expect(world.records().first?.machine.attempts == 4)
+        try await origin.shutdown()
+    }
+
+    @Test("An upload from a file survives the app's death; its response body and completion reach the next app")
+    func uploadSurvives() async throws {
+        let origin = try await TestOrigin.start()
+        let world = World()
+        let received = world.directory.url.appendingPathComponent("received")
+        try FileManager.default.createDirectory(at: received, withIntermediateDirectories: true)
+        origin.storeBodies(of: "/upload", in: received)
+        // A slow answer: the app is gone before it comes.
+        origin.route("/upload") { request in
+            var response = ScriptedResponse(status: 201, body: "got \(request.bodyLength)")
+            response.delayBeforeHead = .seconds(3)
+            return response
+        }
+        let body = TestOrigin.pattern(offset: 7, count: 3 << 20)
+        let file = world.directory.url.appendingPathComponent("body")
+        try Data(body).write(to: file)
+        let app = try world.app(["uploadSurvives", "upload", origin.url("/upload").absoluteString, file.path])
+        _ = await world.lines(of: app, until: "resumed")
+        app.kill(SIGKILL)
+        _ = try await app.wait()
+        // The app's file may go: transferd sends its own copy.
+        try FileManager.default.removeItem(at: file)
+        #expect(await eventually { world.records().first?.phaseName == "finished" }, "\(world.records())")
+        let lines = try await world.run(["uploadSurvives", "attach"])
+        #expect(lines.contains("body got \(body.count)") && lines.contains("complete 1 nil status 201") && lines.contains("events-done"), "\(lines)")
+        let stored = try #require(origin.requests(to: "/upload").last?.bodyFile)
+        #expect(try Data(contentsOf: stored) == Data(body))
+        try await origin.shutdown()
+    }
+
+    @Test("Launch events: with the app gone, transferd runs its registered command once when the events are ready; it receives them")
+    func launchEvents() async throws {
+        let origin = try await TestOrigin.start()
+        origin.route("/big", Self.slowBody())
+        let world = World()
+        let output = world.directory.path("launched.out")
+        let app = try world.app(["launchEvents", "--launch-to", output, "download", origin.url("/big").absoluteString])
+        _ = await world.lines(of: app, until: "write")
+        app.kill(SIGKILL)
+        _ = try await app.wait()
+        let read = { (try? String(contentsOfFile: output, encoding: .utf8)) ?? "" }
+        #expect(await eventually(within: .seconds(60)) { read().hasSuffix("bye\n") }, "\(read())")
+        let lines = read().split(separator: "\n").map(String.init)
+        #expect(
+            lines == [
+                "launched-for launchEvents", "attached tasks 1 pending 1", "finished 1 \(Self.size) \(Self.wholeDigest)", "file-gone true",
+                "complete 1 nil status 200", "events-done", "bye",
+            ], "\(lines)")
+        let log = (try? String(contentsOfFile: world.paths.log, encoding: .utf8)) ?? ""
+        #expect(log.components(separatedBy: "launched the app of launchEvents").count == 2, "launched once: \(log)")
+        #expect(world.records().first?.phaseName == "delivered")
+        try await origin.shutdown()
+    }
+
+    @Test("A second live session with the same identifier is refused; data tasks fail with a clear error")
+    func refusals() async throws {
+        let origin = try await TestOrigin.start()
+        origin.route("/big", Self.slowBody(pause: .milliseconds(400)))
+        origin.route("/small", response: ScriptedResponse(body: "hello"))
+        let world = World()
+        let first = try world.app(["refusals", "download", origin.url("/big").absoluteString])
+        _ = await world.lines(of: first, until: "created")
+        let second = try await world.run(["refusals", "data", origin.url("/small").absoluteString])
+        #expect(second.contains("startup-error background-session-in-use-by-another-process"), "\(second)")
+        first.kill(SIGKILL)
+        _ = try await first.wait()
+        let data = try await world.run(["other", "data", origin.url("/small").absoluteString])
+        #expect(data.contains("complete 1 not-supported-in-a-background-session status 0"), "\(data)")
+        #expect(origin.requests(to: "/small").isEmpty)
+        try await origin.shutdown()
+    }
+}
+
+/// A thread-safe counter for routes.
+final class Counter: Sendable {
+    private let value = Mutex(0)
+    func next() -> Int {
+        value.withLock {
+            $0 += 1; return $0
+        }
+    }
+}
