@@ -32,6 +32,12 @@ let package = Package(
             pkgConfig: "libcurl",
             providers: [.apt(["libcurl4-openssl-dev"])]
         ),
+        // transferd seals the secrets its journal keeps (AES-256-GCM).
+        .systemLibrary(
+            name: "CCrypto",
+            pkgConfig: "libcrypto",
+            providers: [.apt(["libssl-dev"])]
+        ),
         .systemLibrary(
             name: "CSQLite",
             pkgConfig: "sqlite3",
@@ -93,7 +99,7 @@ let package = Package(
         .target(
             name: "TransferDaemon",
             dependencies: [
-                "URLLoading", "Storage", "Migrations", "Locking",
+                "URLLoading", "Storage", "Migrations", "Locking", "CCrypto",
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strictSwift

@@ -49,9 +49,23 @@ package struct TransferRecord: Sendable, Equatable {
 /// each change of a task is written here before transferd acts on it.
 package final class Journal: Sendable {
     let database: Database
+    /// Seals secrets before they are written; nil for a reader without the key.
+    let seal: JournalSeal?
+    let logger: Logger
 
-    /// Opens or creates the journal at `path` (0600 in a 0700 folder).
-    package init(path: String, logger: Logger = Logger(label: "urlloading.transferd")) throws {
+    /// Opens or creates the journal at `path` (0600 in a 0700 folder) and
+    /// its key (`Journal.key` beside it; made when `writer` and missing).
+    ///
+    /// - Parameter writer: transferd itself; a tool that only reads passes
+    ///   false and shows sealed values as such when the key cannot be read.
+    package init(path: String, writer: Bool = true, logger: Logger = Logger(label: "urlloading.transferd")) throws {
+        self.logger = logger
+        let keyPath = (path as NSString).deletingLastPathComponent + "/Journal.key"
+        if writer {
+            seal = try JournalSeal(keyPath: keyPath, create: true)
+        } else {
+            seal = try? JournalSeal(keyPath: keyPath, create: false)
+        }
         var options = Database.Options()
         options.fileMode = 0o600
         options.directoryMode = 0o700
@@ -72,14 +86,16 @@ package final class Journal: Sendable {
             try connection.query(
                 "SELECT \(Self.columns) FROM transfers \(delivered ? "" : "WHERE phase <> 'delivered'") ORDER BY session, task"
             ) { row in
-                Self.record(row)
+                record(row)
             }.compactMap { $0 }
         }
     }
 
-    /// A row as a record; nil (and skipped) when its spec cannot be read.
-    private static func record(_ row: Statement) -> TransferRecord? {
-        guard let specText = row.text(3), let spec = try? JSONDecoder().decode(TaskSpec.self, from: Data(specText.utf8)) else { return nil }
+    /// A row as a record, its secrets unsealed; nil (and skipped) when its spec cannot be read.
+    private func record(_ row: Statement) -> TransferRecord? {
+        guard let specText = row.text(3), var spec = try? JSONDecoder().decode(TaskSpec.self, from: Data(specText.utf8)) else { return nil }
+        var lost: [String] = []
+        if let seal { spec = seal.unsealed(spec, lost: &lost) }
         let date = row.isNull(5) ? nil : Date(timeIntervalSince1970: row.double(5))
         let attempts = Int(clamping: row.int64(8))
         let phase: BackgroundTransferMachine.Phase
@@ -104,6 +120,11 @@ package final class Journal: Sendable {
             created: Date(timeIntervalSince1970: row.double(16)))
         record.expected = row.int64(10)
         record.response = row.text(12).flatMap { try? JSONDecoder().decode(ResponseSpec.self, from: Data($0.utf8)) }
+        if let seal, let response = record.response { record.response = seal.unsealed(response, lost: &lost) }
+        if !lost.isEmpty, seal != nil {
+            // The key was replaced or lost: the request goes on without what it cannot read.
+            logger.warning("task \(spec.task) of \(record.session): cannot unseal \(lost.joined(separator: ", ")); left out")
+        }
         record.responseBody = row.data(13)
         record.errorCode = row.text(14)
         record.errorMessage = row.text(15)
@@ -123,20 +144,26 @@ package final class Journal: Sendable {
                 """, [.text(record.session), .integer(Int64(record.spec.task) + 1)])
             try connection.run(
                 "INSERT INTO transfers(session, task, spec, phase, created) VALUES (?, ?, ?, 'queued', ?)",
-                [.text(record.session), .integer(Int64(record.spec.task)), .text(try Self.json(record.spec)), .real(record.created.timeIntervalSince1970)])
+                [.text(record.session), .integer(Int64(record.spec.task)), .text(try Self.json(sealed(record.spec))), .real(record.created.timeIntervalSince1970)])
             var saved = record
             saved.id = connection.lastInsertRowID
-            try Self.update(saved, connection)
+            try update(saved, connection)
             return saved
         }
     }
 
     /// Writes a record's current state.
     package func save(_ record: TransferRecord) throws {
-        try database.write { connection in try Self.update(record, connection) }
+        try database.write { connection in try update(record, connection) }
     }
 
-    private static func update(_ record: TransferRecord, _ connection: Connection) throws {
+    private func sealed(_ spec: TaskSpec) throws -> TaskSpec {
+        guard let seal else { throw BackgroundWireError("the journal was opened to read; its key is not at hand") }
+        return try seal.sealed(spec)
+    }
+
+    private func update(_ record: TransferRecord, _ connection: Connection) throws {
+        guard let seal else { throw BackgroundWireError("the journal was opened to read; its key is not at hand") }
         var date: SQLiteValue = .null
         var outcome: SQLiteValue = .null
         switch record.machine.phase {
@@ -157,10 +184,10 @@ package final class Journal: Sendable {
             WHERE id = ?
             """,
             [
-                .text(try json(record.spec)), .text(record.phaseName), date, outcome == .text("delivered") ? .null : outcome,
+                .text(try Self.json(seal.sealed(record.spec))), .text(record.phaseName), date, outcome == .text("delivered") ? .null : outcome,
                 .integer(record.suspended ? 1 : 0), .integer(Int64(record.machine.attempts)), .integer(record.machine.bytes),
                 .integer(record.expected), record.machine.validator.map { .text($0) } ?? .null,
-                try record.response.map { .text(try json($0)) } ?? .null, record.responseBody.map { .blob($0) } ?? .null,
+                try record.response.map { .text(try Self.json(seal.sealed($0))) } ?? .null, record.responseBody.map { .blob($0) } ?? .null,
                 record.errorCode.map { .text($0) } ?? .null, record.errorMessage.map { .text($0) } ?? .null,
                 record.finished.map { .real($0.timeIntervalSince1970) } ?? .null, .integer(record.id),
             ])

@@ -42,6 +42,7 @@ package enum TransferListing {
 
     /// A URL without user, password or query values.
     static func redacted(_ text: String) -> String {
+        if JournalSeal.isSealed(text) { return "(a URL with secrets, sealed)" }
         guard var components = URLComponents(string: text) else { return "(unreadable URL)" }
         components.user = nil
         components.password = nil

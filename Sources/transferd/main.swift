@@ -63,7 +63,7 @@ struct List: ParsableCommand {
     var session: String?
 
     func run() throws {
-        let records = try Journal(path: BackgroundPaths().journal).records(delivered: true).filter { session == nil || $0.session == session }
+        let records = try Journal(path: BackgroundPaths().journal, writer: false).records(delivered: true).filter { session == nil || $0.session == session }
         if json {
             print(try TransferListing.json(records))
         } else {
@@ -83,7 +83,7 @@ struct Show: ParsableCommand {
     var json = false
 
     func run() throws {
-        guard let record = try Journal(path: BackgroundPaths().journal).records(delivered: true).first(where: { $0.session == session && $0.spec.task == task })
+        guard let record = try Journal(path: BackgroundPaths().journal, writer: false).records(delivered: true).first(where: { $0.session == session && $0.spec.task == task })
         else { throw ValidationError("no task \(task) in session \(session)") }
         print(json ? try TransferListing.json([record]) : TransferListing.details(record))
     }

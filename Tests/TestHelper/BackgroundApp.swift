@@ -9,6 +9,7 @@ import Locking
 // urlloading-test-helper background-app <identifier> upload <url> <file>
 // urlloading-test-helper background-app <identifier> data <url>
 // urlloading-test-helper background-app <identifier> attach
+// urlloading-test-helper background-app <identifier> cancel-all
 //     The app of a background session (issue 20). Prints one line per event:
 //     "attached tasks <n> pending <m>" or "startup-error <code>", "created <task>",
 //     "write <total> <expected>", "finished <task> <size> <sha256>",
@@ -142,10 +143,22 @@ func runBackgroundApp(_ given: [String]) -> Never {
         task = session.dataTask(with: URLRequest(url: url))
     case "attach":
         break
+    case "cancel-all":
+        // Apple's way to reach a re-attached session's tasks.
+        let listed = DispatchSemaphore(value: 0)
+        session.getAllTasks { tasks in
+            say("listed \(tasks.map { "\($0.taskIdentifier):\($0.state)" }.sorted().joined(separator: " "))")
+            delegate.expect(tasks.map(\.taskIdentifier), events: false)
+            for task in tasks { task.cancel() }
+            listed.signal()
+        }
+        if listed.wait(timeout: .now() + 30) == .timedOut { fail("getAllTasks did not answer within 30 s") }
     default:
         fail("unknown background-app command \(arguments[1])")
     }
-    if let task {
+    if arguments[1] == "cancel-all" {
+        // expected above
+    } else if let task {
         say("created \(task.taskIdentifier)")
         delegate.expect([task.taskIdentifier], events: false)
         task.resume()
@@ -158,5 +171,30 @@ func runBackgroundApp(_ given: [String]) -> Never {
     session.finishTasksAndInvalidate()
     delegate.waitUntilInvalid()
     say("bye")
+    exit(0)
+}
+
+// urlloading-test-helper connect-as <uid> <socket>
+//     Becomes user <uid> (the test runs as root), connects to transferd's
+//     socket and asks to attach; prints "answered" when transferd answers,
+//     "closed" when it closes the connection without a word.
+func connectAs(_ arguments: [String]) -> Never {
+    guard arguments.count == 2, let uid = UInt32(arguments[0]) else { fail("connect-as <uid> <socket>") }
+    guard setgroups(0, nil) == 0, setgid(uid) == 0, setuid(uid) == 0 else { fail("cannot become uid \(uid): \(String(cString: strerror(errno)))") }
+    do {
+        let socket = try UnixSocket.connect(path: arguments[1])
+        do {
+            try socket.send(.attach(Attachment(identifier: "intruder", processID: getpid(), launchCommand: nil)))
+        } catch {
+            // Closed before the request was written.
+            say("closed")
+            exit(0)
+        }
+        guard socket.waitReadable(seconds: 10) else { fail("transferd neither answered nor closed within 10 s") }
+        var framing = BackgroundFraming()
+        say((try? socket.receive(&framing)).flatMap { $0 } == nil ? "closed" : "answered")
+    } catch {
+        say("cannot connect: \(error)")
+    }
     exit(0)
 }

@@ -302,6 +302,8 @@ case "fetch-rss":
     }
 case "background-app":
     runBackgroundApp(Array(arguments.dropFirst()))
+case "connect-as":
+    connectAs(Array(arguments.dropFirst()))
 case "delegate-body":
     // A delegate data task over a body of any length; the delegate keeps
     // only a count and takes `micros` per chunk (a slow reader). Prints the

@@ -99,6 +99,25 @@ let targets: [FuzzTarget] = [
     FuzzTarget(name: "resume-data") { data in
         _ = try? ResumeData.decode(data, directory: URL(fileURLWithPath: "/nonexistent-urlloading-fuzz"))
     },
+    FuzzTarget(name: "background-frame") { data in
+        // transferd's socket (issue 34): bytes in any split, every message
+        // out is within bounds and frames again to itself.
+        // The first byte says where the rest is split in two reads.
+        var framing = BackgroundFraming()
+        let bytes = data.dropFirst()
+        let cut = data.isEmpty ? 0 : Int(data[data.startIndex]) % (bytes.count + 1)
+        for piece in [bytes.prefix(cut), bytes.dropFirst(cut)] {
+            framing.append(Data(piece))
+            while true {
+                guard let message = try? framing.next() else { break }
+                invariant((try? message.check()) != nil, "a message read is within bounds")
+                var again = BackgroundFraming()
+                guard let frame = try? BackgroundFraming.encode(message) else { return invariant(false, "a message read can be framed") }
+                again.append(frame)
+                invariant((try? again.next()) == message, "frame(read(x)) reads as the same message")
+            }
+        }
+    },
     FuzzTarget(name: "stored-blob") { data in
         if let fields = FieldCoding.decodeFields(data) {
             invariant(FieldCoding.decodeFields(FieldCoding.encode(fields)) == fields, "encode(decode(x)) decodes to the same fields")

@@ -9,11 +9,15 @@ import Glibc
 /// - the socket: `$XDG_RUNTIME_DIR/urlloading/transferd.sock` in a 0700
 ///   folder (`/tmp/urlloading-<uid>/` when `XDG_RUNTIME_DIR` is unset or not
 ///   absolute; refused when another user made it first);
-/// - the journal and files: `$XDG_STATE_HOME/urlloading/transferd/`
-///   (else `~/.local/state/urlloading/transferd/`), 0700;
-/// - the log: `transferd.log` beside them.
+/// - the journal and files: `$XDG_DATA_HOME/urlloading/transferd/`
+///   (else `~/.local/share/urlloading/transferd/`), 0700;
+/// - the log: `$XDG_STATE_HOME/urlloading/transferd.log` (else under
+///   `~/.local/state/`), in a 0700 folder.
 package struct BackgroundPaths: Sendable, Equatable {
     package var runtimeDirectory: String
+    /// The journal and the transfers' files.
+    package var dataDirectory: String
+    /// The log.
     package var stateDirectory: String
 
     package init(environment: [String: String] = ProcessInfo.processInfo.environment) {
@@ -23,16 +27,18 @@ package struct BackgroundPaths: Sendable, Equatable {
             runtimeDirectory = "/tmp/urlloading-\(getuid())"
         }
         let home = environment["HOME"].flatMap { $0.hasPrefix("/") ? $0 : nil } ?? NSHomeDirectory()
+        let data = environment["XDG_DATA_HOME"].flatMap { $0.hasPrefix("/") ? $0 : nil } ?? home + "/.local/share"
+        dataDirectory = data + "/urlloading/transferd"
         let state = environment["XDG_STATE_HOME"].flatMap { $0.hasPrefix("/") ? $0 : nil } ?? home + "/.local/state"
-        stateDirectory = state + "/urlloading/transferd"
+        stateDirectory = state + "/urlloading"
     }
 
     package var socket: String { runtimeDirectory + "/transferd.sock" }
     /// Held (flock) by the one running `transferd`.
     package var lockFile: String { runtimeDirectory + "/transferd.lock" }
-    package var journal: String { stateDirectory + "/Journal.sqlite" }
+    package var journal: String { dataDirectory + "/Journal.sqlite" }
     /// Partial and finished downloads, and copies of upload bodies.
-    package var files: String { stateDirectory + "/files" }
+    package var files: String { dataDirectory + "/files" }
     package var log: String { stateDirectory + "/transferd.log" }
 
     /// Makes the runtime folder (0700, checked).
@@ -42,10 +48,11 @@ package struct BackgroundPaths: Sendable, Equatable {
         }
     }
 
-    /// Makes the state folders (0700, checked).
+    /// Makes the data and log folders (0700, checked).
     package func prepareState() throws(BackgroundWireError) {
-        if let problem = PrivateDirectory.ensure(stateDirectory, what: "transferd state folder", parents: true)
+        if let problem = PrivateDirectory.ensure(dataDirectory, what: "transferd data folder", parents: true)
             ?? PrivateDirectory.ensure(files, what: "transferd file folder")
+            ?? PrivateDirectory.ensure(stateDirectory, what: "transferd log folder", parents: true)
         {
             throw BackgroundWireError(problem)
         }

@@ -164,7 +164,21 @@ package struct TaskResult: Codable, Sendable, Equatable {
 }
 
 /// Frames messages for the socket and takes them apart again.
+///
+/// A frame is a 6-byte header — the byte `0x55` ("U"), the format's
+/// version, the body's length as a 4-byte big-endian number — then that
+/// many bytes of JSON. A frame of another version, one announcing more than
+/// `maximumFrame` bytes, a body that is not a message, or a message whose
+/// numbers or sizes are out of bounds (`BackgroundMessage.check()`) is an
+/// error: the reader closes that connection and nothing else.
 package struct BackgroundFraming: Sendable {
+    /// The first byte of every frame: something else (a stray client, an
+    /// HTTP request) is refused at its first byte.
+    package static let magic: UInt8 = 0x55
+    /// This format's version; both ends are built from this package, and a
+    /// transferd of another version refuses the frame with a clear error.
+    package static let version: UInt8 = 1
+    package static let headerLength = 6
     /// The largest frame either end accepts (a summary of many tasks fits;
     /// a peer announcing more is not followed).
     package static let maximumFrame = 16 << 20
@@ -175,32 +189,45 @@ package struct BackgroundFraming: Sendable {
     package static func encode(_ message: BackgroundMessage) throws -> Data {
         let body = try JSONEncoder().encode(message)
         guard body.count <= maximumFrame else { throw BackgroundWireError("a message of \(body.count) bytes is over the frame limit") }
-        var length = UInt32(body.count).bigEndian
-        var frame = Data(bytes: &length, count: 4)
+        var frame = Data([magic, version])
+        let length = UInt32(body.count)
+        frame.append(contentsOf: [UInt8(length >> 24), UInt8(length >> 16 & 0xFF), UInt8(length >> 8 & 0xFF), UInt8(length & 0xFF)])
         frame.append(body)
         return frame
     }
 
+    /// Bytes read from the socket.
     package mutating func append(_ bytes: Data) {
         buffer.append(bytes)
     }
 
     /// The next whole message, nil when more bytes are needed.
     ///
-    /// - Throws: A frame over the limit, or one that is not a message.
-    package mutating func next() throws -> BackgroundMessage? {
-        guard buffer.count >= 4 else { return nil }
+    /// - Throws: `BackgroundWireError`: a frame of another kind or version,
+    ///   over the limit, not a message, or a message out of bounds.
+    package mutating func next() throws(BackgroundWireError) -> BackgroundMessage? {
         let start = buffer.startIndex
-        let length = buffer[start..<start + 4].reduce(0) { ($0 << 8) | Int($1) }
-        guard length <= Self.maximumFrame else { throw BackgroundWireError("a frame announces \(length) bytes, over the limit") }
-        guard buffer.count >= 4 + length else { return nil }
-        let body = buffer[(start + 4)..<(start + 4 + length)]
-        buffer = Data(buffer[(start + 4 + length)...])
+        if buffer.count >= 1, buffer[start] != Self.magic {
+            throw BackgroundWireError("a frame does not start with the background format's mark (0x55): not a transferd peer")
+        }
+        if buffer.count >= 2, buffer[start + 1] != Self.version {
+            throw BackgroundWireError("a frame of format version \(buffer[start + 1]); this side speaks version \(Self.version)")
+        }
+        guard buffer.count >= Self.headerLength else { return nil }
+        let length = buffer[(start + 2)..<(start + 6)].reduce(0) { ($0 << 8) | Int($1) }
+        guard length <= Self.maximumFrame else { throw BackgroundWireError("a frame announces \(length) bytes, over the limit of \(Self.maximumFrame)") }
+        guard buffer.count >= Self.headerLength + length else { return nil }
+        let bodyStart = start + Self.headerLength
+        let body = buffer[bodyStart..<(bodyStart + length)]
+        let message: BackgroundMessage
         do {
-            return try JSONDecoder().decode(BackgroundMessage.self, from: body)
+            message = try JSONDecoder().decode(BackgroundMessage.self, from: body)
         } catch {
             throw BackgroundWireError("a frame is not a message: \(error)")
         }
+        buffer = Data(buffer[(bodyStart + length)...])
+        try message.check()
+        return message
     }
 }
 

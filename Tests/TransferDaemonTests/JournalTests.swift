@@ -1,0 +1,85 @@
+import Foundation
+import Testing
+import TestSupport
+@testable import TransferDaemon
+import URLLoading
+
+/// transferd's journal on real SQLite files (issue 34 item 2): what it keeps,
+/// and the secrets it never keeps in plain text.
+@Suite struct JournalTests {
+    static let token = "Bearer tok-3f9a1c77e2"
+    static let cookie = "sid=c0ffee5ecret"
+    static let secretURL = "https://user:pa55word@example.com/file?access_token=qq77zz&page=2"
+
+    static func record(session: String = "s", task: Int = 1) -> TransferRecord {
+        let request = RequestSpec(
+            url: secretURL, method: "GET", headers: [["Authorization", token], ["Cookie", cookie], ["Accept", "*/*"]], timeout: 30)
+        let spec = TaskSpec(task: task, kind: .download, request: request, bodyFile: nil, earliestBeginDate: nil, isDiscretionary: false, taskDescription: nil)
+        return TransferRecord(
+            id: 0, session: session, spec: spec, machine: BackgroundTransferMachine(earliestBeginDate: nil, now: Date()), suspended: true, created: Date())
+    }
+
+    /// Every byte of the journal's files (the database, its WAL).
+    static func bytes(in folder: String) throws -> Data {
+        var all = Data()
+        for name in try FileManager.default.contentsOfDirectory(atPath: folder) where name.hasPrefix("Journal.sqlite") {
+            all.append(try Data(contentsOf: URL(fileURLWithPath: folder + "/" + name)))
+        }
+        return all
+    }
+
+    @Test("Authorization, Cookie and Set-Cookie values and a URL with secrets are sealed on disk, whole in memory; the key file is 0600")
+    func secretsSealed() throws {
+        let directory = TemporaryDirectory()
+        let path = directory.path("Journal.sqlite")
+        let journal = try Journal(path: path)
+        var record = try journal.insert(Self.record())
+        record.response = ResponseSpec(url: Self.secretURL, status: 200, httpVersion: "HTTP/1.1", headers: [["Set-Cookie", "sid=n3wsess10n"]])
+        try journal.save(record)
+        let disk = try Self.bytes(in: directory.url.path)
+        for secret in ["tok-3f9a1c77e2", "c0ffee5ecret", "pa55word", "qq77zz", "n3wsess10n"] {
+            #expect(disk.range(of: Data(secret.utf8)) == nil, "\(secret) is not in the journal's files")
+        }
+        let read = try #require(try Journal(path: path).records().first)
+        #expect(read.spec == record.spec && read.response == record.response, "unsealed as written")
+        var info = stat()
+        #expect(lstat(directory.path("Journal.key"), &info) == 0 && info.st_mode & 0o777 == 0o600)
+        // A reader without the key sees no secret either.
+        try FileManager.default.removeItem(atPath: directory.path("Journal.key"))
+        let blind = try #require(try Journal(path: path, writer: false).records().first)
+        let listed = try TransferListing.json([blind])
+        #expect(!"\(blind.spec)".contains("tok-3f9a1c77e2") && !listed.contains("qq77zz"))
+    }
+
+    @Test("A replaced key: the fields it cannot unseal are left out, the task is kept")
+    func replacedKey() throws {
+        let directory = TemporaryDirectory()
+        let path = directory.path("Journal.sqlite")
+        _ = try Journal(path: path).insert(Self.record())
+        try FileManager.default.removeItem(atPath: directory.path("Journal.key"))
+        let again = try Journal(path: path)
+        let read = try #require(try again.records().first)
+        #expect(read.spec.request.headers == [["Accept", "*/*"]])
+        #expect(read.spec.task == 1 && read.session == "s")
+    }
+
+    @Test("A key file that is not private, or damaged, is refused with a clear error")
+    func hostileKey() throws {
+        let directory = TemporaryDirectory()
+        let key = directory.path("Journal.key")
+        FileManager.default.createFile(atPath: key, contents: Data(repeating: 7, count: 32), attributes: [.posixPermissions: 0o644])
+        #expect(throws: (any Error).self) { try Journal(path: directory.path("Journal.sqlite")) }
+        chmod(key, 0o600)
+        try Data(repeating: 7, count: 5).write(to: URL(fileURLWithPath: key))
+        #expect(throws: (any Error).self) { try Journal(path: directory.path("Journal.sqlite")) }
+    }
+
+    @Test("Listings never show a secret: Authorization and Cookie values, the URL's password and query values")
+    func listings() throws {
+        var record = Self.record()
+        record.expected = 10
+        let text = TransferListing.table([record]) + TransferListing.details(record) + (try TransferListing.json([record]))
+        for secret in ["tok-3f9a1c77e2", "c0ffee5ecret", "pa55word", "qq77zz"] { #expect(!text.contains(secret), "\(secret)") }
+        #expect(text.contains("example.com/file"))
+    }
+}

@@ -1,0 +1,85 @@
+import Foundation
+import Testing
+@testable import URLLoading
+
+/// The frames between a background session and transferd (issue 34 item 5),
+/// without a socket: versioned, length-prefixed, every number checked.
+@Suite struct BackgroundWireTests {
+    static let request = RequestSpec(url: "https://example.com/file", method: "GET", headers: [["Accept", "*/*"]], timeout: 60)
+    static let spec = TaskSpec(task: 3, kind: .download, request: request, bodyFile: nil, earliestBeginDate: nil, isDiscretionary: false, taskDescription: nil)
+
+    static func frame(_ message: BackgroundMessage) throws -> Data { try BackgroundFraming.encode(message) }
+
+    /// A frame around a raw JSON body, as a hostile peer could send it.
+    static func rawFrame(_ json: String, version: UInt8 = BackgroundFraming.version) -> Data {
+        let body = Array(json.utf8)
+        let length = UInt32(body.count)
+        return Data([0x55, version, UInt8(length >> 24), UInt8(length >> 16 & 0xFF), UInt8(length >> 8 & 0xFF), UInt8(length & 0xFF)] + body)
+    }
+
+    @Test("Messages survive a frame fed one byte at a time, several per read")
+    func roundTrip() throws {
+        let messages: [BackgroundMessage] = [
+            .attach(Attachment(identifier: "com.example.sync", processID: 42, launchCommand: ["/usr/bin/app", "--sync"])),
+            .create(Self.spec), .resume(task: 3), .progress(task: 3, sent: 0, written: 1 << 40, expectedToSend: 0, expectedToWrite: -1),
+            .finished(TaskResult(task: 3, file: "/tmp/x", response: nil, body: nil, errorCode: nil, errorMessage: nil, sent: 0, written: 10)),
+            .eventsDone,
+        ]
+        var bytes = Data()
+        for message in messages { bytes.append(try Self.frame(message)) }
+        #expect(bytes.prefix(2) == Data([0x55, 1]), "a mark and the version lead every frame")
+        var framing = BackgroundFraming()
+        var received: [BackgroundMessage] = []
+        for byte in bytes {
+            framing.append(Data([byte]))
+            while let message = try framing.next() { received.append(message) }
+        }
+        #expect(received == messages)
+    }
+
+    @Test("Another version, another kind of peer, a huge length: refused at the header, before the body arrives")
+    func headers() throws {
+        var other = BackgroundFraming()
+        other.append(Self.rawFrame("{}", version: 2).prefix(2))
+        #expect(throws: BackgroundWireError.self) { try other.next() }
+        var http = BackgroundFraming()
+        http.append(Data("GET / HTTP/1.1\r\n".utf8))
+        #expect(throws: BackgroundWireError.self) { try http.next() }
+        var huge = BackgroundFraming()
+        huge.append(Data([0x55, 1, 0xFF, 0xFF, 0xFF, 0xFF]))
+        #expect(throws: BackgroundWireError.self) { try huge.next() }
+        var partial = BackgroundFraming()
+        partial.append(Data([0x55, 1, 0, 0]))
+        #expect(try partial.next() == nil, "a header in pieces waits for the rest")
+    }
+
+    @Test("Numbers and sizes out of bounds close the connection: task ids, byte counts, identifiers, header fields, URLs")
+    func bounds() throws {
+        let bad = [
+            #"{"resume":{"task":0}}"#,
+            #"{"cancel":{"task":-5}}"#,
+            #"{"acknowledge":{"task":9223372036854775807}}"#,
+            #"{"resume":{"task":1e400}}"#,
+            #"{"progress":{"task":1,"sent":-2,"written":0,"expectedToSend":0,"expectedToWrite":0}}"#,
+            #"{"attach":{"_0":{"identifier":"","processID":1}}}"#,
+            #"{"attach":{"_0":{"identifier":"a\u0000b","processID":1}}}"#,
+            #"{"attach":{"_0":{"identifier":"a","processID":-1}}}"#,
+            #"{"create":{"_0":{"task":1,"kind":"download","request":{"url":"file:///etc/passwd","method":"GET","headers":[],"timeout":1},"isDiscretionary":false}}}"#,
+            #"{"create":{"_0":{"task":1,"kind":"download","request":{"url":"http://a/","method":"GET","headers":[["X","a\r\nInjected: 1"]],"timeout":1},"isDiscretionary":false}}}"#,
+            #"{"create":{"_0":{"task":1,"kind":"download","request":{"url":"http://a/","method":"GET","headers":[["X"]],"timeout":1},"isDiscretionary":false}}}"#,
+            #"{"create":{"_0":{"task":1,"kind":"upload","request":{"url":"http://a/","method":"PUT","headers":[],"timeout":1},"bodyFile":"relative","isDiscretionary":false}}}"#,
+            #"{"create":{"_0":{"task":1,"kind":"download","request":{"url":"http://a/","method":"G E T","headers":[],"timeout":1},"isDiscretionary":false}}}"#,
+            #"{"noSuchMessage":{}}"#,
+            #"not json"#,
+        ]
+        for json in bad {
+            var framing = BackgroundFraming()
+            framing.append(Self.rawFrame(json))
+            #expect(throws: BackgroundWireError.self, "\(json)") { try framing.next() }
+        }
+        // The same shapes within bounds are read.
+        var good = BackgroundFraming()
+        good.append(Self.rawFrame(#"{"resume":{"task":2147483647}}"#))
+        #expect(try good.next() == .resume(task: Int(Int32.max)))
+    }
+}
