@@ -289,6 +289,28 @@ extension BackgroundSessionProcessTests {
         try await origin.shutdown()
     }
 
+    @Test("A second transferd for the same user exits at once; an app whose transferd cannot start gets a clear error, not a hang")
+    func singleInstanceAndStartFailure() async throws {
+        let origin = try await TestOrigin.start()
+        origin.route("/small", response: ScriptedResponse(body: "hello"))
+        let world = World()
+        _ = try await world.run(["single", "download", origin.url("/small").absoluteString])
+        let first = try #require(world.transferdPID)
+        let transferd = ChildProcess.productsDirectory.appendingPathComponent("transferd")
+        let second = try await ChildProcess.run(transferd, ["serve"], environment: world.environment)
+        #expect(second.status == 0 && world.transferdPID == first && kill(first, 0) == 0, "\(second.standardError)")
+
+        let broken = World()
+        var environment = broken.environment
+        environment["URLLOADING_TRANSFERD"] = "/bin/false"
+        let result = try await ChildProcess.run(
+            ChildProcess.helper, ["background-app", "broken", "download", origin.url("/small").absoluteString], environment: environment)
+        let lines = result.standardOutput.split(separator: "\n").map(String.init)
+        #expect(lines.first == "startup-error background-session-was-disconnected", "\(lines)")
+        #expect(lines.contains("complete 1 background-session-was-disconnected status 0"), "\(lines)")
+        try await origin.shutdown()
+    }
+
     @Test("Garbage, another format version and a huge length on the socket close that connection only; transferd serves the next app")
     func garbage() async throws {
         let origin = try await TestOrigin.start()

@@ -38,8 +38,12 @@ enum TransferdLauncher {
         }
         var entry = pollfd(fd: ends[0], events: Int16(POLLIN), revents: 0)
         var byte: UInt8 = 0
-        guard poll(&entry, 1, 10_000) > 0, read(ends[0], &byte, 1) == 1 else {
+        guard poll(&entry, 1, 10_000) > 0 else {
             throw BackgroundWireError("transferd (\(executable)) did not start listening within 10 s: see \(paths.log)")
+        }
+        // The pipe closed without the byte: it exited (or another transferd serves, which said so).
+        guard read(ends[0], &byte, 1) == 1 else {
+            throw BackgroundWireError("transferd (\(executable)) exited without listening: see \(paths.log)")
         }
     }
 }
