@@ -76,7 +76,7 @@ public final class ResponseCache: Sendable, CustomStringConvertible {
     /// memory and 10 MiB on disk; memory only when its folder cannot be
     /// opened (see `startupError`).
     public static var shared: ResponseCache {
-        SessionConfiguration.Values.sharedCacheOrMemory(for: StoreLocations.defaultApplicationIdentifier)
+        SharedStores.cache(for: StoreLocations.defaultApplicationIdentifier)
     }
 
     /// Why the disk tier asked for could not be opened; nil when it was (or

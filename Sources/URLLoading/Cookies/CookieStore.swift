@@ -108,7 +108,7 @@ public final class CookieStore: Sendable, CustomStringConvertible {
     /// `$XDG_DATA_HOME/<app>/`; in memory only when that file cannot be
     /// opened (see `startupError`).
     public static var shared: CookieStore {
-        SessionConfiguration.Values.sharedCookieStoreOrMemory(for: StoreLocations.defaultApplicationIdentifier)
+        SharedStores.cookieStore(for: StoreLocations.defaultApplicationIdentifier)
     }
 
     // MARK: Apple's HTTPCookieStorage
@@ -151,19 +151,6 @@ public final class CookieStore: Sendable, CustomStringConvertible {
 
     /// Removes the cookies created at or after `date`.
     public func removeCookies(since date: Date) { engine.remove { $0.creationDate >= date } }
-
-    /// Stores cookies for a task's current request (Apple's `storeCookies(_:for:)`).
-    public func storeCookies(_ cookies: [Cookie], for task: SessionTask) {
-        let request = task.currentRequest ?? task.originalRequest
-        setCookies(cookies, for: request?.url, mainDocumentURL: request?.mainDocumentURL)
-    }
-
-    /// The cookies a task's current request would send, delivered to `completionHandler`.
-    public func getCookiesFor(_ task: SessionTask, completionHandler: @escaping @Sendable ([Cookie]?) -> Void) {
-        let request = task.currentRequest ?? task.originalRequest
-        guard let url = request?.url else { return completionHandler(nil) }
-        completionHandler(cookies(for: url, mainDocumentURL: request?.mainDocumentURL))
-    }
 
     // MARK: Ours
 

@@ -85,7 +85,7 @@ public final class CredentialStore: Sendable, CustomStringConvertible {
     /// `$XDG_DATA_HOME/<app>/`; in memory only when that file cannot be
     /// opened (see `startupError`).
     public static var shared: CredentialStore {
-        SessionConfiguration.Values.sharedCredentialStoreOrMemory(for: StoreLocations.defaultApplicationIdentifier)
+        SharedStores.credentialStore(for: StoreLocations.defaultApplicationIdentifier)
     }
 
     /// The credentials of a space, by user name (Apple's optional shape: nil
@@ -149,31 +149,6 @@ public final class CredentialStore: Sendable, CustomStringConvertible {
             table = CredentialTable()
             write { connection in try connection.run("DELETE FROM credentials") }
         }
-    }
-
-    /// Stores a credential for a task (Apple's `set(_:for:task:)`).
-    public func set(_ credential: Credential, for space: ProtectionSpace, task: SessionTask) {
-        set(credential, for: space)
-    }
-
-    /// Stores a credential as the space's default for a task.
-    public func setDefaultCredential(_ credential: Credential, for space: ProtectionSpace, task: SessionTask) {
-        setDefaultCredential(credential, for: space)
-    }
-
-    /// Removes the user's credential for the space for a task.
-    public func remove(_ credential: Credential, for space: ProtectionSpace, task: SessionTask) {
-        remove(credential, for: space)
-    }
-
-    /// The credentials of a space, delivered to `completionHandler`.
-    public func getCredentials(for space: ProtectionSpace, task: SessionTask, completionHandler: @escaping @Sendable ([String: Credential]?) -> Void) {
-        completionHandler(credentials(for: space))
-    }
-
-    /// The space's default credential, delivered to `completionHandler`.
-    public func getDefaultCredential(for space: ProtectionSpace, task: SessionTask, completionHandler: @escaping @Sendable (Credential?) -> Void) {
-        completionHandler(defaultCredential(for: space))
     }
 
     /// Adds the `machine` entries of a `.netrc` file (by default `~/.netrc`)

@@ -2,8 +2,6 @@ import Foundation
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
-import Locking
-import Logging
 
 extension SessionConfiguration {
     /// The settings themselves, as a value: what a session copies when it is
@@ -84,7 +82,7 @@ extension SessionConfiguration {
             get {
                 switch cacheChoice {
                 case .explicit(let cache): return cache
-                case .applicationShared: return Values.sharedCacheOrMemory(for: applicationIdentifier)
+                case .applicationShared: return SharedStores.cache(for: applicationIdentifier)
                 case .sessionPrivate, .none: return nil
                 }
             }
@@ -100,7 +98,7 @@ extension SessionConfiguration {
             get {
                 switch cookieChoice {
                 case .explicit(let store): return store
-                case .applicationShared: return Values.sharedCookieStoreOrMemory(for: applicationIdentifier)
+                case .applicationShared: return SharedStores.cookieStore(for: applicationIdentifier)
                 case .sessionPrivate, .none: return nil
                 }
             }
@@ -124,7 +122,7 @@ extension SessionConfiguration {
             get {
                 switch credentialChoice {
                 case .explicit(let store): return store
-                case .applicationShared: return Values.sharedCredentialStoreOrMemory(for: applicationIdentifier)
+                case .applicationShared: return SharedStores.credentialStore(for: applicationIdentifier)
                 case .sessionPrivate, .none: return nil
                 }
             }
@@ -161,70 +159,13 @@ extension SessionConfiguration {
             return nil
         }
 
-        // MARK: Shared stores
-
-        /// Apple's `URLCache.shared` capacities: 512 KiB in memory, 10 MiB on disk.
-        static let sharedMemoryCapacity = 512 * 1024
-        static let sharedDiskCapacity = 10 * 1024 * 1024
-        /// Memory for each ephemeral session's private cache.
-        static let ephemeralMemoryCapacity = 4 * 1024 * 1024
-
-        private static let sharedCaches = Lock<[String: ResponseCache]>([:])
-
-        /// The application's cache, kept in memory only when its folder
-        /// cannot be opened: one object per application identifier.
-        static func sharedCacheOrMemory(for applicationIdentifier: String) -> ResponseCache {
-            sharedCaches.withLock { caches in
-                if let cache = caches[applicationIdentifier] { return cache }
-                let cache = ResponseCache(
-                    memoryCapacity: sharedMemoryCapacity, diskCapacity: sharedDiskCapacity,
-                    directory: StoreLocations(applicationIdentifier: applicationIdentifier).cacheDirectory)
-                caches[applicationIdentifier] = cache
-                return cache
-            }
-        }
-
         /// The cache a new session gets.
         func resolveCache() -> ResponseCache? {
             switch cacheChoice {
             case .explicit(let cache): return cache
             case .none: return nil
-            case .sessionPrivate: return ResponseCache(memoryCapacity: Self.ephemeralMemoryCapacity)
-            case .applicationShared: return Self.sharedCacheOrMemory(for: applicationIdentifier)
-            }
-        }
-
-        private static let sharedCookieStores = Lock<[String: CookieStore]>([:])
-
-        /// The application's cookie store, kept in memory only when its file
-        /// cannot be opened: one object per application identifier.
-        static func sharedCookieStoreOrMemory(for applicationIdentifier: String) -> CookieStore {
-            sharedStore(
-                in: sharedCookieStores, for: applicationIdentifier, file: CookieStore.fileName, what: "cookie",
-                open: { try CookieStore(directory: $0) }, fallback: CookieStore.init(fallbackFor:))
-        }
-
-        /// One store per application identifier in `table`: opened in the
-        /// application's data directory or, when that fails, kept in memory
-        /// with the reason (logged once, here).
-        private static func sharedStore<Store: Sendable>(
-            in table: borrowing Lock<[String: Store]>, for applicationIdentifier: String, file: String, what: String,
-            open: (URL) throws -> Store, fallback: (StoreError) -> Store
-        ) -> Store {
-            table.withLock { stores in
-                if let store = stores[applicationIdentifier] { return store }
-                let directory = StoreLocations(applicationIdentifier: applicationIdentifier).dataDirectory
-                let store: Store
-                do {
-                    store = try open(directory)
-                } catch {
-                    let failure = StoreError.wrapping(error, path: directory.appendingPathComponent(file).path)
-                    Logger(label: "urlloading.\(what)s").error(
-                        "the shared \(what) store could not be opened; it keeps memory only", metadata: ["error": "\(failure)"])
-                    store = fallback(failure)
-                }
-                stores[applicationIdentifier] = store
-                return store
+            case .sessionPrivate: return ResponseCache(memoryCapacity: SharedStores.ephemeralMemoryCapacity)
+            case .applicationShared: return SharedStores.cache(for: applicationIdentifier)
             }
         }
 
@@ -234,18 +175,8 @@ extension SessionConfiguration {
             case .explicit(let store): return store
             case .none: return nil
             case .sessionPrivate: return CookieStore()
-            case .applicationShared: return Self.sharedCookieStoreOrMemory(for: applicationIdentifier)
+            case .applicationShared: return SharedStores.cookieStore(for: applicationIdentifier)
             }
-        }
-
-        private static let sharedCredentialStores = Lock<[String: CredentialStore]>([:])
-
-        /// The application's credential store, kept in memory only when its
-        /// file cannot be opened: one object per application identifier.
-        static func sharedCredentialStoreOrMemory(for applicationIdentifier: String) -> CredentialStore {
-            sharedStore(
-                in: sharedCredentialStores, for: applicationIdentifier, file: CredentialStore.fileName, what: "credential",
-                open: { try CredentialStore(directory: $0) }, fallback: CredentialStore.init(fallbackFor:))
         }
 
         /// The credential store a new session gets.
@@ -254,7 +185,7 @@ extension SessionConfiguration {
             case .explicit(let store): return store
             case .none: return nil
             case .sessionPrivate: return CredentialStore()
-            case .applicationShared: return Self.sharedCredentialStoreOrMemory(for: applicationIdentifier)
+            case .applicationShared: return SharedStores.credentialStore(for: applicationIdentifier)
             }
         }
     }
