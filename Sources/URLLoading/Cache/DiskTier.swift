@@ -54,7 +54,10 @@ final class DiskTier: Sendable {
     ///   (a cache's content can be fetched again); `cachetool` passes false
     ///   to report damage instead.
     /// - Throws: `StoreError`.
-    init(directory: URL, capacity: Int, recreateIfDamaged: Bool = true, logger: Logger = Logger(label: "urlloading.cache")) throws {
+    init(
+        directory: URL, capacity: Int, recreateIfDamaged: Bool = true, busyTimeout: Duration = .seconds(5),
+        logger: Logger = Logger(label: "urlloading.cache")
+    ) throws {
         self.directory = directory
         self.bodiesDirectory = directory.appendingPathComponent(Self.bodiesDirectoryName, isDirectory: true)
         self.logger = logger
@@ -66,6 +69,7 @@ final class DiskTier: Sendable {
         // Cached responses may be private pages: a file others can read is refused.
         options.requirePrivateFile = true
         options.onCorruption = recreateIfDamaged ? .recreate : .fail
+        options.busyTimeout = busyTimeout
         options.logger = logger
         let path = directory.appendingPathComponent(Self.databaseName).path
         do {

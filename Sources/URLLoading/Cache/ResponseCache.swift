@@ -21,6 +21,8 @@ public final class ResponseCache: Sendable, CustomStringConvertible {
     private let logger: Logger
     /// The disk's writes are failing (full, read-only): logged once, until one works again.
     private let writesFailing = Atomic<Bool>(false)
+    /// Lookups begun (tests check that `resume()` does none).
+    private let lookups = Atomic<Int>(0)
 
     /// A cache with a memory tier and, when `directory` is given, a disk tier
     /// in that directory (created if needed, mode 0700; a damaged database
@@ -52,8 +54,14 @@ public final class ResponseCache: Sendable, CustomStringConvertible {
     /// - Throws: `StoreError` when the directory or database cannot be
     ///   opened (permissions, a newer schema, a lock held for too long).
     public static func open(memoryCapacity: Int, diskCapacity: Int, directory: URL) throws -> ResponseCache {
+        try open(memoryCapacity: memoryCapacity, diskCapacity: diskCapacity, directory: directory, busyTimeout: .seconds(5))
+    }
+
+    /// `open(memoryCapacity:diskCapacity:directory:)` whose writers wait up to
+    /// `busyTimeout` for another process's lock (tests make it long).
+    package static func open(memoryCapacity: Int, diskCapacity: Int, directory: URL, busyTimeout: Duration) throws -> ResponseCache {
         let logger = Logger(label: "urlloading.cache")
-        let disk = try DiskTier(directory: directory, capacity: diskCapacity, logger: logger)
+        let disk = try DiskTier(directory: directory, capacity: diskCapacity, busyTimeout: busyTimeout, logger: logger)
         return ResponseCache(memory: MemoryTier(capacity: memoryCapacity), disk: disk, logger: logger)
     }
 
@@ -177,6 +185,7 @@ public final class ResponseCache: Sendable, CustomStringConvertible {
     /// The stored response for a primary key whose Vary matches the request's
     /// fields: memory tier first, then disk (promoted to memory on a hit).
     package func lookup(key: String, requestHeaders: HeaderFields, now: Double = Date().timeIntervalSince1970) -> StoredResponse? {
+        lookups.add(1, ordering: .relaxed)
         var comparable: HeaderFields?
         let hasCredentials = requestHeaders.contains(StoredResponse.credentialsField)
         func matching(_ variants: [StoredResponse]) -> StoredResponse? {
@@ -227,6 +236,9 @@ public final class ResponseCache: Sendable, CustomStringConvertible {
             logging("store") { try disk?.store(response, now: now) }
         }
     }
+
+    /// How many lookups began in this process.
+    package var lookupCount: Int { lookups.load(ordering: .relaxed) }
 
     /// Counts an event for `cachetool stats`: "revalidations", "not-modified", ...
     package func count(_ counter: String) {

@@ -140,7 +140,11 @@ public final class Session: Sendable, CustomStringConvertible {
     /// The session's delegate (nil after invalidation).
     public var delegate: (any SessionDelegate)? { state.withLock { $0.delegate } }
 
-    var isInvalidated: Bool { state.withLock { $0.invalidating || $0.invalidated } }
+    /// Whether `task` is one of the session's unfinished tasks (made before
+    /// any invalidation).
+    func owns(_ task: SessionTask) -> Bool {
+        state.withLock { $0.tasks[task.taskIdentifier] === task }
+    }
 
     /// The configuration's kind and the number of tasks.
     public var description: String {
@@ -282,8 +286,14 @@ public final class Session: Sendable, CustomStringConvertible {
         return .file(path: url.path, length: Int64(size ?? 0))
     }
 
-    /// The transport's form of a request, with the configuration's settings.
-    func transferRequest(for request: URLRequest, body: TransferRequest.Body) -> TransferRequest {
+    /// When a task begun at `start` runs out of time; nil without a limit.
+    static func deadline(from start: Date, resourceTimeout: TimeInterval) -> Date? {
+        timeLimit(resourceTimeout).map { _ in start.addingTimeInterval(resourceTimeout) }
+    }
+
+    /// The transport's form of a request, with the configuration's settings:
+    /// the hop may take what is left until the task's `deadline`.
+    func transferRequest(for request: URLRequest, body: TransferRequest.Body, deadline: Date?) -> TransferRequest {
         var headers: [(name: String, value: String)] = []
         for (name, value) in (request.allHTTPHeaderFields ?? [:]).sorted(by: { $0.key < $1.key }) where !FieldSyntax.isSessionOwned(name) {
             headers.append((name, value))
@@ -294,7 +304,7 @@ public final class Session: Sendable, CustomStringConvertible {
         let idleLimit = Self.timeLimit(idle)
         transfer.connectTimeout = idleLimit
         transfer.idleTimeout = idleLimit
-        transfer.totalTimeout = Self.timeLimit(settings.timeoutIntervalForResource)
+        transfer.totalTimeout = deadline.map { .milliseconds(max(1, Int64(min($0.timeIntervalSinceNow, 365 * 86_400) * 1000))) }
         transfer.proxy = settings.proxyURL?.absoluteString
         transfer.tls.caFile = settings.trustRootsFile
         transfer.tls.minimumVersion = settings.tlsMinimumSupportedVersion.map { ($0.major, $0.minor) }

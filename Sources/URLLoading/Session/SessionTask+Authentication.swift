@@ -32,6 +32,8 @@ extension SessionTask {
         var pending: SentAuthorization?
         /// The credentials the current hop carries.
         var sent: SentAuthorization?
+        /// Stale nonces answered in a row, with no other answer between.
+        var staleInARow = 0
     }
 
     /// Credentials as sent with one hop.
@@ -52,7 +54,11 @@ extension SessionTask {
     /// Requests one task may send in all, redirects, challenges answered and
     /// stale nonces together: a server that keeps challenging or redirecting
     /// gets this many and no more (the redirect limit applies as well).
-    static let maximumHops = 40
+    static let maximumHops = 20
+
+    /// Stale Digest nonces answered in a row: a server that calls the nonce
+    /// it just gave stale is broken, and its challenge then counts as a failure.
+    static let maximumStaleNonces = 2
 
     /// The Authorization and Proxy-Authorization fields for a hop:
     /// credentials chosen for a challenge, and those the session remembers
@@ -99,9 +105,17 @@ extension SessionTask {
         let lines = head.headers.filter { HeaderFields.namesEqual($0.name, field) }.map(\.value)
         let challenges = AuthChallenge.parse(lines, duplicateParameters: .lastWins)
         let sent = locked.withLock { $0.authentication.sent }
-        // A stale nonce is not a failure: answer the new nonce with the same credential.
-        if let sent, sent.digest != nil, let fresh = challenges.compactMap(DigestChallenge.init).first(where: \.stale),
-            fresh.realm == sent.digest?.realm, let user = sent.credential.user, let password = sent.credential.password
+        // A stale nonce is not a failure: answer the new nonce with the same
+        // credential, twice in a row at most.
+        let fresh = challenges.compactMap(DigestChallenge.init).first(where: \.stale)
+        if fresh == nil { locked.withLock { $0.authentication.staleInARow = 0 } }
+        if let sent, sent.digest != nil, let fresh, fresh.realm == sent.digest?.realm, let user = sent.credential.user,
+            let password = sent.credential.password,
+            locked.withLock({ inner in
+                guard inner.authentication.staleInARow < Self.maximumStaleNonces else { return false }
+                inner.authentication.staleInARow += 1
+                return true
+            })
         {
             retry(
                 with: Self.digestAuthorization(

@@ -29,6 +29,9 @@ extension SessionTask {
         var priority: Float = 0.5
         var transactions: [TaskMetrics.Transaction] = []
         var started: Date?
+        /// When `timeoutIntervalForResource` runs out: set once, at the first
+        /// `resume()`, and the bound of every hop, retry and challenge round.
+        var deadline: Date?
         /// The status of the current hop's head.
         /// The current hop's response head, once it arrived.
         var hopHead: ResponseHead?

@@ -15,7 +15,9 @@ extension SessionTask {
             return
         }
         let interceptors = session.settings.interceptors
-        if session.isInvalidated {
+        // Tasks made before the session was invalidated run to their end
+        // (Apple's finishTasksAndInvalidate); only others are refused.
+        if !session.owns(self) {
             perform(
                 locked.withLock {
                     $0.machine.finishWithoutTransfer(
@@ -86,8 +88,14 @@ extension SessionTask {
             perform(locked.withLock { $0.machine.fail(SessionError(.badURL, failingURL: url, message: "the request cannot be sent: \(problem)")) })
             return
         }
+        let deadline = locked.withLock { $0.deadline }
+        if let deadline, deadline.timeIntervalSinceNow <= 0 {
+            let limit = session.settings.timeoutIntervalForResource
+            perform(locked.withLock { $0.machine.fail(SessionError(.timedOut, failingURL: url, message: "the resource timeout of \(limit) s passed")) })
+            return
+        }
         if awaitsBodyStream(hop: hop, request: request, session: session) { return }
-        var transfer = session.transferRequest(for: request, body: sendsBody(hop: hop, request: request) ? body : .none)
+        var transfer = session.transferRequest(for: request, body: sendsBody(hop: hop, request: request) ? body : .none, deadline: deadline)
         let cookie = Self.cookieHeader(for: request, headers: transfer.headers, session: session)
         if let cookie { transfer.headers.append(("Cookie", cookie)) }
         locked.withLock { $0.sentCookie = cookie }

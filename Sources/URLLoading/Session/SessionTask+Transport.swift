@@ -157,9 +157,8 @@ extension SessionTask {
         guard let session, session.settings.waitsForConnectivity,
             error.failure == .cannotFindHost || error.failure == .cannotConnect
         else { return false }
-        let deadline = session.settings.timeoutIntervalForResource
         let retry = locked.withLock { inner -> Int? in
-            guard Date().timeIntervalSince(inner.started ?? Date()) < deadline,
+            guard (inner.deadline.map { $0.timeIntervalSinceNow > 0 } ?? true),
                 let retry = inner.machine.retryForConnectivity(hop: hop)
             else { return nil }
             // A retry never waits behind itself for its own cache key.

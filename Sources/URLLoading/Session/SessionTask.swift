@@ -190,7 +190,11 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
         perform(
             locked.withLock { inner -> [StateMachine.Action] in
                 let now = Date()
-                if inner.started == nil { inner.started = now }
+                if inner.started == nil {
+                    inner.started = now
+                    let begins = max(now, inner.earliestBeginDate ?? now)
+                    inner.deadline = inner.session.flatMap { Session.deadline(from: begins, resourceTimeout: $0.settings.timeoutIntervalForResource) }
+                }
                 return inner.machine.resume(delayed: inner.earliestBeginDate.map { $0 > now } ?? false)
             })
     }
@@ -213,7 +217,12 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
         for action in actions {
             switch action {
             case .awaitBeginDate: awaitBeginDate()
-            case .runInterceptors: runInterceptors()
+            case .runInterceptors:
+                // The first hop's work (interceptors, cookies, the cache's
+                // lookup, credentials) may read a store that another process
+                // holds: it runs on the task's own context, never in the
+                // caller's `resume()` (Apple's and corelibs' resume only schedule).
+                events.enqueueSync { [self] in runInterceptors() }
             case .startTransfer(let hop): startTransfer(hop: hop)
             case .cancelTransfer(let id): session?.multi?.cancel(id)
             case .impossible(let what):
