@@ -237,6 +237,9 @@ public final class ResponseCache: Sendable, CustomStringConvertible {
         }
     }
 
+    /// Whether lookups may read the disk (and wait for another process's lock).
+    package var hasDiskTier: Bool { disk != nil }
+
     /// How many lookups began in this process.
     package var lookupCount: Int { lookups.load(ordering: .relaxed) }
 
