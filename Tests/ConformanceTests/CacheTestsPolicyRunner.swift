@@ -89,7 +89,7 @@ struct CacheTestsPolicyRunner {
             let stored = cache.lookup(key: key, requestHeaders: requestHeaders)
             let evaluation = stored.map { CachePolicy.evaluate($0.entry, requestHeaders: requestHeaders, now: now) }
             if let stored, let evaluation, evaluation.action == .useStored || evaluation.action == .useStoredAndRevalidate {
-                served = (stored.entry.status, CachePolicy.servedHeaders(stored.entry, now: now), stored.body)
+                served = (stored.entry.status, CachePolicy.servedHeaders(stored.entry, now: now), (try? stored.wholeBody()) ?? Data())
             } else {
                 var outgoing = requestHeaders
                 if let stored, evaluation?.action == .revalidate {
@@ -108,7 +108,7 @@ struct CacheTestsPolicyRunner {
                     updated.entry.requestTime = now
                     updated.entry.responseTime = now
                     cache.store(updated)
-                    served = (updated.entry.status, updated.entry.responseHeaders, updated.body)
+                    served = (updated.entry.status, updated.entry.responseHeaders, (try? updated.wholeBody()) ?? Data())
                 } else {
                     if CachePolicy.storability(
                         method: "GET", requestHeaders: requestHeaders, status: response.status,

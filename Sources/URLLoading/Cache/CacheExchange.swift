@@ -78,13 +78,17 @@ package enum CacheExchange {
     /// that range; anything else is served whole.
     package static func ranged(_ stored: StoredResponse, requestHeaders: HeaderFields) -> StoredResponse {
         guard stored.entry.status == 200, let field = requestHeaders["Range"],
-            let range = byteRange(field, length: stored.body.count)
+            let range = byteRange(field, length: stored.bodyCount)
         else { return stored }
         var served = stored
         served.entry.status = 206
-        served.entry.responseHeaders.set("Content-Range", "bytes \(range.lowerBound)-\(range.upperBound - 1)/\(stored.body.count)")
+        served.entry.responseHeaders.set("Content-Range", "bytes \(range.lowerBound)-\(range.upperBound - 1)/\(stored.bodyCount)")
         served.entry.responseHeaders.set("Content-Length", String(range.count))
-        served.body = stored.body.subdata(in: range)
+        if let file = stored.bodyFile {
+            served.bodyFile = file.slice(range)
+        } else {
+            served.body = stored.body.subdata(in: range)
+        }
         return served
     }
 

@@ -183,21 +183,23 @@ final class DiskTier: Sendable {
             try remove(ids: [row.id])
             return nil
         }
-        let body: Data
+        var body = Data()
+        var opened: StoredBodyFile?
         if let name = row.bodyFile {
             guard let file = bodyFileURL(name) else {
                 logger.warning("cache entry with a body file name this library does not write removed", metadata: ["id": "\(row.id)"])
                 try remove(ids: [row.id])
                 return nil
             }
-            guard let data = try? Data(contentsOf: file), data.count == row.bodySize else {
+            // Opened, not read: the task reads it in chunks as it delivers.
+            guard let handle = StoredBodyFile.open(file.path, count: row.bodySize) else {
                 // Removed by another process meanwhile, or lost: a miss, never a partial body.
                 if (try? database.read({ try $0.scalarInt("SELECT count(*) FROM entries WHERE id = ?", [.integer(row.id)]) })) == 1 {
                     try remove(ids: [row.id])
                 }
                 return nil
             }
-            body = data
+            opened = handle
         } else {
             body = row.body ?? Data()
         }
@@ -206,7 +208,7 @@ final class DiskTier: Sendable {
             entry: CachePolicy.Entry(
                 status: row.status, responseHeaders: responseHeaders, requestHeaders: requestHeaders,
                 requestTime: row.requestTime, responseTime: row.responseTime),
-            body: body, storedAt: row.storedAt,
+            body: body, bodyFile: opened, storedAt: row.storedAt,
             storagePolicy: CacheStoragePolicy(rawValue: row.storagePolicy) ?? .allowed,
             userInfo: row.userInfo.flatMap(FieldCoding.decodeDictionary) ?? [:])
     }
@@ -224,8 +226,11 @@ final class DiskTier: Sendable {
             return false
         }
         var bodyFile: String?
-        if response.body.count > Self.inlineBodyLimit {
-            bodyFile = try writeBodyFile(response.body, now: now)
+        if let file = response.bodyFile {
+            // A stored entry stored again (a 304's refresh): its body is copied from its file.
+            bodyFile = try writeBodyFile(now: now) { try PrivateFile.write(file, to: $0) }
+        } else if response.body.count > Self.inlineBodyLimit {
+            bodyFile = try writeBodyFile(now: now) { try PrivateFile.write(response.body, to: $0) }
         }
         let touches = takeTouches()
         let capacity = self.capacity
@@ -245,7 +250,7 @@ final class DiskTier: Sendable {
                     .blob(FieldCoding.encode(response.entry.responseHeaders)),
                     .blob(FieldCoding.encode(response.entry.requestHeaders)),
                     bodyFile == nil ? .blob(response.body) : .null, bodyFile.map { .text($0) } ?? .null,
-                    .integer(Int64(response.body.count)), .integer(Int64(cost)),
+                    .integer(Int64(response.bodyCount)), .integer(Int64(cost)),
                     .real(response.entry.requestTime), .real(response.entry.responseTime),
                     .real(response.storedAt), .real(now), .integer(Int64(response.storagePolicy.rawValue)),
                     response.userInfo.isEmpty ? .null : .blob(FieldCoding.encode(response.userInfo)),
@@ -439,14 +444,14 @@ final class DiskTier: Sendable {
         Self.isBodyFileName(name) ? bodiesDirectory.appendingPathComponent(name) : nil
     }
 
-    private func writeBodyFile(_ body: Data, now: Double) throws -> String {
+    private func writeBodyFile(now: Double, _ write: (String) throws -> Void) throws -> String {
         let name = UUID().uuidString.lowercased()
         try database.write { try $0.run("INSERT INTO pending_files(name, created) VALUES (?, ?)", [.text(name), .real(now)]) }
         let final = bodiesDirectory.appendingPathComponent(name)
         let temporary = bodiesDirectory.appendingPathComponent(name + ".tmp")
         do {
             // 0600 from the first byte: cached bodies may be private pages.
-            try PrivateFile.write(body, to: temporary.path)
+            try write(temporary.path)
             try FileManager.default.moveItem(at: temporary, to: final)
         } catch {
             try? FileManager.default.removeItem(at: temporary)

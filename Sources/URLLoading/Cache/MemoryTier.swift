@@ -28,6 +28,11 @@ final class MemoryTier: Sendable {
         state.withLock { $0.get(key) ?? [] }
     }
 
+    /// Whether the 5% rule lets a response of `cost` bytes in.
+    func admits(_ cost: Int) -> Bool {
+        state.withLock { $0.admits(cost) }
+    }
+
     /// Stores `response`, replacing the variant with the same secondary key.
     /// Returns false when the 5% rule keeps it out (SPEC C3).
     @discardableResult

@@ -38,7 +38,8 @@ public struct CacheEntrySnapshot: Sendable, Equatable {
         status = stored.entry.status
         responseHeaders = stored.entry.responseHeaders.map { ($0.name, $0.value) }
         varyRequestHeaders = stored.entry.requestHeaders.map { ($0.name, $0.value) }
-        body = stored.body
+        // A body file that cannot be read shows as empty (`cachetool verify` reports the file).
+        body = (try? stored.wholeBody()) ?? Data()
         requestTime = Date(timeIntervalSince1970: stored.entry.requestTime)
         responseTime = Date(timeIntervalSince1970: stored.entry.responseTime)
         storedAt = Date(timeIntervalSince1970: stored.storedAt)

@@ -128,9 +128,9 @@ public final class ResponseCache: Sendable, CustomStringConvertible {
     public func cachedResponse(for request: URLRequest) -> CachedResponse? {
         guard let url = request.url, let key = CachePolicy.primaryKey(url) else { return nil }
         guard let stored = lookup(key: key, requestHeaders: HeaderFields(request.allHTTPHeaderFields ?? [:])),
-            let response = stored.httpResponse()
+            let response = stored.httpResponse(), let data = try? stored.wholeBody()
         else { return nil }
-        return CachedResponse(response: response, data: stored.body, userInfo: stored.userInfo, storagePolicy: stored.storagePolicy)
+        return CachedResponse(response: response, data: data, userInfo: stored.userInfo, storagePolicy: stored.storagePolicy)
     }
 
     /// Stores `cachedResponse` for `request`, in the tiers its storage
@@ -215,7 +215,7 @@ public final class ResponseCache: Sendable, CustomStringConvertible {
                 return nil
             }
             disk.count("hits")
-            if hit.storagePolicy != .notAllowed { memory.store(hit) }
+            if hit.storagePolicy != .notAllowed { storeInMemory(hit) }
             return hit
         } catch {
             logger.warning("cache lookup failed; treated as a miss", metadata: ["error": "\(error)"])
@@ -229,12 +229,23 @@ public final class ResponseCache: Sendable, CustomStringConvertible {
         case .notAllowed:
             remove(key: response.key, variant: response.variant)
         case .allowedInMemoryOnly:
-            memory.store(response)
+            storeInMemory(response)
             logging("store") { try disk?.remove(key: response.key, variant: response.variant) }
         case .allowed:
-            memory.store(response)
+            storeInMemory(response)
             logging("store") { try disk?.store(response, now: now) }
         }
+    }
+
+    /// The memory tier holds bodies, never a disk file's descriptor: a
+    /// file-backed body is read in only when the tier admits its size.
+    private func storeInMemory(_ response: StoredResponse) {
+        guard response.bodyFile != nil else {
+            memory.store(response)
+            return
+        }
+        guard memory.admits(response.cost), let inMemory = response.materialized() else { return }
+        memory.store(inMemory)
     }
 
     /// Whether lookups may read the disk (and wait for another process's lock).

@@ -15,8 +15,11 @@ package struct StoredResponse: Sendable, Equatable {
     package var variant: String
     /// Status, header fields and times.
     package var entry: CachePolicy.Entry
-    /// The body.
+    /// The body, when it is held in memory (empty when `bodyFile` holds it).
     package var body: Data
+    /// The disk tier's body file, for bodies stored beside the database:
+    /// read in chunks as they are delivered.
+    package var bodyFile: StoredBodyFile?
     /// When the cache stored it (seconds since 1970).
     package var storedAt: Double
     package var storagePolicy: CacheStoragePolicy
@@ -58,7 +61,7 @@ package struct StoredResponse: Sendable, Equatable {
 
     /// Restores a stored response read from disk, fields as they were stored.
     init(
-        url: String, key: String, variant: String, entry: CachePolicy.Entry, body: Data, storedAt: Double,
+        url: String, key: String, variant: String, entry: CachePolicy.Entry, body: Data, bodyFile: StoredBodyFile? = nil, storedAt: Double,
         storagePolicy: CacheStoragePolicy, userInfo: [String: String]
     ) {
         self.url = url
@@ -66,6 +69,7 @@ package struct StoredResponse: Sendable, Equatable {
         self.variant = variant
         self.entry = entry
         self.body = body
+        self.bodyFile = bodyFile
         self.storedAt = storedAt
         self.storagePolicy = storagePolicy
         self.userInfo = userInfo
@@ -97,7 +101,7 @@ package struct StoredResponse: Sendable, Equatable {
 
     /// Bytes counted against a tier's capacity: body, header fields and URL.
     package var cost: Int {
-        var total = body.count + url.utf8.count + key.utf8.count + variant.utf8.count + 64
+        var total = bodyCount + url.utf8.count + key.utf8.count + variant.utf8.count + 64
         for field in entry.responseHeaders { total += field.name.utf8.count + field.value.utf8.count + 4 }
         for field in entry.requestHeaders { total += field.name.utf8.count + field.value.utf8.count + 4 }
         for (name, value) in userInfo { total += name.utf8.count + value.utf8.count + 4 }

@@ -14,6 +14,9 @@ protocol ResponseSink: Sendable {
     var asksDelegate: Bool { get }
     /// Whether a data task with this sink reads and fills the cache.
     var usesCache: Bool { get }
+    /// A body served without the network (a cache file) goes to the
+    /// delegate in chunks instead of whole to `serve`.
+    var streamsServedBody: Bool { get }
     /// The download's file, once open.
     var file: DownloadFile? { get }
 
@@ -116,6 +119,7 @@ struct SinkEnding: Sendable {
 
 extension ResponseSink {
     var asksDelegate: Bool { false }
+    var streamsServedBody: Bool { false }
     var usesCache: Bool { false }
     var file: DownloadFile? { nil }
     mutating func accept(length: Int64, cacheCopyLimit: Int) {}

@@ -64,6 +64,7 @@ struct DelegateDataSink: ResponseSink {
 
     /// Body bytes handed to the delegate's context and not yet delivered.
     private(set) var queued = 0
+    var streamsServedBody: Bool { true }
     private var cacheCopy: Data?
     private var cacheCopyLimit = 0
     private var parts: MixedReplaceParser?

@@ -24,7 +24,7 @@ extension SessionTask {
             inner.fallback = nil
             inner.cacheStatus = shown
         }
-        respondWithoutNetwork(response, stored.body)
+        respondWithoutNetwork(response, body: ServedBody(stored))
         return true
     }
 

@@ -38,7 +38,7 @@ extension SessionTask {
             let shown = session.settings.sendsCacheStatus ? CacheExchange.notModifiedStatus : nil
             if let response = Self.servedResponse(served, cacheStatus: shown, now: now) {
                 locked.withLock { $0.cacheStatus = shown }
-                respondWithoutNetwork(response, served.body)
+                respondWithoutNetwork(response, body: ServedBody(served))
                 return
             }
         }

@@ -54,28 +54,96 @@ extension SessionTask {
     }
 
     func respondWithoutNetwork(_ response: HTTPURLResponse, _ data: Data) {
+        respondWithoutNetwork(response, body: .inline(data))
+    }
+
+    /// A stored response's body as the cache hands it: in memory, or its file.
+    enum ServedBody: Sendable {
+        case inline(Data)
+        case file(StoredBodyFile)
+
+        init(_ stored: StoredResponse) {
+            self = stored.bodyFile.map { .file($0) } ?? .inline(stored.body)
+        }
+
+        var count: Int {
+            switch self {
+            case .inline(let data): data.count
+            case .file(let file): file.count
+            }
+        }
+    }
+
+    /// Answers the task without the network (an interceptor, the cache): a
+    /// delegate data task hears a body file's bytes in chunks as they are
+    /// read, so a large entry never sits in memory whole; other deliveries
+    /// (completion handlers, byte streams) take the body whole.
+    func respondWithoutNetwork(_ response: HTTPURLResponse, body: ServedBody) {
         locked.withLock { inner in
             inner.response = response
-            inner.bytesReceived = Int64(data.count)
-            inner.bytesExpectedToReceive = Int64(data.count)
+            inner.bytesReceived = Int64(body.count)
+            inner.bytesExpectedToReceive = Int64(body.count)
             updateProgress(inner)
         }
         guard let session else { return }
+        let streams = locked.withLock { $0.sink.streamsServedBody }
+        var data = Data()
+        switch body {
+        case .inline(let inline): data = inline
+        case .file(let file) where !streams:
+            do {
+                data = try file.readAll()
+            } catch {
+                perform(locked.withLock { $0.machine.fail(Self.unreadableBody(response.url, error)) })
+                return
+            }
+        case .file: break
+        }
         switch locked.withLock({ $0.sink.serve(response, data) }) {
         case .finish:
             perform(locked.withLock { $0.machine.finishWithoutTransfer(.success(nil)) })
         case .askDelegate:
-            events.enqueue { [self] in
+            events.enqueue { [self, data] in
                 let disposition = await self.askDelegate { await $0.urlSession(session, dataTask: self, didReceive: response) } ?? .allow
-                if disposition == .allow, !data.isEmpty { self.callDelegate { $0.urlSession(session, dataTask: self, didReceive: data) } }
-                self.perform(
-                    self.locked.withLock {
-                        disposition == .allow
-                            ? $0.machine.finishWithoutTransfer(.success(nil))
-                            : $0.machine.finishWithoutTransfer(.failure(SessionError(.cancelled, failingURL: response.url, message: "the delegate cancelled the task")))
-                    })
+                guard disposition == .allow else {
+                    let cancelled = SessionError(.cancelled, failingURL: response.url, message: "the delegate cancelled the task")
+                    self.perform(self.locked.withLock { $0.machine.finishWithoutTransfer(.failure(cancelled)) })
+                    return
+                }
+                if case .file(let file) = body, streams {
+                    if let failure = self.deliverChunks(of: file, session: session, url: response.url) {
+                        self.perform(self.locked.withLock { $0.machine.finishWithoutTransfer(.failure(failure)) })
+                        return
+                    }
+                } else if !data.isEmpty {
+                    self.callDelegate { $0.urlSession(session, dataTask: self, didReceive: data) }
+                }
+                self.perform(self.locked.withLock { $0.machine.finishWithoutTransfer(.success(nil)) })
             }
         }
+    }
+
+    /// Hands a body file to the delegate chunk by chunk, on the task's
+    /// context; stops when the task ended meanwhile (cancelled). Returns the
+    /// failure when the file cannot be read.
+    private func deliverChunks(of file: StoredBodyFile, session: Session, url: URL?) -> SessionError? {
+        var position = 0
+        while position < file.count {
+            if locked.withLock({ $0.machine.isFinished }) { return nil }
+            let chunk: Data
+            do {
+                chunk = try file.read(at: position, length: StoredBodyFile.chunkSize)
+            } catch {
+                return Self.unreadableBody(url, error)
+            }
+            callDelegate { $0.urlSession(session, dataTask: self, didReceive: chunk) }
+            position += chunk.count
+        }
+        return nil
+    }
+
+    static func unreadableBody(_ url: URL?, _ error: any Error) -> SessionError {
+        SessionError(.resourceUnavailable, failingURL: url, message: "the cached body cannot be read: \(error.localizedDescription)")
     }
 
     func startTransfer(hop: Int) {
@@ -124,7 +192,7 @@ extension SessionTask {
                     inner.cacheStatus = status
                     inner.transactions.append(Self.cacheTransaction(request, response: response, cacheStatus: status))
                 }
-                respondWithoutNetwork(response, stored.body)
+                respondWithoutNetwork(response, body: ServedBody(stored))
                 return
             case .fail(let message):
                 perform(locked.withLock { $0.machine.fail(SessionError(.resourceUnavailable, failingURL: url, message: message)) })

@@ -36,6 +36,23 @@ import Glibc
         }
     }
 
+    /// Writes a stored body file's bytes to a new file at `path`, in chunks, mode 0600.
+    static func write(_ body: StoredBodyFile, to path: String) throws {
+        let handle = try create(path)
+        defer { try? handle.close() }
+        do {
+            var position = 0
+            while position < body.count {
+                let chunk = try body.read(at: position, length: StoredBodyFile.chunkSize)
+                try handle.write(contentsOf: chunk)
+                position += chunk.count
+            }
+        } catch {
+            unlink(path)
+            throw error
+        }
+    }
+
     /// Replaces the file at `path` with `data`, mode 0600: written to a new
     /// file beside it, then renamed over it.
     public static func replace(_ path: String, with data: Data) throws {

@@ -64,8 +64,8 @@ import TestSupport
             bytes = a.cost + b.cost
         }
         let reopened = try ResponseCache.open(memoryCapacity: 0, diskCapacity: 100 << 20, directory: directory.url)
-        #expect(reopened.lookup(key: Self.key("https://example.com/small"), requestHeaders: [])?.body == small)
-        #expect(reopened.lookup(key: Self.key("https://example.com/large"), requestHeaders: [])?.body == large)
+        #expect(try reopened.lookup(key: Self.key("https://example.com/small"), requestHeaders: [])?.wholeBody() == small)
+        #expect(try reopened.lookup(key: Self.key("https://example.com/large"), requestHeaders: [])?.wholeBody() == large)
         #expect(reopened.currentDiskUsage == bytes)
         let files = try FileManager.default.contentsOfDirectory(atPath: directory.url.appendingPathComponent("Bodies").path)
         #expect(files.count == 1)
@@ -217,7 +217,7 @@ import TestSupport
         var bytes = 0
         for (key, url) in listing {
             let stored = try #require(cache.lookup(key: key, requestHeaders: []))
-            #expect(stored.body == CacheFixtures.body(for: url, index: CacheFixtures.index(of: url) ?? -1), "\(url)")
+            #expect(try stored.wholeBody() == CacheFixtures.body(for: url, index: CacheFixtures.index(of: url) ?? -1), "\(url)")
             bytes += stored.cost
         }
         #expect(try cache.diskUsage() == (3 * count, bytes))
@@ -245,7 +245,7 @@ import TestSupport
             #expect(listing.count >= reported, "round \(round): lost entries that were reported stored")
             for (key, url) in listing {
                 guard let stored = cache.lookup(key: key, requestHeaders: []) else { continue }
-                #expect(stored.body == CacheFixtures.body(for: url, index: CacheFixtures.index(of: url) ?? -1), "round \(round): \(url)")
+                #expect(try stored.wholeBody() == CacheFixtures.body(for: url, index: CacheFixtures.index(of: url) ?? -1), "round \(round): \(url)")
                 survivors += 1
             }
             let (entries, _) = try cache.diskUsage()

@@ -99,4 +99,24 @@ import TestSupport
         #expect(origin.requests(to: "/e/255").isEmpty)
         try await origin.shutdown()
     }
+
+    @Test("A 256 MiB response on disk: the delegate gets it in 256 KiB chunks read as they are delivered; peak RSS stays under 64 MiB above the baseline")
+    func largeDiskEntryStreams() async throws {
+        let directory = TemporaryDirectory()
+        // Never fetched: the task may only be answered from the cache.
+        let url = "http://127.0.0.1:9/big"
+        let size = 256 << 20
+        let populate = try await ChildProcess.run(ChildProcess.helper, ["cache-populate", directory.url.path, url, "\(size)"])
+        #expect(populate.status == 0 && populate.standardOutput == "stored\n", "\(populate.standardError)")
+        let served = try await ChildProcess.run(ChildProcess.helper, ["cache-serve-rss", directory.url.path, url])
+        #expect(served.status == 0, "\(served.standardError)")
+        let lines = served.standardOutput.split(separator: "\n").map(String.init)
+        #expect(lines.count == 1, "\(lines)")
+        let words = try #require(lines.last?.split(separator: " ").map(String.init))
+        func number(after name: String) -> Int? { words.firstIndex(of: name).flatMap { Int(words[$0 + 1]) } }
+        #expect(number(after: "bytes") == size)
+        #expect((number(after: "largest") ?? .max) <= StoredBodyFile.chunkSize && (number(after: "chunks") ?? 0) >= size / StoredBodyFile.chunkSize)
+        let grew = (number(after: "peak-kib") ?? .max) - (number(after: "baseline-kib") ?? 0)
+        #expect(grew < Sanitizer.memoryBound(kilobytes: 64 << 10), "peak RSS grew by \(grew) KiB while delivering 256 MiB")
+    }
 }
