@@ -150,6 +150,16 @@ final class OriginConnectionHandler: ChannelInboundHandler {
             context.eventLoop.assumeIsolated().scheduleTask(in: .init(duration)) {
                 self.sendParts(rest, framing: framing, keepAlive: keepAlive, context: context)
             }
+        case .waitFor(let gate):
+            // Opened from the test's thread: back onto this connection's loop.
+            let loop = context.eventLoop
+            let bound = NIOLoopBound((self, context), eventLoop: loop)
+            gate.whenOpen {
+                loop.execute {
+                    let (handler, context) = bound.value
+                    handler.sendParts(rest, framing: framing, keepAlive: keepAlive, context: context)
+                }
+            }
         case .cycle(let block, let offset, let count):
             guard count > 0, !block.isEmpty else {
                 sendParts(rest, framing: framing, keepAlive: keepAlive, context: context)

@@ -44,6 +44,9 @@ public struct ScriptedResponse: Sendable {
         case pause(Duration)
         /// Close the connection now (a server that dies mid-body).
         case closeConnection
+        /// Send nothing more until the test opens `gate` (what the test does
+        /// meanwhile happens mid-body, however slow the machine).
+        case waitFor(OriginGate)
     }
 
     /// The status code.
@@ -114,7 +117,7 @@ public struct ScriptedResponse: Sendable {
             switch part {
             case .bytes(let bytes): return total + bytes.count
             case .pattern(_, let count), .cycle(_, _, let count): return total + count
-            case .pause, .closeConnection: return total
+            case .pause, .closeConnection, .waitFor: return total
             }
         }
     }

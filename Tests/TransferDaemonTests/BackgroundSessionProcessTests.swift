@@ -19,8 +19,10 @@ struct BackgroundSessionProcessTests {
     static let size = 6 << 20
     static let etag = "\"v1\""
 
+    /// With `gate`, every response holds after its first slice until the gate opens.
     static func slowBody(
-        slice: Int = 512 << 10, pause: Duration = .milliseconds(150), etag: @escaping @Sendable () -> String = { etag }
+        slice: Int = 512 << 10, pause: Duration = .milliseconds(150), etag: @escaping @Sendable () -> String = { etag },
+        gate: OriginGate? = nil
     ) -> TestOrigin.Handler {
         { request in
             let etag = etag()
@@ -35,6 +37,7 @@ struct BackgroundSessionProcessTests {
             while offset < size {
                 let count = min(slice, size - offset)
                 parts.append(.pattern(offset: offset, count: count))
+                if let gate, offset == start { parts.append(.waitFor(gate)) }
                 parts.append(.pause(pause))
                 offset += count
             }
@@ -97,13 +100,16 @@ struct BackgroundSessionProcessTests {
     @Test("The app is killed mid-download: transferd finishes it; the next app gets its events once, then urlSessionDidFinishEvents; a third gets nothing")
     func appKilled() async throws {
         let origin = try await TestOrigin.start()
-        origin.route("/big", Self.slowBody())
+        let gate = OriginGate()
+        origin.route("/big", Self.slowBody(gate: gate))
         let world = World()
         let app = try world.app(["appKilled", "download", origin.url("/big").absoluteString])
         let before = await world.lines(of: app, until: "write")
         #expect(before.contains("created 1"), "\(before)")
         app.kill(SIGKILL)
         _ = try await app.wait()
+        // The body goes on only now: the app is certainly gone before it ends.
+        gate.open()
         #expect(await eventually { world.records().first?.phaseName == "finished" }, "\(world.records())")
 
         let second = try await world.run(["appKilled", "attach"])
@@ -229,13 +235,15 @@ struct BackgroundSessionProcessTests {
     @Test("Launch events: with the app gone, transferd runs its registered command once when the events are ready; it receives them")
     func launchEvents() async throws {
         let origin = try await TestOrigin.start()
-        origin.route("/big", Self.slowBody())
+        let gate = OriginGate()
+        origin.route("/big", Self.slowBody(gate: gate))
         let world = World()
         let output = world.directory.path("launched.out")
         let app = try world.app(["launchEvents", "--launch-to", output, "download", origin.url("/big").absoluteString])
         _ = await world.lines(of: app, until: "write")
         app.kill(SIGKILL)
         _ = try await app.wait()
+        gate.open()
         let read = { (try? String(contentsOfFile: output, encoding: .utf8)) ?? "" }
         #expect(await eventually(within: .seconds(60)) { read().hasSuffix("bye\n") }, "\(read())")
         let lines = read().split(separator: "\n").map(String.init)
@@ -254,7 +262,9 @@ struct BackgroundSessionProcessTests {
     @Test("A second live session with the same identifier is refused; data tasks fail with a clear error")
     func refusals() async throws {
         let origin = try await TestOrigin.start()
-        origin.route("/big", Self.slowBody(pause: .milliseconds(400)))
+        let gate = OriginGate()
+        defer { gate.open() }
+        origin.route("/big", Self.slowBody(gate: gate))
         origin.route("/small", response: ScriptedResponse(body: "hello"))
         let world = World()
         let first = try world.app(["refusals", "download", origin.url("/big").absoluteString])
@@ -266,6 +276,7 @@ struct BackgroundSessionProcessTests {
         let data = try await world.run(["other", "data", origin.url("/small").absoluteString])
         #expect(data.contains("complete 1 not-supported-in-a-background-session status 0"), "\(data)")
         #expect(origin.requests(to: "/small").isEmpty)
+        gate.open()
         try await origin.shutdown()
     }
 }
@@ -274,7 +285,9 @@ extension BackgroundSessionProcessTests {
     @Test("A re-attached session lists the identifier's live task in getAllTasks; cancel() on it reaches transferd and completes it once")
     func cancelAdopted() async throws {
         let origin = try await TestOrigin.start()
-        origin.route("/big", Self.slowBody(pause: .milliseconds(500)))
+        let gate = OriginGate()
+        defer { gate.open() }
+        origin.route("/big", Self.slowBody(gate: gate))
         let world = World()
         let app = try world.app(["cancelAdopted", "download", origin.url("/big").absoluteString])
         _ = await world.lines(of: app, until: "write")
@@ -286,6 +299,7 @@ extension BackgroundSessionProcessTests {
         #expect(await eventually { world.records().first?.phaseName == "delivered" })
         let again = try await world.run(["cancelAdopted", "attach"])
         #expect(again == ["attached tasks 0 pending 0", "bye"], "\(again)")
+        gate.open()
         try await origin.shutdown()
     }
 
