@@ -107,8 +107,8 @@ package final class Connection {
 
     /// Runs a cached statement and maps each row.
     package func query<T>(
-        _ sql: String, _ arguments: [SQLiteValue] = [], row: (Statement) throws -> T
-    ) throws -> [T] {
+        _ sql: String, _ arguments: [SQLiteValue] = [], row: (Statement) throws(SQLiteError) -> T
+    ) throws(SQLiteError) -> [T] {
         let statement = try cachedStatement(sql)
         defer { statement.reset() }
         try statement.bind(arguments)
@@ -141,7 +141,7 @@ package final class Connection {
     /// returns, rolled back when it throws. Takes the write lock up front, so
     /// concurrent writers wait on `busy_timeout` instead of failing with
     /// `SQLITE_BUSY_SNAPSHOT` half way.
-    package func immediateTransaction<T>(_ body: () throws -> T) throws -> T {
+    package func immediateTransaction<T>(_ body: () throws(SQLiteError) -> T) throws(SQLiteError) -> T {
         // Cached statements: parsing BEGIN and COMMIT on every write costs
         // more than running them.
         try cachedStatement("BEGIN IMMEDIATE").run()

@@ -67,8 +67,9 @@ package final class Database: Sendable {
     /// corruption policy if the file is damaged.
     ///
     /// - Throws: `StorageError` (newer schema, foreign schema, corrupt with
-    ///   `.fail`, file accessible by others, file system) or `SQLiteError`.
-    package init(path: String, migrations: [Migration], options: Options = Options()) throws {
+    ///   `.fail`, file accessible by others, file system, or SQLite's error
+    ///   as the cause).
+    package init(path: String, migrations: [Migration], options: Options = Options()) throws(StorageError) {
         let migrator = try Migrator(migrations)
         self.path = path
         let directory = (path as NSString).deletingLastPathComponent
@@ -78,10 +79,10 @@ package final class Database: Sendable {
         var connection: Connection
         do {
             (connection, report) = try Self.connect(path, migrator: migrator, options: options, created: created)
-        } catch let error as SQLiteError where error.isCorruption {
+        } catch where error.kind == .corrupt && error.underlying != nil {
             switch options.onCorruption {
             case .fail:
-                throw StorageError.corrupt(error, path: path)
+                throw error
             case .recreate:
                 try Self.removeFiles(of: path)
                 options.logger.warning(
@@ -111,31 +112,50 @@ package final class Database: Sendable {
     /// Runs `body` with the connection, outside any explicit transaction
     /// (each statement is its own implicit transaction; WAL readers never
     /// block writers).
-    package func read<T: Sendable>(_ body: (Connection) throws -> T) throws -> T {
-        try lock.withLock { _ throws -> T in
-            try body(connection)
+    ///
+    /// - Throws: `StorageError`, SQLite's error as its cause.
+    package func read<T: Sendable>(_ body: (Connection) throws(SQLiteError) -> T) throws(StorageError) -> T {
+        let result = lock.withLock { _ -> Result<T, SQLiteError> in
+            do throws(SQLiteError) {
+                return .success(try body(connection))
+            } catch {
+                return .failure(error)
+            }
         }
+        return try result.mapError { StorageError.sqlite($0, path: path) }.get()
     }
 
     /// Runs `body` in an immediate transaction: all of it is committed, or
     /// none of it.
-    package func write<T: Sendable>(_ body: (Connection) throws -> T) throws -> T {
-        try lock.withLock { _ throws -> T in
-            try connection.immediateTransaction { try body(connection) }
+    ///
+    /// - Throws: `StorageError`, SQLite's error as its cause.
+    package func write<T: Sendable>(_ body: (Connection) throws(SQLiteError) -> T) throws(StorageError) -> T {
+        let result = lock.withLock { _ -> Result<T, SQLiteError> in
+            do throws(SQLiteError) {
+                return .success(try connection.immediateTransaction { () throws(SQLiteError) -> T in try body(connection) })
+            } catch {
+                return .failure(error)
+            }
         }
+        return try result.mapError { StorageError.sqlite($0, path: path) }.get()
     }
 
     // MARK: Opening
 
     private static func connect(
         _ path: String, migrator: Migrator, options: Options, created: Bool
-    ) throws -> (Connection, OpenReport) {
-        let connection = try Connection(path: path, busyTimeout: options.busyTimeout)
+    ) throws(StorageError) -> (Connection, OpenReport) {
+        let connection: Connection
+        do throws(SQLiteError) {
+            connection = try Connection(path: path, busyTimeout: options.busyTimeout)
+        } catch {
+            throw StorageError.sqlite(error, path: path)
+        }
         let outcome = try migrator.migrate(connection)
         return (connection, OpenReport(migrated: outcome, created: created))
     }
 
-    private static func ensureDirectory(_ directory: String, mode: UInt32) throws {
+    private static func ensureDirectory(_ directory: String, mode: UInt32) throws(StorageError) {
         guard !directory.isEmpty else { return }
         var isDirectory: ObjCBool = false
         if FileManager.default.fileExists(atPath: directory, isDirectory: &isDirectory), isDirectory.boolValue {
@@ -152,7 +172,7 @@ package final class Database: Sendable {
 
     /// Creates the file with the exact mode if missing; checks the mode of an
     /// existing one. Returns whether the file was created.
-    private static func prepareFile(_ path: String, options: Options) throws -> Bool {
+    private static func prepareFile(_ path: String, options: Options) throws(StorageError) -> Bool {
         let fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, mode_t(options.fileMode))
         if fd >= 0 {
             defer { close(fd) }
@@ -182,13 +202,13 @@ package final class Database: Sendable {
         [path, path + "-wal", path + "-shm", path + "-journal"]
     }
 
-    private static func removeFiles(of path: String) throws {
+    private static func removeFiles(of path: String) throws(StorageError) {
         for file in companionPaths(of: path) where unlink(file) != 0 && errno != ENOENT {
             throw StorageError.fileSystem("cannot delete the damaged file", errno: errno, path: file)
         }
     }
 
-    private static func moveFilesAside(of path: String) throws -> String {
+    private static func moveFilesAside(of path: String) throws(StorageError) -> String {
         let stamp = ISO8601DateFormatter.string(
             from: Date(), timeZone: TimeZone(identifier: "UTC") ?? .current,
             formatOptions: [.withYear, .withMonth, .withDay, .withTime])

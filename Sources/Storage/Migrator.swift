@@ -48,15 +48,30 @@ package struct Migrator: Sendable {
     ///
     /// Safe against concurrent migrators in other processes: each step
     /// re-reads the version under the write lock.
-    package func migrate(_ connection: Connection) throws -> Outcome {
+    ///
+    /// - Throws: `StorageError`: a newer or foreign schema, or the SQLite
+    ///   error of a failed step as its cause.
+    package func migrate(_ connection: Connection) throws(StorageError) -> Outcome {
+        let outcome: Result<Outcome, StorageError>
+        do throws(SQLiteError) {
+            outcome = try steps(connection)
+        } catch {
+            throw StorageError.sqlite(error, path: connection.path)
+        }
+        return try outcome.get()
+    }
+
+    /// The steps of `migrate`: its outcome or a refusal; SQLite's failures thrown.
+    private func steps(_ connection: Connection) throws(SQLiteError) -> Result<Outcome, StorageError> {
         let initial = try currentVersion(connection)
-        try checkKnown(connection, version: initial)
+        if case .failure(let refusal) = try checkKnown(connection, version: initial) { return .failure(refusal) }
         var version = initial
         while version < latestVersion {
-            version = try connection.immediateTransaction { () throws -> Int in
+            // A schema this program does not know is found before anything is written.
+            let step = try connection.immediateTransaction { () throws(SQLiteError) -> Result<Int, StorageError> in
                 let current = try currentVersion(connection)
-                try checkKnown(connection, version: current)
-                guard current < latestVersion else { return current }
+                if case .failure(let refusal) = try checkKnown(connection, version: current) { return .failure(refusal) }
+                guard current < latestVersion else { return .success(current) }
                 let migration = migrations[current]
                 try connection.execute(Self.bookkeepingTable)
                 try connection.execute(migration.sql)
@@ -64,14 +79,18 @@ package struct Migrator: Sendable {
                     "INSERT OR REPLACE INTO schema_migrations(version, name, applied_at) VALUES (?, ?, ?)",
                     [.integer(Int64(migration.version)), .text(migration.name), .real(Date().timeIntervalSince1970)])
                 try connection.execute("PRAGMA user_version = \(migration.version)")
-                return migration.version
+                return .success(migration.version)
+            }
+            switch step {
+            case .success(let reached): version = reached
+            case .failure(let refusal): return .failure(refusal)
             }
         }
-        return Outcome(from: initial, to: version)
+        return .success(Outcome(from: initial, to: version))
     }
 
     /// The schema version recorded in the file (0 for a new file).
-    package func currentVersion(_ connection: Connection) throws -> Int {
+    package func currentVersion(_ connection: Connection) throws(SQLiteError) -> Int {
         Int(try connection.scalarInt("PRAGMA user_version") ?? 0)
     }
 
@@ -83,11 +102,13 @@ package struct Migrator: Sendable {
         )
         """
 
-    private func checkKnown(_ connection: Connection, version: Int) throws {
+    /// Whether a database at `version` is one of ours: a refusal, or the
+    /// SQLite error that kept it from being read.
+    private func checkKnown(_ connection: Connection, version: Int) throws(SQLiteError) -> Result<Void, StorageError> {
         if version > latestVersion {
-            throw StorageError.newerSchema(found: version, supported: latestVersion, path: connection.path)
+            return .failure(StorageError.newerSchema(found: version, supported: latestVersion, path: connection.path))
         }
-        guard version > 0 else { return }
+        guard version > 0 else { return .success(()) }
         // The newest applied migration must be ours under the same name.
         let hasTable =
             try connection.scalarInt(
@@ -100,8 +121,10 @@ package struct Migrator: Sendable {
             ) { $0.text(0) ?? "" }
         let expected = migrations[version - 1].name
         if recorded.first != expected {
-            throw StorageError.unknownMigration(
-                version: version, recorded: recorded.first ?? "(none)", expected: expected, path: connection.path)
+            return .failure(
+                StorageError.unknownMigration(
+                    version: version, recorded: recorded.first ?? "(none)", expected: expected, path: connection.path))
         }
+        return .success(())
     }
 }

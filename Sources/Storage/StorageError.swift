@@ -18,6 +18,9 @@ package struct StorageError: Error, CustomStringConvertible, Sendable {
         case fileSystem
         /// The migration list itself is malformed (a programming error).
         case invalidMigrations
+        /// An SQLite operation failed (locked past the busy timeout, disk
+        /// full, I/O): `underlying` says which.
+        case sqlite
     }
 
     /// What went wrong.
@@ -71,6 +74,17 @@ package struct StorageError: Error, CustomStringConvertible, Sendable {
             message: "\(what): \(String(cString: strerror(code)))",
             path: path, underlying: nil)
     }
+
+    /// An SQLite failure, with its own message and the file.
+    package static func sqlite(_ error: SQLiteError, path: String?) -> StorageError {
+        if error.isCorruption { return corrupt(error, path: path ?? error.path ?? "") }
+        return StorageError(kind: .sqlite, message: error.message, path: path ?? error.path, underlying: error)
+    }
+
+    /// Another process held the lock past the busy timeout.
+    package var isBusy: Bool { underlying?.isBusy ?? false }
+    /// The disk is full.
+    package var isFull: Bool { underlying?.isFull ?? false }
 
     static func invalidMigrations(_ what: String) -> StorageError {
         StorageError(kind: .invalidMigrations, message: what, path: nil, underlying: nil)

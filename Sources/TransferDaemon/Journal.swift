@@ -82,7 +82,7 @@ package final class Journal: Sendable {
 
     /// Every task, delivered ones included when `delivered`.
     package func records(delivered: Bool = false) throws -> [TransferRecord] {
-        try database.read { connection in
+        try database.read { (connection: Connection) throws(SQLiteError) in
             try connection.query(
                 "SELECT \(Self.columns) FROM transfers \(delivered ? "" : "WHERE phase <> 'delivered'") ORDER BY session, task"
             ) { row in
@@ -136,7 +136,9 @@ package final class Journal: Sendable {
     ///
     /// - Returns: The record with its row id.
     package func insert(_ record: TransferRecord) throws -> TransferRecord {
-        try database.write { connection in
+        // Sealed and encoded before the transaction: inside it only SQLite can fail.
+        var values = try columns(of: record)
+        return try database.write { (connection: Connection) throws(SQLiteError) in
             try connection.run(
                 """
                 INSERT INTO sessions(identifier, next_task) VALUES (?, ?)
@@ -144,25 +146,29 @@ package final class Journal: Sendable {
                 """, [.text(record.session), .integer(Int64(record.spec.task) + 1)])
             try connection.run(
                 "INSERT INTO transfers(session, task, spec, phase, created) VALUES (?, ?, ?, 'queued', ?)",
-                [.text(record.session), .integer(Int64(record.spec.task)), .text(try Self.json(sealed(record.spec))), .real(record.created.timeIntervalSince1970)])
+                [.text(record.session), .integer(Int64(record.spec.task)), values[0], .real(record.created.timeIntervalSince1970)])
             var saved = record
             saved.id = connection.lastInsertRowID
-            try update(saved, connection)
+            values[values.count - 1] = .integer(saved.id)
+            try connection.run(Self.updateSQL, values)
             return saved
         }
     }
 
     /// Writes a record's current state.
     package func save(_ record: TransferRecord) throws {
-        try database.write { connection in try update(record, connection) }
+        let values = try columns(of: record)
+        try database.write { (connection: Connection) throws(SQLiteError) in try connection.run(Self.updateSQL, values) }
     }
 
-    private func sealed(_ spec: TaskSpec) throws -> TaskSpec {
-        guard let seal else { throw BackgroundWireError("the journal was opened to read; its key is not at hand") }
-        return try seal.sealed(spec)
-    }
+    private static let updateSQL = """
+        UPDATE transfers SET spec = ?, phase = ?, phase_date = ?, outcome = coalesce(?, outcome), suspended = ?, attempts = ?,
+            bytes = ?, expected = ?, validator = ?, response = ?, response_body = ?, error_code = ?, error_message = ?, finished = ?
+        WHERE id = ?
+        """
 
-    private func update(_ record: TransferRecord, _ connection: Connection) throws {
+    /// The values of `updateSQL` for a record, its secrets sealed; the row id last.
+    private func columns(of record: TransferRecord) throws -> [SQLiteValue] {
         guard let seal else { throw BackgroundWireError("the journal was opened to read; its key is not at hand") }
         var date: SQLiteValue = .null
         var outcome: SQLiteValue = .null
@@ -176,26 +182,19 @@ package final class Journal: Sendable {
             }
         default: break
         }
-        if case .delivered = record.machine.phase { outcome = .text("delivered") }
-        try connection.run(
-            """
-            UPDATE transfers SET spec = ?, phase = ?, phase_date = ?, outcome = coalesce(?, outcome), suspended = ?, attempts = ?,
-                bytes = ?, expected = ?, validator = ?, response = ?, response_body = ?, error_code = ?, error_message = ?, finished = ?
-            WHERE id = ?
-            """,
-            [
-                .text(try Self.json(seal.sealed(record.spec))), .text(record.phaseName), date, outcome == .text("delivered") ? .null : outcome,
-                .integer(record.suspended ? 1 : 0), .integer(Int64(record.machine.attempts)), .integer(record.machine.bytes),
-                .integer(record.expected), record.machine.validator.map { .text($0) } ?? .null,
-                try record.response.map { .text(try Self.json(seal.sealed($0))) } ?? .null, record.responseBody.map { .blob($0) } ?? .null,
-                record.errorCode.map { .text($0) } ?? .null, record.errorMessage.map { .text($0) } ?? .null,
-                record.finished.map { .real($0.timeIntervalSince1970) } ?? .null, .integer(record.id),
-            ])
+        return [
+            .text(try Self.json(seal.sealed(record.spec))), .text(record.phaseName), date, outcome,
+            .integer(record.suspended ? 1 : 0), .integer(Int64(record.machine.attempts)), .integer(record.machine.bytes),
+            .integer(record.expected), record.machine.validator.map { .text($0) } ?? .null,
+            try record.response.map { .text(try Self.json(seal.sealed($0))) } ?? .null, record.responseBody.map { .blob($0) } ?? .null,
+            record.errorCode.map { .text($0) } ?? .null, record.errorMessage.map { .text($0) } ?? .null,
+            record.finished.map { .real($0.timeIntervalSince1970) } ?? .null, .integer(record.id),
+        ]
     }
 
     /// The next task identifier of a session (1 for a new one).
     package func nextTask(session: String) throws -> Int {
-        let next = try database.read { connection in
+        let next = try database.read { (connection: Connection) throws(SQLiteError) in
             try connection.scalarInt("SELECT next_task FROM sessions WHERE identifier = ?", [.text(session)])
         }
         return Int(clamping: max(1, next ?? 1))
@@ -204,7 +203,7 @@ package final class Journal: Sendable {
     /// Remembers the command that relaunches a session's app (nil: none).
     package func setLaunchCommand(_ command: [String]?, session: String) throws {
         let text = try command.map { String(decoding: try JSONEncoder().encode($0), as: UTF8.self) }
-        try database.write { connection in
+        try database.write { (connection: Connection) throws(SQLiteError) in
             try connection.run(
                 """
                 INSERT INTO sessions(identifier, launch_command) VALUES (?, ?)
@@ -215,7 +214,7 @@ package final class Journal: Sendable {
 
     /// The command that relaunches a session's app, if it registered one.
     package func launchCommand(session: String) throws -> [String]? {
-        let text = try database.read { connection in
+        let text = try database.read { (connection: Connection) throws(SQLiteError) in
             try connection.query("SELECT launch_command FROM sessions WHERE identifier = ?", [.text(session)]) { $0.text(0) }.first ?? nil
         }
         return text.flatMap { try? JSONDecoder().decode([String].self, from: Data($0.utf8)) }
@@ -223,7 +222,7 @@ package final class Journal: Sendable {
 
     /// Forgets delivered tasks finished before `date`.
     package func pruneDelivered(before date: Date) throws {
-        try database.write { connection in
+        try database.write { (connection: Connection) throws(SQLiteError) in
             try connection.run("DELETE FROM transfers WHERE phase = 'delivered' AND coalesce(finished, created) < ?", [.real(date.timeIntervalSince1970)])
         }
     }

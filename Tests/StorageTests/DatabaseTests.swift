@@ -14,11 +14,11 @@ import TestSupport
         let directory = TemporaryDirectory()
         let database = try Database(path: directory.path("t.sqlite"), migrations: Self.schema)
         let blob = Data([0, 1, 2, 255])
-        try database.write { connection in
+        try database.write { (connection: Connection) throws(SQLiteError) in
             try connection.run("INSERT INTO t(i, r, s, b) VALUES (?, ?, ?, ?)", [.integer(Int64.max), .real(1.5), .text("héllo\u{0}x"), .blob(blob)])
             try connection.run("INSERT INTO t(i, r, s, b) VALUES (?, ?, ?, ?)", [.null, .null, .text("empty"), .blob(Data())])
         }
-        let rows = try database.read { connection in
+        let rows = try database.read { (connection: Connection) throws(SQLiteError) in
             try connection.query("SELECT i, r, s, b FROM t ORDER BY id") { row in
                 [row.value(0), row.value(1), row.value(2), row.value(3)]
             }
@@ -31,36 +31,36 @@ import TestSupport
         let directory = TemporaryDirectory()
         let database = try Database(path: directory.path("t.sqlite"), migrations: Self.schema)
         let secret = "password=hunter2"
-        try database.write { try $0.run("INSERT INTO t(s) VALUES (?)", [.text(secret)]) }
-        let error = #expect(throws: SQLiteError.self) {
-            try database.write { try $0.run("INSERT INTO t(s) VALUES (?)", [.text(secret)]) }
+        try database.write { (connection: Connection) throws(SQLiteError) in try connection.run("INSERT INTO t(s) VALUES (?)", [.text(secret)]) }
+        let error = #expect(throws: StorageError.self) {
+            try database.write { (connection: Connection) throws(SQLiteError) in try connection.run("INSERT INTO t(s) VALUES (?)", [.text(secret)]) }
         }
         let text = error.map { "\($0)" } ?? ""
-        #expect(error?.extendedCode == 2067)  // SQLITE_CONSTRAINT_UNIQUE
+        #expect(error?.underlying?.extendedCode == 2067)  // SQLITE_CONSTRAINT_UNIQUE
         #expect(text.contains("INSERT INTO t(s) VALUES (?)"))
         #expect(!text.contains("hunter2"))
     }
 
     @Test func writeRollsBackWhenBodyThrows() throws {
-        struct Abort: Error {}
         let directory = TemporaryDirectory()
         let database = try Database(path: directory.path("t.sqlite"), migrations: Self.schema)
-        #expect(throws: Abort.self) {
-            try database.write { connection in
+        let error = #expect(throws: StorageError.self) {
+            try database.write { (connection: Connection) throws(SQLiteError) in
                 try connection.run("INSERT INTO t(s) VALUES (?)", [.text("a")])
-                throw Abort()
+                throw SQLiteError(extendedCode: 4, message: "abandoned on purpose")
             }
         }
-        #expect(try database.read { try $0.scalarInt("SELECT count(*) FROM t") } == 0)
+        #expect(error?.underlying?.message == "abandoned on purpose" && error?.path == directory.path("t.sqlite"))
+        #expect(try database.read { (connection: Connection) throws(SQLiteError) in try connection.scalarInt("SELECT count(*) FROM t") } == 0)
     }
 
     @Test func walAndPragmasAreOn() throws {
         let directory = TemporaryDirectory()
         let database = try Database(path: directory.path("t.sqlite"), migrations: Self.schema)
-        let mode = try database.read { try $0.query("PRAGMA journal_mode") { $0.text(0) } }
+        let mode = try database.read { (connection: Connection) throws(SQLiteError) in try connection.query("PRAGMA journal_mode") { $0.text(0) } }
         #expect(mode == ["wal"])
-        #expect(try database.read { try $0.scalarInt("PRAGMA foreign_keys") } == 1)
-        #expect(try database.read { try $0.scalarInt("PRAGMA busy_timeout") } == 5000)
+        #expect(try database.read { (connection: Connection) throws(SQLiteError) in try connection.scalarInt("PRAGMA foreign_keys") } == 1)
+        #expect(try database.read { (connection: Connection) throws(SQLiteError) in try connection.scalarInt("PRAGMA busy_timeout") } == 5000)
     }
 
     @Test func fileAndDirectoryModesAreHonoured() throws {
@@ -70,7 +70,7 @@ import TestSupport
         options.fileMode = 0o600
         options.directoryMode = 0o700
         let database = try Database(path: path, migrations: Self.schema, options: options)
-        try database.write { try $0.run("INSERT INTO t(s) VALUES ('x')") }
+        try database.write { (connection: Connection) throws(SQLiteError) in try connection.run("INSERT INTO t(s) VALUES ('x')") }
         func mode(_ path: String) throws -> Int {
             let attributes = try FileManager.default.attributesOfItem(atPath: path)
             return (attributes[.posixPermissions] as? Int ?? -1) & 0o777
@@ -102,12 +102,12 @@ import TestSupport
         var options = Database.Options()
         options.busyTimeout = .milliseconds(50)
         let waiting = try Database(path: path, migrations: Self.schema, options: options)
-        let error = #expect(throws: SQLiteError.self) {
-            try waiting.write { try $0.run("INSERT INTO t(s) VALUES ('x')") }
+        let error = #expect(throws: StorageError.self) {
+            try waiting.write { (connection: Connection) throws(SQLiteError) in try connection.run("INSERT INTO t(s) VALUES ('x')") }
         }
         #expect(error?.isBusy == true)
         try holder.execute("ROLLBACK")
-        try waiting.write { try $0.run("INSERT INTO t(s) VALUES ('x')") }
+        try waiting.write { (connection: Connection) throws(SQLiteError) in try connection.run("INSERT INTO t(s) VALUES ('x')") }
     }
 
     // MARK: Damaged files
@@ -116,7 +116,7 @@ import TestSupport
     static func makeCorruptDatabase(at path: String) throws -> Data {
         do {
             let database = try Database(path: path, migrations: schema)
-            try database.write { try $0.run("INSERT INTO t(s) VALUES ('precious')") }
+            try database.write { (connection: Connection) throws(SQLiteError) in try connection.run("INSERT INTO t(s) VALUES ('precious')") }
         }
         // Fold the WAL into the main file, then damage the schema page.
         let connection = try Connection(path: path, busyTimeout: .seconds(1))
@@ -154,7 +154,7 @@ import TestSupport
         let database = try Database(path: path, migrations: Self.schema, options: options)
         #expect(database.openReport.recreated)
         #expect(database.openReport.migrated == Migrator.Outcome(from: 0, to: 1))
-        #expect(try database.read { try $0.scalarInt("SELECT count(*) FROM t") } == 0)
+        #expect(try database.read { (connection: Connection) throws(SQLiteError) in try connection.scalarInt("SELECT count(*) FROM t") } == 0)
         let leftovers = try FileManager.default.contentsOfDirectory(atPath: directory.url.path).filter { $0.contains("corrupt") }
         #expect(leftovers.isEmpty)
     }
@@ -171,7 +171,7 @@ import TestSupport
         let aside = try #require(database.openReport.movedAsideTo)
         #expect(aside.hasPrefix(path + ".corrupt-"))
         #expect(try Data(contentsOf: URL(fileURLWithPath: aside)) == original)
-        #expect(try database.read { try $0.scalarInt("SELECT count(*) FROM t") } == 0)
+        #expect(try database.read { (connection: Connection) throws(SQLiteError) in try connection.scalarInt("SELECT count(*) FROM t") } == 0)
     }
 
     // MARK: Several processes
@@ -188,7 +188,7 @@ import TestSupport
             let database = try Database(
                 path: path, migrations: [Migration(version: 1, name: "helper_items", sql: "CREATE TABLE items(id INTEGER PRIMARY KEY, tag TEXT NOT NULL, n INTEGER NOT NULL)")])
             for n in 0..<count {
-                try database.write { try $0.run("INSERT INTO items(tag, n) VALUES (?, ?)", [.text("c"), .integer(Int64(n))]) }
+                try database.write { (connection: Connection) throws(SQLiteError) in try connection.run("INSERT INTO items(tag, n) VALUES (?, ?)", [.text("c"), .integer(Int64(n))]) }
             }
         }
         for child in children {

@@ -14,10 +14,10 @@ import TestSupport
         let database = try Database(path: directory.path("a.sqlite"), migrations: [Self.v1, Self.v2])
         #expect(database.openReport.created)
         #expect(database.openReport.migrated == Migrator.Outcome(from: 0, to: 2))
-        let names = try database.read { try $0.query("SELECT name FROM schema_migrations ORDER BY version") { $0.text(0) ?? "" } }
+        let names = try database.read { (connection: Connection) throws(SQLiteError) in try connection.query("SELECT name FROM schema_migrations ORDER BY version") { $0.text(0) ?? "" } }
         #expect(names == ["items", "items_size"])
-        try database.write { try $0.run("INSERT INTO items(name, size) VALUES (?, ?)", [.text("x"), .integer(3)]) }
-        #expect(try database.read { try $0.scalarInt("PRAGMA user_version") } == 2)
+        try database.write { (connection: Connection) throws(SQLiteError) in try connection.run("INSERT INTO items(name, size) VALUES (?, ?)", [.text("x"), .integer(3)]) }
+        #expect(try database.read { (connection: Connection) throws(SQLiteError) in try connection.scalarInt("PRAGMA user_version") } == 2)
     }
 
     @Test func upgradeFromPreviousVersionKeepsData() throws {
@@ -25,12 +25,12 @@ import TestSupport
         let path = directory.path("a.sqlite")
         do {
             let old = try Database(path: path, migrations: [Self.v1])
-            try old.write { try $0.run("INSERT INTO items(name) VALUES (?)", [.text("kept")]) }
+            try old.write { (connection: Connection) throws(SQLiteError) in try connection.run("INSERT INTO items(name) VALUES (?)", [.text("kept")]) }
         }
         let new = try Database(path: path, migrations: [Self.v1, Self.v2])
         #expect(!new.openReport.created)
         #expect(new.openReport.migrated == Migrator.Outcome(from: 1, to: 2))
-        let rows = try new.read { try $0.query("SELECT name, size FROM items") { ($0.text(0) ?? "", $0.int(1)) } }
+        let rows = try new.read { (connection: Connection) throws(SQLiteError) in try connection.query("SELECT name, size FROM items") { ($0.text(0) ?? "", $0.int(1)) } }
         #expect(rows.count == 1)
         #expect(rows.first?.0 == "kept")
         #expect(rows.first?.1 == 0)
@@ -78,12 +78,12 @@ import TestSupport
         let path = directory.path("a.sqlite")
         _ = try Database(path: path, migrations: [Self.v1])
         let broken = Migration(version: 2, name: "broken", sql: "CREATE TABLE extra(id INTEGER); INSERT INTO no_such_table VALUES (1)")
-        #expect(throws: SQLiteError.self) {
+        #expect(throws: StorageError.self) {
             _ = try Database(path: path, migrations: [Self.v1, broken])
         }
         let database = try Database(path: path, migrations: [Self.v1])
         #expect(database.openReport.migrated == Migrator.Outcome(from: 1, to: 1))
-        let tables = try database.read { try $0.query("SELECT name FROM sqlite_master WHERE name = 'extra'") { $0.text(0) } }
+        let tables = try database.read { (connection: Connection) throws(SQLiteError) in try connection.query("SELECT name FROM sqlite_master WHERE name = 'extra'") { $0.text(0) } }
         #expect(tables.isEmpty)
     }
 

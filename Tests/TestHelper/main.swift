@@ -84,7 +84,7 @@ case "storage-writer":
     do {
         let database = try Database(path: rest[0], migrations: helperSchema)
         for n in 0..<count {
-            try database.write { connection in
+            try database.write { (connection: Connection) throws(SQLiteError) in
                 try connection.run("INSERT INTO items(tag, n) VALUES (?, ?)", [.text(rest[1]), .integer(Int64(n))])
             }
         }

@@ -142,34 +142,30 @@ extension CacheMaintenance {
             ORDER BY \(column) \(query.descending ? "DESC" : "ASC"), id
             """
         let current = now.timeIntervalSince1970
-        do {
-            try file.database.read { connection in
-                let statement = try connection.makeStatement(sql)
-                try statement.bind(arguments)
-                var emitted = 0
-                while try statement.step() {
-                    let url = statement.text(0) ?? ""
-                    if let glob = query.urlGlob, fnmatch(glob, url, 0) != 0 { continue }
-                    let headers = statement.data(7).flatMap(FieldCoding.decodeFields) ?? []
-                    let entry = CachePolicy.Entry(
-                        status: statement.int(2), responseHeaders: headers, requestHeaders: [],
-                        requestTime: statement.double(8), responseTime: statement.double(9))
-                    let lifetime = CachePolicy.freshnessLifetime(entry)
-                    let age = CachePolicy.currentAge(entry, now: current)
-                    let isFresh = lifetime.seconds > age
-                    if let fresh = query.fresh, fresh != isFresh { continue }
-                    let info = CacheEntryInfo(
-                        url: CachedURL.displayed(url), host: statement.text(1) ?? "", status: statement.int(2), bodySize: statement.int(3),
-                        cost: statement.int(4), storedAt: statement.double(5), lastUsed: statement.double(6),
-                        freshUntil: current + lifetime.seconds - age, isFresh: isFresh, freshnessSource: lifetime.source.rawValue,
-                        contentType: headers["Content-Type"], tier: "disk")
-                    guard each(info) else { break }
-                    emitted += 1
-                    if let limit = query.limit, emitted >= limit { break }
-                }
+        try file.reading { (connection: Connection) throws(SQLiteError) in
+            let statement = try connection.makeStatement(sql)
+            try statement.bind(arguments)
+            var emitted = 0
+            while try statement.step() {
+                let url = statement.text(0) ?? ""
+                if let glob = query.urlGlob, fnmatch(glob, url, 0) != 0 { continue }
+                let headers = statement.data(7).flatMap(FieldCoding.decodeFields) ?? []
+                let entry = CachePolicy.Entry(
+                    status: statement.int(2), responseHeaders: headers, requestHeaders: [],
+                    requestTime: statement.double(8), responseTime: statement.double(9))
+                let lifetime = CachePolicy.freshnessLifetime(entry)
+                let age = CachePolicy.currentAge(entry, now: current)
+                let isFresh = lifetime.seconds > age
+                if let fresh = query.fresh, fresh != isFresh { continue }
+                let info = CacheEntryInfo(
+                    url: CachedURL.displayed(url), host: statement.text(1) ?? "", status: statement.int(2), bodySize: statement.int(3),
+                    cost: statement.int(4), storedAt: statement.double(5), lastUsed: statement.double(6),
+                    freshUntil: current + lifetime.seconds - age, isFresh: isFresh, freshnessSource: lifetime.source.rawValue,
+                    contentType: headers["Content-Type"], tier: "disk")
+                guard each(info) else { break }
+                emitted += 1
+                if let limit = query.limit, emitted >= limit { break }
             }
-        } catch {
-            throw StoreError.wrapping(error, path: file.database.path)
         }
     }
 
@@ -188,11 +184,7 @@ extension CacheMaintenance {
             return CacheExplanation(action: CachePolicy.Action.fetch.rawValue, reasons: ["the URL is not cacheable (not http or https)"])
         }
         let variants: [StoredResponse]
-        do {
-            variants = try file.variants(for: key, now: 0)
-        } catch {
-            throw StoreError.wrapping(error, path: file.database.path)
-        }
+        variants = try file.variants(for: key, now: 0)
         guard !variants.isEmpty else {
             return CacheExplanation(action: CachePolicy.Action.fetch.rawValue, reasons: ["nothing is stored for this URL"])
         }
@@ -219,40 +211,36 @@ extension CacheMaintenance {
     public static func stats(in directory: URL, now: Date = Date()) throws -> CacheStats {
         let file = try openExisting(directory)
         let current = now.timeIntervalSince1970
-        do {
-            let usage = try file.usage()
-            return try file.database.read { connection in
-                // Rows of a crafted file may repeat a name: summed, never trapped on.
-                let counters = Dictionary(
-                    try connection.query("SELECT name, value FROM counters") {
-                        ($0.text(0) ?? "", $0.int(1))
-                    }, uniquingKeysWith: { $0 &+ $1 })
-                let hosts = try connection.query(
-                    "SELECT host, COUNT(*), SUM(cost) FROM entries GROUP BY host ORDER BY 2 DESC, 1 LIMIT 10"
-                ) { CacheStats.Host(host: $0.text(0) ?? "", entries: $0.int(1), bytes: $0.int(2)) }
-                let bodies =
-                    try connection.query(
-                        "SELECT SUM(body_file IS NULL), SUM(body_file IS NOT NULL) FROM entries"
-                    ) { ($0.int(0), $0.int(1)) }.first ?? (0, 0)
-                let bounds: [(String, Double)] = [("< 1 hour", 3600), ("< 1 day", 86_400), ("< 1 week", 604_800), ("< 30 days", 2_592_000)]
-                var ages: [CacheStats.AgeBucket] = []
-                var lower = 0.0
-                for (label, upper) in bounds {
-                    let count =
-                        try connection.scalarInt(
-                            "SELECT COUNT(*) FROM entries WHERE ? - stored_at >= ? AND ? - stored_at < ?",
-                            [.real(current), .real(lower), .real(current), .real(upper)]) ?? 0
-                    ages.append(.init(age: label, entries: Int(count)))
-                    lower = upper
-                }
-                let older = try connection.scalarInt("SELECT COUNT(*) FROM entries WHERE ? - stored_at >= ?", [.real(current), .real(lower)]) ?? 0
-                ages.append(.init(age: ">= 30 days", entries: Int(older)))
-                return CacheStats(
-                    path: file.database.path, entries: usage.entries, diskBytes: usage.bytes, inlineBodies: bodies.0,
-                    fileBodies: bodies.1, counters: counters, topHosts: hosts, ages: ages)
+        let usage = try file.usage()
+        return try file.reading { (connection: Connection) throws(SQLiteError) in
+            // Rows of a crafted file may repeat a name: summed, never trapped on.
+            let counters = Dictionary(
+                try connection.query("SELECT name, value FROM counters") {
+                    ($0.text(0) ?? "", $0.int(1))
+                }, uniquingKeysWith: { $0 &+ $1 })
+            let hosts = try connection.query(
+                "SELECT host, COUNT(*), SUM(cost) FROM entries GROUP BY host ORDER BY 2 DESC, 1 LIMIT 10"
+            ) { CacheStats.Host(host: $0.text(0) ?? "", entries: $0.int(1), bytes: $0.int(2)) }
+            let bodies =
+                try connection.query(
+                    "SELECT SUM(body_file IS NULL), SUM(body_file IS NOT NULL) FROM entries"
+                ) { ($0.int(0), $0.int(1)) }.first ?? (0, 0)
+            let bounds: [(String, Double)] = [("< 1 hour", 3600), ("< 1 day", 86_400), ("< 1 week", 604_800), ("< 30 days", 2_592_000)]
+            var ages: [CacheStats.AgeBucket] = []
+            var lower = 0.0
+            for (label, upper) in bounds {
+                let count =
+                    try connection.scalarInt(
+                        "SELECT COUNT(*) FROM entries WHERE ? - stored_at >= ? AND ? - stored_at < ?",
+                        [.real(current), .real(lower), .real(current), .real(upper)]) ?? 0
+                ages.append(.init(age: label, entries: Int(count)))
+                lower = upper
             }
-        } catch {
-            throw StoreError.wrapping(error, path: file.database.path)
+            let older = try connection.scalarInt("SELECT COUNT(*) FROM entries WHERE ? - stored_at >= ?", [.real(current), .real(lower)]) ?? 0
+            ages.append(.init(age: ">= 30 days", entries: Int(older)))
+            return CacheStats(
+                path: file.database.path, entries: usage.entries, diskBytes: usage.bytes, inlineBodies: bodies.0,
+                fileBodies: bodies.1, counters: counters, topHosts: hosts, ages: ages)
         }
     }
 
@@ -261,7 +249,7 @@ extension CacheMaintenance {
     public static func remove(in directory: URL, url: URL) throws -> Int {
         let file = try openExisting(directory)
         guard let key = CachePolicy.primaryKey(url) else { return 0 }
-        return try counting(file) { try file.remove(key: key) }
+        return try counting(file) { () throws(StoreError) in try file.remove(key: key) }
     }
 
     /// What a prune removes.
@@ -281,16 +269,16 @@ extension CacheMaintenance {
         let current = now.timeIntervalSince1970
         switch rule {
         case .olderThan(let age):
-            return try counting(file) { try file.removeRows(where: "stored_at < ?", [.real(current - age)]) }
+            return try counting(file) { () throws(StoreError) in try file.removeRows(where: "stored_at < ?", [.real(current - age)]) }
         case .host(let host):
-            return try counting(file) { try file.removeRows(where: "host = ?", [.text(host.lowercased())]) }
+            return try counting(file) { () throws(StoreError) in try file.removeRows(where: "host = ?", [.text(host.lowercased())]) }
         case .all:
-            return try counting(file) { try file.removeAll() }
+            return try counting(file) { () throws(StoreError) in try file.removeAll() }
         case .toSize(let size):
-            return try counting(file) {
+            return try counting(file) { () throws(StoreError) in
                 var removed = 0
                 while true {
-                    let doomed = try file.database.write { connection -> (files: [String], rows: Int) in
+                    let doomed = try file.writing { (connection: Connection) throws(SQLiteError) -> (files: [String], rows: Int) in
                         guard let bytes = try connection.scalarInt("SELECT bytes FROM usage WHERE id = 1"), bytes > size else { return ([], 0) }
                         let victims = try connection.query(
                             "SELECT id, body_file, cost FROM entries ORDER BY last_used, id LIMIT 1000"
@@ -314,11 +302,11 @@ extension CacheMaintenance {
                 }
             }
         case .stale:
-            return try counting(file) {
+            return try counting(file) { () throws(StoreError) in
                 var lastID: Int64 = 0
                 var scanned = 0
                 while true {
-                    let batch = try file.database.read { connection in
+                    let batch = try file.reading { (connection: Connection) throws(SQLiteError) in
                         try connection.query(
                             "SELECT id, status, response_headers, request_time, response_time FROM entries WHERE id > ? ORDER BY id LIMIT 1000",
                             [.integer(lastID)]
@@ -345,73 +333,61 @@ extension CacheMaintenance {
     /// `VACUUM`: gives the file's free pages back to the file system.
     public static func vacuum(in directory: URL) throws {
         let file = try openExisting(directory)
-        do {
-            try file.database.read { try $0.execute("VACUUM") }
-        } catch {
-            throw StoreError.wrapping(error, path: file.database.path)
-        }
+        try file.reading { (connection: Connection) throws(SQLiteError) in try connection.execute("VACUUM") }
     }
 
     /// Integrity, body files against the index; with `repair`, orphan files
     /// are deleted and entries without their body file removed.
     public static func verifyStore(in directory: URL, repair: Bool) throws -> CacheVerification {
         let file = try openExisting(directory)
-        do {
-            let integrity = try file.integrityCheck()
-            // Another process may be storing and evicting meanwhile: a file is
-            // listed before the references are read (a new body is registered
-            // before it is written), and an entry counts as missing its body
-            // only if, read again after the second listing, it still is.
-            // A listing that fails is an error, never an empty folder: repair
-            // must not remove entries on the strength of a failed read.
-            func files() throws -> Set<String> {
-                guard FileManager.default.fileExists(atPath: file.bodiesDirectory.path) else { return [] }
-                return Set(try FileManager.default.contentsOfDirectory(atPath: file.bodiesDirectory.path))
-            }
-            let listedFirst = try files()
-            let referenced = Set(
-                try file.database.read { connection in
-                    try connection.query("SELECT body_file FROM entries WHERE body_file IS NOT NULL UNION SELECT name FROM pending_files") {
-                        $0.text(0) ?? ""
-                    }
-                })
-            let orphans = listedFirst.filter { !referenced.contains($0) && !referenced.contains(String($0.dropLast(4))) }.sorted()
-            func rowsWithFiles() throws -> [(Int64, String, String)] {
-                try file.database.read { connection in
-                    try connection.query("SELECT id, url, body_file FROM entries WHERE body_file IS NOT NULL") {
-                        ($0.int64(0), $0.text(1) ?? "", $0.text(2) ?? "")
-                    }
+        let integrity = try file.integrityCheck()
+        // Another process may be storing and evicting meanwhile: a file is
+        // listed before the references are read (a new body is registered
+        // before it is written), and an entry counts as missing its body
+        // only if, read again after the second listing, it still is.
+        // A listing that fails is an error, never an empty folder: repair
+        // must not remove entries on the strength of a failed read.
+        func files() throws -> Set<String> {
+            guard FileManager.default.fileExists(atPath: file.bodiesDirectory.path) else { return [] }
+            return Set(try FileManager.default.contentsOfDirectory(atPath: file.bodiesDirectory.path))
+        }
+        let listedFirst = try files()
+        let referenced = Set(
+            try file.reading { (connection: Connection) throws(SQLiteError) in
+                try connection.query("SELECT body_file FROM entries WHERE body_file IS NOT NULL UNION SELECT name FROM pending_files") {
+                    $0.text(0) ?? ""
+                }
+            })
+        let orphans = listedFirst.filter { !referenced.contains($0) && !referenced.contains(String($0.dropLast(4))) }.sorted()
+        func rowsWithFiles() throws -> [(Int64, String, String)] {
+            try file.reading { (connection: Connection) throws(SQLiteError) in
+                try connection.query("SELECT id, url, body_file FROM entries WHERE body_file IS NOT NULL") {
+                    ($0.int64(0), $0.text(1) ?? "", $0.text(2) ?? "")
                 }
             }
-            let candidates = try rowsWithFiles()
-            // Names another program wrote into the database: damage, never paths.
-            let crafted = candidates.filter { !DiskTier.isBodyFileName($0.2) }
-            let listedSecond = try files()
-            let stillThere = Set(try rowsWithFiles().map(\.0))
-            let listedThird = try files()
-            let missing = candidates.filter {
-                DiskTier.isBodyFileName($0.2) && !listedSecond.contains($0.2) && stillThere.contains($0.0) && !listedThird.contains($0.2)
-            }
-            if repair {
-                for name in orphans { unlink(file.bodiesDirectory.appendingPathComponent(name).path) }
-                try file.remove(ids: missing.map(\.0) + crafted.map(\.0))
-            }
-            let damage = crafted.map { "entry \($0.0): its body file name is not a name this library writes" }
-            return CacheVerification(
-                path: file.database.path, integrityProblems: (integrity == ["ok"] ? [] : integrity) + damage,
-                orphanFiles: orphans, missingBodies: missing.map { CachedURL.displayed($0.1) }, repaired: repair)
-        } catch {
-            throw StoreError.wrapping(error, path: file.database.path)
         }
+        let candidates = try rowsWithFiles()
+        // Names another program wrote into the database: damage, never paths.
+        let crafted = candidates.filter { !DiskTier.isBodyFileName($0.2) }
+        let listedSecond = try files()
+        let stillThere = Set(try rowsWithFiles().map(\.0))
+        let listedThird = try files()
+        let missing = candidates.filter {
+            DiskTier.isBodyFileName($0.2) && !listedSecond.contains($0.2) && stillThere.contains($0.0) && !listedThird.contains($0.2)
+        }
+        if repair {
+            for name in orphans { unlink(file.bodiesDirectory.appendingPathComponent(name).path) }
+            try file.remove(ids: missing.map(\.0) + crafted.map(\.0))
+        }
+        let damage = crafted.map { "entry \($0.0): its body file name is not a name this library writes" }
+        return CacheVerification(
+            path: file.database.path, integrityProblems: (integrity == ["ok"] ? [] : integrity) + damage,
+            orphanFiles: orphans, missingBodies: missing.map { CachedURL.displayed($0.1) }, repaired: repair)
     }
 
-    private static func counting(_ file: DiskTier, _ body: () throws -> Void) throws -> Int {
-        do {
-            let before = try file.usage().entries
-            try body()
-            return before - (try file.usage().entries)
-        } catch {
-            throw StoreError.wrapping(error, path: file.database.path)
-        }
+    private static func counting(_ file: DiskTier, _ body: () throws(StoreError) -> Void) throws(StoreError) -> Int {
+        let before = try file.usage().entries
+        try body()
+        return before - (try file.usage().entries)
     }
 }

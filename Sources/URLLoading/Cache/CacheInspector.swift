@@ -39,12 +39,8 @@ public enum CacheMaintenance {
     /// - Throws: `StoreError`.
     public static func verify(in directory: URL) throws -> [String] {
         let file = try openExisting(directory)
-        do {
-            let lines = try file.integrityCheck()
-            return lines == ["ok"] ? [] : lines
-        } catch {
-            throw StoreError.wrapping(error, path: file.database.path)
-        }
+        let lines = try file.integrityCheck()
+        return lines == ["ok"] ? [] : lines
     }
 
     static func openExisting(_ directory: URL) throws -> DiskTier {
@@ -59,13 +55,9 @@ public enum CacheMaintenance {
     }
 
     private static func summary(of file: DiskTier) throws -> CacheStoreSummary {
-        do {
-            let usage = try file.usage()
-            return CacheStoreSummary(
-                path: file.database.path, schemaVersion: try file.schemaVersion(),
-                entries: usage.entries, bytes: usage.bytes)
-        } catch {
-            throw StoreError.wrapping(error, path: file.database.path)
-        }
+        let usage = try file.usage()
+        return CacheStoreSummary(
+            path: file.database.path, schemaVersion: try file.schemaVersion(),
+            entries: usage.entries, bytes: usage.bytes)
     }
 }

@@ -57,7 +57,7 @@ final class DiskTier: Sendable {
     init(
         directory: URL, capacity: Int, recreateIfDamaged: Bool = true, busyTimeout: Duration = .seconds(5),
         logger: Logger = Logger(label: "urlloading.cache")
-    ) throws {
+    ) throws(StoreError) {
         self.directory = directory
         self.bodiesDirectory = directory.appendingPathComponent(Self.bodiesDirectoryName, isDirectory: true)
         self.logger = logger
@@ -72,22 +72,44 @@ final class DiskTier: Sendable {
         options.busyTimeout = busyTimeout
         options.logger = logger
         let path = directory.appendingPathComponent(Self.databaseName).path
-        do {
+        do throws(StorageError) {
             database = try Database(path: path, migrations: Schema.cache, options: options)
-            if database.openReport.recreated {
-                // The old rows are gone; so must their body files be.
-                try? FileManager.default.removeItem(at: bodiesDirectory)
-            }
+        } catch {
+            throw StoreError(error, path: path)
+        }
+        if database.openReport.recreated {
+            // The old rows are gone; so must their body files be.
+            try? FileManager.default.removeItem(at: bodiesDirectory)
+        }
+        do {
             try FileManager.default.createDirectory(
                 at: bodiesDirectory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         } catch {
-            throw StoreError.wrapping(error, path: path)
+            throw StoreError.fileSystem("cannot create the body folder", error, path: bodiesDirectory.path)
         }
         cleanUpPendingFiles()
     }
 
     deinit {
         flushTouches()
+    }
+
+    /// Runs `body` on the database (no transaction); its failures as the store's.
+    func reading<T: Sendable>(_ body: (Connection) throws(SQLiteError) -> T) throws(StoreError) -> T {
+        do throws(StorageError) {
+            return try database.read(body)
+        } catch {
+            throw StoreError(error, path: database.path)
+        }
+    }
+
+    /// Runs `body` in a write transaction; its failures as the store's.
+    func writing<T: Sendable>(_ body: (Connection) throws(SQLiteError) -> T) throws(StoreError) -> T {
+        do throws(StorageError) {
+            return try database.write(body)
+        } catch {
+            throw StoreError(error, path: database.path)
+        }
     }
 
     /// Whether a cache database exists in `directory`.
@@ -121,8 +143,8 @@ final class DiskTier: Sendable {
         """
 
     /// The variants stored under `key`, whole, marking them used.
-    func variants(for key: String, now: Double) throws -> [StoredResponse] {
-        let rows = try database.read { connection in
+    func variants(for key: String, now: Double) throws(StoreError) -> [StoredResponse] {
+        let rows = try reading { (connection: Connection) throws(SQLiteError) in
             try connection.query("SELECT \(Self.columns) FROM entries WHERE key = ?", [.text(key)]) { Row($0, key: key) }
         }
         var responses: [StoredResponse] = []
@@ -175,7 +197,7 @@ final class DiskTier: Sendable {
         }
     }
 
-    private func load(_ row: Row) throws -> StoredResponse? {
+    private func load(_ row: Row) throws(StoreError) -> StoredResponse? {
         guard let responseHeaders = FieldCoding.decodeFields(row.responseHeaders),
             let requestHeaders = FieldCoding.decodeFields(row.requestHeaders)
         else {
@@ -194,7 +216,7 @@ final class DiskTier: Sendable {
             // Opened, not read: the task reads it in chunks as it delivers.
             guard let handle = StoredBodyFile.open(file.path, count: row.bodySize) else {
                 // Removed by another process meanwhile, or lost: a miss, never a partial body.
-                if (try? database.read({ try $0.scalarInt("SELECT count(*) FROM entries WHERE id = ?", [.integer(row.id)]) })) == 1 {
+                if (try? database.read({ (connection: Connection) throws(SQLiteError) in try connection.scalarInt("SELECT count(*) FROM entries WHERE id = ?", [.integer(row.id)]) })) == 1 {
                     try remove(ids: [row.id])
                 }
                 return nil
@@ -219,7 +241,7 @@ final class DiskTier: Sendable {
     /// recently used entries to stay within the capacity. Returns false when
     /// the 5% rule keeps it out (an older copy is removed then).
     @discardableResult
-    func store(_ response: StoredResponse, now: Double) throws -> Bool {
+    func store(_ response: StoredResponse, now: Double) throws(StoreError) -> Bool {
         let cost = response.cost
         guard admits(cost) else {
             try remove(key: response.key, variant: response.variant)
@@ -234,7 +256,7 @@ final class DiskTier: Sendable {
         }
         let touches = takeTouches()
         let capacity = self.capacity
-        let doomed: [String] = try database.write { connection in
+        let doomed: [String] = try writing { (connection: Connection) throws(SQLiteError) in
             try Self.applyTouches(touches, connection)
             var doomed = try Self.deleteRows(
                 connection, where: "key = ? AND variant = ?", [.text(response.key), .text(response.variant)])
@@ -267,30 +289,30 @@ final class DiskTier: Sendable {
         return true
     }
 
-    func remove(key: String) throws {
+    func remove(key: String) throws(StoreError) {
         try removeRows(where: "key = ?", [.text(key)])
     }
 
-    func remove(key: String, variant: String) throws {
+    func remove(key: String, variant: String) throws(StoreError) {
         try removeRows(where: "key = ? AND variant = ?", [.text(key), .text(variant)])
     }
 
-    func removeAll() throws {
+    func removeAll() throws(StoreError) {
         try removeRows(where: "1", [])
     }
 
     /// Removes the entries stored at or after `date` (seconds since 1970).
-    func removeStored(since date: Double) throws {
+    func removeStored(since date: Double) throws(StoreError) {
         try removeRows(where: "stored_at >= ?", [.real(date)])
     }
 
-    func remove(ids: [Int64]) throws {
+    func remove(ids: [Int64]) throws(StoreError) {
         for id in ids { try removeRows(where: "id = ?", [.integer(id)]) }
     }
 
-    func removeRows(where condition: String, _ arguments: [SQLiteValue]) throws {
+    func removeRows(where condition: String, _ arguments: [SQLiteValue]) throws(StoreError) {
         let now = Date().timeIntervalSince1970
-        let doomed = try database.write { connection in
+        let doomed = try writing { (connection: Connection) throws(SQLiteError) in
             let doomed = try Self.deleteRows(connection, where: condition, arguments)
             try Self.register(doomed, connection, now: now)
             return doomed
@@ -299,18 +321,18 @@ final class DiskTier: Sendable {
     }
 
     /// Entries and bytes, as the triggers keep them.
-    func usage() throws -> (entries: Int, bytes: Int) {
-        try database.read { connection in
+    func usage() throws(StoreError) -> (entries: Int, bytes: Int) {
+        try reading { (connection: Connection) throws(SQLiteError) in
             let rows = try connection.query("SELECT entries, bytes FROM usage WHERE id = 1") { ($0.int(0), $0.int(1)) }
             return rows.first ?? (0, 0)
         }
     }
 
-    func evictToCapacity() throws {
+    func evictToCapacity() throws(StoreError) {
         let capacity = self.capacity
         let now = Date().timeIntervalSince1970
         let touches = takeTouches()
-        let doomed = try database.write { connection in
+        let doomed = try writing { (connection: Connection) throws(SQLiteError) in
             try Self.applyTouches(touches, connection)
             let doomed = try Self.evict(connection, capacity: capacity, keeping: nil)
             try Self.register(doomed, connection, now: now)
@@ -320,20 +342,20 @@ final class DiskTier: Sendable {
     }
 
     /// Key and URL of every stored entry, oldest use first.
-    func listing() throws -> [(key: String, url: String)] {
-        try database.read { connection in
+    func listing() throws(StoreError) -> [(key: String, url: String)] {
+        try reading { (connection: Connection) throws(SQLiteError) in
             try connection.query("SELECT key, url FROM entries ORDER BY last_used, id") { ($0.text(0) ?? "", $0.text(1) ?? "") }
         }
     }
 
     /// The schema version recorded in the file.
-    func schemaVersion() throws -> Int {
-        try database.read { Int(try $0.scalarInt("PRAGMA user_version") ?? 0) }
+    func schemaVersion() throws(StoreError) -> Int {
+        try reading { (connection: Connection) throws(SQLiteError) in Int(try connection.scalarInt("PRAGMA user_version") ?? 0) }
     }
 
     /// SQLite's `PRAGMA integrity_check` lines; `["ok"]` when sound.
-    func integrityCheck() throws -> [String] {
-        try database.read { connection in
+    func integrityCheck() throws(StoreError) -> [String] {
+        try reading { (connection: Connection) throws(SQLiteError) in
             try connection.query("PRAGMA integrity_check") { $0.text(0) ?? "" }
         }
     }
@@ -369,7 +391,7 @@ final class DiskTier: Sendable {
         }
         guard !touches.isEmpty || !counters.isEmpty else { return }
         do {
-            try database.write { connection in
+            try writing { (connection: Connection) throws(SQLiteError) in
                 try Self.applyTouches(touches, connection)
                 for (name, delta) in counters {
                     try connection.run(
@@ -382,7 +404,7 @@ final class DiskTier: Sendable {
         }
     }
 
-    private static func applyTouches(_ touches: [Int64: Double], _ connection: Connection) throws {
+    private static func applyTouches(_ touches: [Int64: Double], _ connection: Connection) throws(SQLiteError) {
         for (id, time) in touches {
             try connection.run("UPDATE entries SET last_used = max(last_used, ?) WHERE id = ?", [.real(time), .integer(id)])
         }
@@ -391,12 +413,12 @@ final class DiskTier: Sendable {
     // MARK: Rows and files
 
     /// Deletes rows, returning their body files.
-    private static func deleteRows(_ connection: Connection, where condition: String, _ arguments: [SQLiteValue]) throws -> [String] {
+    private static func deleteRows(_ connection: Connection, where condition: String, _ arguments: [SQLiteValue]) throws(SQLiteError) -> [String] {
         try connection.query("DELETE FROM entries WHERE \(condition) RETURNING body_file", arguments) { $0.text(0) }.compactMap { $0 }
     }
 
     /// Deletes least recently used rows until usage fits `capacity`.
-    private static func evict(_ connection: Connection, capacity: Int, keeping kept: Int64?) throws -> [String] {
+    private static func evict(_ connection: Connection, capacity: Int, keeping kept: Int64?) throws(SQLiteError) -> [String] {
         var files: [String] = []
         while let bytes = try connection.scalarInt("SELECT bytes FROM usage WHERE id = 1"), bytes > capacity {
             let victims = try connection.query(
@@ -414,7 +436,7 @@ final class DiskTier: Sendable {
 
     /// Registers files about to be unlinked, in the transaction that made
     /// them unreferenced.
-    static func register(_ files: [String], _ connection: Connection, now: Double) throws {
+    static func register(_ files: [String], _ connection: Connection, now: Double) throws(SQLiteError) {
         for file in files {
             try connection.run("INSERT OR REPLACE INTO pending_files(name, created) VALUES (?, ?)", [.text(file), .real(0)])
         }
@@ -444,9 +466,9 @@ final class DiskTier: Sendable {
         Self.isBodyFileName(name) ? bodiesDirectory.appendingPathComponent(name) : nil
     }
 
-    private func writeBodyFile(now: Double, _ write: (String) throws -> Void) throws -> String {
+    private func writeBodyFile(now: Double, _ write: (String) throws -> Void) throws(StoreError) -> String {
         let name = UUID().uuidString.lowercased()
-        try database.write { try $0.run("INSERT INTO pending_files(name, created) VALUES (?, ?)", [.text(name), .real(now)]) }
+        try writing { (connection: Connection) throws(SQLiteError) in try connection.run("INSERT INTO pending_files(name, created) VALUES (?, ?)", [.text(name), .real(now)]) }
         let final = bodiesDirectory.appendingPathComponent(name)
         let temporary = bodiesDirectory.appendingPathComponent(name + ".tmp")
         do {
@@ -468,7 +490,7 @@ final class DiskTier: Sendable {
             if let file = bodyFileURL(name) { unlink(file.path) }
         }
         do {
-            try database.write { connection in
+            try writing { (connection: Connection) throws(SQLiteError) in
                 for name in names { try connection.run("DELETE FROM pending_files WHERE name = ?", [.text(name)]) }
             }
         } catch {
@@ -481,7 +503,7 @@ final class DiskTier: Sendable {
     private func cleanUpPendingFiles() {
         let cutoff = Date().timeIntervalSince1970 - Self.pendingGrace
         do {
-            let orphans = try database.read { connection in
+            let orphans = try reading { (connection: Connection) throws(SQLiteError) in
                 try connection.query(
                     "SELECT name FROM pending_files WHERE created < ? AND name NOT IN (SELECT body_file FROM entries WHERE body_file IS NOT NULL)",
                     [.real(cutoff)]

@@ -38,11 +38,15 @@ public final class ResponseCache: Sendable, CustomStringConvertible {
     ///   - directory: The disk tier's directory; nil for memory only.
     public convenience init(memoryCapacity: Int, diskCapacity: Int, directory: URL?) {
         let logger = Logger(label: "urlloading.cache")
-        do {
-            let disk = try directory.map { try DiskTier(directory: $0, capacity: diskCapacity, logger: logger) }
+        guard let directory else {
+            self.init(memory: MemoryTier(capacity: memoryCapacity), disk: nil, logger: logger)
+            return
+        }
+        do throws(StoreError) {
+            let disk = try DiskTier(directory: directory, capacity: diskCapacity, logger: logger)
             self.init(memory: MemoryTier(capacity: memoryCapacity), disk: disk, logger: logger)
         } catch {
-            let failure = StoreError.wrapping(error, path: directory?.path ?? "")
+            let failure = error
             logger.error("the cache's disk tier could not be opened; it keeps memory only", metadata: ["error": "\(failure)"])
             self.init(memory: MemoryTier(capacity: memoryCapacity), disk: nil, logger: logger, startupError: failure)
         }

@@ -8,7 +8,7 @@ import Storage
 final class CookieDatabase: Sendable {
     let database: Database
 
-    init(path: String, logger: Logger, busyTimeout: Duration? = nil) throws {
+    init(path: String, logger: Logger, busyTimeout: Duration? = nil) throws(StorageError) {
         var options = Database.Options()
         if let busyTimeout { options.busyTimeout = busyTimeout }
         // Cookie values are credentials: owner only.
@@ -26,8 +26,8 @@ final class CookieDatabase: Sendable {
 
     /// Every cookie that is still valid, after deleting expired ones and,
     /// unless kept, session cookies (a new process starts a new session).
-    func load(now: Date, keepSessionCookies: Bool) throws -> [Cookie] {
-        try database.write { connection in
+    func load(now: Date, keepSessionCookies: Bool) throws(StorageError) -> [Cookie] {
+        try database.write { (connection: Connection) throws(SQLiteError) in
             try connection.run("DELETE FROM cookies WHERE expires IS NOT NULL AND expires <= ?", [.real(now.timeIntervalSince1970)])
             if !keepSessionCookies { try connection.run("DELETE FROM cookies WHERE expires IS NULL") }
             return try connection.query("SELECT \(Self.columns) FROM cookies") { row in
@@ -45,8 +45,8 @@ final class CookieDatabase: Sendable {
     }
 
     /// Writes final states and last-access times in one transaction.
-    func apply(_ changes: CookieJar.Changes, touches: [Cookie.Key: Date]) throws {
-        try database.write { connection in
+    func apply(_ changes: CookieJar.Changes, touches: [Cookie.Key: Date]) throws(StorageError) {
+        try database.write { (connection: Connection) throws(SQLiteError) in
             let upsert = try connection.cachedStatement(
                 """
                 INSERT OR REPLACE INTO cookies(\(Self.columns)) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)

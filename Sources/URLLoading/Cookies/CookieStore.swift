@@ -3,6 +3,7 @@ public import Foundation
 public import FoundationNetworking
 #endif
 import Logging
+import Storage
 
 /// A cookie store (Apple's `HTTPCookieStorage`, SPEC K1–K4): the cookies a
 /// session sends and receives, under the rules of RFC 6265bis.
@@ -58,7 +59,7 @@ public final class CookieStore: Sendable, CustomStringConvertible {
     ///     them when it restarts.
     ///   - publicSuffixes: The public suffix list; the system's by default.
     /// - Throws: `StoreError` when the file cannot be opened or is of a newer version.
-    public convenience init(directory: URL, keepSessionCookies: Bool = false, publicSuffixes: PublicSuffixList = .system) throws {
+    public convenience init(directory: URL, keepSessionCookies: Bool = false, publicSuffixes: PublicSuffixList = .system) throws(StoreError) {
         try self.init(directory: directory, keepSessionCookies: keepSessionCookies, publicSuffixes: publicSuffixes, clock: { Date() })
     }
 
@@ -66,13 +67,13 @@ public final class CookieStore: Sendable, CustomStringConvertible {
     package init(
         directory: URL, keepSessionCookies: Bool = false, publicSuffixes: PublicSuffixList = .system,
         limits: (perDomain: Int, total: Int)? = nil, busyTimeout: Duration? = nil, clock: @escaping @Sendable () -> Date
-    ) throws {
+    ) throws(StoreError) {
         let logger = Logger(label: "urlloading.cookies")
         let path = directory.appendingPathComponent(Self.fileName).path
         let database: CookieDatabase
         var jar = CookieJar(publicSuffixes: publicSuffixes)
         if let limits { (jar.perDomainLimit, jar.totalLimit) = limits }
-        do {
+        do throws(StorageError) {
             database = try CookieDatabase(path: path, logger: logger, busyTimeout: busyTimeout)
             var changes = CookieJar.Changes()
             for cookie in try database.load(now: clock(), keepSessionCookies: keepSessionCookies) {
@@ -81,7 +82,7 @@ public final class CookieStore: Sendable, CustomStringConvertible {
             // Eviction on load (limits lowered since) is written back.
             if !changes.isEmpty { try database.apply(changes, touches: [:]) }
         } catch {
-            throw StoreError.wrapping(error, path: path)
+            throw StoreError(error, path: path)
         }
         self.path = path
         engine = CookieStoreEngine(jar: jar, database: database, clock: clock, logger: logger)
@@ -203,11 +204,11 @@ public final class CookieStore: Sendable, CustomStringConvertible {
     /// the latest last-access times; nothing to do for a store in memory.
     ///
     /// - Throws: `StoreError` when the file cannot be written.
-    public func flush() throws {
-        do {
+    public func flush() throws(StoreError) {
+        do throws(StorageError) {
             try engine.flush()
         } catch {
-            throw StoreError.wrapping(error, path: path ?? "")
+            throw StoreError(error, path: path ?? "")
         }
     }
 

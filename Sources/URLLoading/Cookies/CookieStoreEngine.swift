@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import Storage
 import Locking
 
 /// Splits a `Set-Cookie` value that a library joined with commas back into
@@ -138,7 +139,7 @@ final class CookieStoreEngine: Sendable {
     }
 
     /// Writes pending changes and touches now; rethrows the store's error.
-    func flush() throws {
+    func flush() throws(StorageError) {
         try writePending(force: true)
     }
 
@@ -174,9 +175,9 @@ final class CookieStoreEngine: Sendable {
     /// batch never reaches the file before an earlier one.
     private let writer = Lock(())
 
-    private func writePending(force: Bool) throws {
+    private func writePending(force: Bool) throws(StorageError) {
         guard let database else { return }
-        try writer.withLock { _ in
+        try writer.withLock { (_) throws(StorageError) in
             let batch = state.withLock { state -> (CookieJar.Changes, [Cookie.Key: Date])? in
                 guard !state.pending.isEmpty || touchesDue(state) || (force && !state.touched.isEmpty) else { return nil }
                 defer {
@@ -186,7 +187,7 @@ final class CookieStoreEngine: Sendable {
                 return (state.pending, state.touched)
             }
             guard let (changes, touches) = batch else { return }
-            do {
+            do throws(StorageError) {
                 try database.apply(changes, touches: touches)
                 if changes.isEmpty { state.withLock { $0.lastTouchWrite = clock() } }
             } catch {

@@ -48,7 +48,7 @@ public final class CredentialStore: Sendable, CustomStringConvertible {
     ///
     /// - Throws: `StoreError` (`.insecurePermissions` when others can read
     ///   the file, `.newerSchema`, `.locked`, ...).
-    public init(directory: URL) throws {
+    public init(directory: URL) throws(StoreError) {
         let path = directory.appendingPathComponent(Self.fileName).path
         var options = Database.Options()
         options.fileMode = 0o600
@@ -56,10 +56,10 @@ public final class CredentialStore: Sendable, CustomStringConvertible {
         options.requirePrivateFile = true
         options.onCorruption = .moveAside
         options.logger = logger
-        do {
+        do throws(StorageError) {
             let database = try Database(path: path, migrations: Schema.credentials, options: options)
             var loaded = CredentialTable()
-            let rows = try database.read { connection in
+            let rows = try database.read { (connection: Connection) throws(SQLiteError) in
                 try connection.query("SELECT host, port, protocol, realm, method, is_proxy, user, password, is_default FROM credentials") { row in
                     (
                         ProtectionSpace(
@@ -74,7 +74,7 @@ public final class CredentialStore: Sendable, CustomStringConvertible {
             self.database = database
             table = Lock(loaded)
         } catch {
-            throw StoreError.wrapping(error, path: path)
+            throw StoreError(error, path: path)
         }
         self.path = path
         startupError = nil
@@ -119,7 +119,7 @@ public final class CredentialStore: Sendable, CustomStringConvertible {
         table.withLock { table in
             let becameDefault = table.set(credential, for: space, isDefault: isDefault)
             guard credential.persistence == .permanent, let user = credential.user, let password = credential.password else { return }
-            write { connection in
+            write { (connection: Connection) throws(SQLiteError) in
                 if becameDefault {
                     try connection.run("UPDATE credentials SET is_default = 0 WHERE \(Self.spaceMatch)", Self.spaceValues(space))
                 }
@@ -137,7 +137,7 @@ public final class CredentialStore: Sendable, CustomStringConvertible {
         let user = credential.user ?? ""
         table.withLock { table in
             table.remove(user: user, for: space)
-            write { connection in
+            write { (connection: Connection) throws(SQLiteError) in
                 try connection.run("DELETE FROM credentials WHERE \(Self.spaceMatch) AND user = ?", Self.spaceValues(space) + [.text(user)])
             }
         }
@@ -147,7 +147,7 @@ public final class CredentialStore: Sendable, CustomStringConvertible {
     public func removeAll() {
         table.withLock { table in
             table = CredentialTable()
-            write { connection in try connection.run("DELETE FROM credentials") }
+            write { (connection: Connection) throws(SQLiteError) in try connection.run("DELETE FROM credentials") }
         }
     }
 
@@ -180,14 +180,14 @@ public final class CredentialStore: Sendable, CustomStringConvertible {
 
     /// Writes a change to the file, if any; a failure is logged (never with
     /// the credential) and the change stays in memory for this process.
-    private func write(_ body: (Connection) throws -> Void) {
+    private func write(_ body: (Connection) throws(SQLiteError) -> Void) {
         guard let database else { return }
         do {
-            try database.write { connection in try body(connection) }
+            try database.write { (connection: Connection) throws(SQLiteError) in try body(connection) }
         } catch {
             logger.error(
                 "credential store write failed; the change is kept in memory only",
-                metadata: ["error": "\(StoreError.wrapping(error, path: path ?? ""))"])
+                metadata: ["error": "\(StoreError(error, path: path ?? ""))"])
         }
     }
 

@@ -36,7 +36,7 @@ enum SharedStores {
     static func cookieStore(for applicationIdentifier: String) -> CookieStore {
         sharedStore(
             in: sharedCookieStores, for: applicationIdentifier, file: CookieStore.fileName, what: "cookie",
-            open: { try CookieStore(directory: $0) }, fallback: CookieStore.init(fallbackFor:))
+            open: { (directory) throws(StoreError) in try CookieStore(directory: directory) }, fallback: CookieStore.init(fallbackFor:))
     }
 
     /// One store per application identifier in `table`: opened in the
@@ -44,16 +44,16 @@ enum SharedStores {
     /// with the reason (logged once, here).
     private static func sharedStore<Store: Sendable>(
         in table: borrowing Lock<[String: Store]>, for applicationIdentifier: String, file: String, what: String,
-        open: (URL) throws -> Store, fallback: (StoreError) -> Store
+        open: (URL) throws(StoreError) -> Store, fallback: (StoreError) -> Store
     ) -> Store {
         table.withLock { stores in
             if let store = stores[applicationIdentifier] { return store }
             let directory = StoreLocations(applicationIdentifier: applicationIdentifier).dataDirectory
             let store: Store
-            do {
+            do throws(StoreError) {
                 store = try open(directory)
             } catch {
-                let failure = StoreError.wrapping(error, path: directory.appendingPathComponent(file).path)
+                let failure = error
                 Logger(label: "urlloading.\(what)s").error(
                     "the shared \(what) store could not be opened; it keeps memory only", metadata: ["error": "\(failure)"])
                 store = fallback(failure)
@@ -70,6 +70,6 @@ enum SharedStores {
     static func credentialStore(for applicationIdentifier: String) -> CredentialStore {
         sharedStore(
             in: sharedCredentialStores, for: applicationIdentifier, file: CredentialStore.fileName, what: "credential",
-            open: { try CredentialStore(directory: $0) }, fallback: CredentialStore.init(fallbackFor:))
+            open: { (directory) throws(StoreError) in try CredentialStore(directory: directory) }, fallback: CredentialStore.init(fallbackFor:))
     }
 }

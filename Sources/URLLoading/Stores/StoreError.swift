@@ -54,36 +54,28 @@ public struct StoreError: Error, CustomStringConvertible, Sendable {
         error.underlying.map { "\(error.message) (\($0))" } ?? error.message
     }
 
-    /// Maps the storage layer's errors to this public shape.
-    static func wrapping(_ error: any Error, path: String) -> StoreError {
-        if let error = error as? StoreError { return error }
-        if let error = error as? StorageError {
-            switch error.kind {
-            case .newerSchema:
-                return StoreError(kind: .newerSchema, message: error.message, path: error.path ?? path)
-            case .corrupt, .unknownMigration:
-                return StoreError(kind: .corrupt, message: Self.withoutPath(error), path: error.path ?? path)
-            case .fileAccessibleByOthers:
-                return StoreError(kind: .insecurePermissions, message: error.message, path: error.path ?? path)
-            default:
-                return StoreError(kind: .ioError, message: Self.withoutPath(error), path: error.path ?? path)
-            }
+    /// The storage layer's error in this public shape (SQLite's cause
+    /// decides between locked, full, damaged and other failures).
+    init(_ error: StorageError, path: String) {
+        let path = error.path ?? path
+        switch error.kind {
+        case .newerSchema:
+            self.init(kind: .newerSchema, message: error.message, path: path)
+        case .corrupt, .unknownMigration:
+            self.init(kind: .corrupt, message: Self.withoutPath(error), path: path)
+        case .fileAccessibleByOthers:
+            self.init(kind: .insecurePermissions, message: error.message, path: path)
+        case .sqlite where error.isBusy:
+            self.init(kind: .locked, message: "another process holds the store's lock; retry when it is done (\(error.message))", path: path)
+        case .sqlite where error.isFull:
+            self.init(kind: .diskFull, message: "the disk is full (\(error.message))", path: path)
+        default:
+            self.init(kind: .ioError, message: Self.withoutPath(error), path: path)
         }
-        if let error = error as? SQLiteError {
-            if error.isBusy {
-                return StoreError(
-                    kind: .locked,
-                    message: "another process holds the store's lock; retry when it is done (\(error.message))",
-                    path: error.path ?? path)
-            }
-            if error.isCorruption {
-                return StoreError(kind: .corrupt, message: "the file is damaged or is not a database (\(error.message))", path: error.path ?? path)
-            }
-            if error.isFull {
-                return StoreError(kind: .diskFull, message: "the disk is full (\(error.message))", path: error.path ?? path)
-            }
-            return StoreError(kind: .ioError, message: error.description, path: error.path ?? path)
-        }
-        return StoreError(kind: .ioError, message: "\(error)", path: path)
+    }
+
+    /// A file system failure around a store (its folder, a body file).
+    static func fileSystem(_ what: String, _ error: any Error, path: String) -> StoreError {
+        StoreError(kind: .ioError, message: "\(what): \(error.localizedDescription)", path: path)
     }
 }
