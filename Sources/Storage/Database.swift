@@ -79,7 +79,7 @@ package final class Database: Sendable {
         var connection: Connection
         do {
             (connection, report) = try Self.connect(path, migrator: migrator, options: options, created: created)
-        } catch where error.kind == .corrupt && error.underlying != nil {
+        } catch  where error.kind == .corrupt && error.underlying != nil {
             switch options.onCorruption {
             case .fail:
                 throw error
