@@ -358,6 +358,18 @@ extension BackgroundSessionProcessTests {
         let world = World()
         _ = try await world.run(["otherUser", "download", origin.url("/small").absoluteString])
         // Open the way on purpose: only the peer check stands between.
+        // Folders above the test's own (a private TMPDIR) must let the other user pass too.
+        var restore: [(String, mode_t)] = []
+        var folder = world.directory.url.deletingLastPathComponent().path
+        while folder != "/" && !folder.isEmpty {
+            var info = stat()
+            if stat(folder, &info) == 0, info.st_mode & 0o001 == 0 {
+                restore.append((folder, info.st_mode & 0o7777))
+                chmod(folder, (info.st_mode & 0o7777) | 0o011)
+            }
+            folder = (folder as NSString).deletingLastPathComponent
+        }
+        defer { for (path, mode) in restore { chmod(path, mode) } }
         for path in [world.directory.path("run"), world.paths.runtimeDirectory] { chmod(path, 0o711) }
         chmod(world.paths.socket, 0o666)
         let result = try await ChildProcess.run(ChildProcess.helper, ["connect-as", "65534", world.paths.socket], environment: world.environment)

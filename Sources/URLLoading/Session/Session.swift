@@ -291,27 +291,6 @@ public final class Session: Sendable, CustomStringConvertible {
         timeLimit(resourceTimeout).map { _ in start.addingTimeInterval(resourceTimeout) }
     }
 
-    /// The transport's form of a request, with the configuration's settings:
-    /// the hop may take what is left until the task's `deadline`.
-    func transferRequest(for request: URLRequest, body: TransferRequest.Body, deadline: Date?) -> TransferRequest {
-        var headers: [(name: String, value: String)] = []
-        for (name, value) in (request.allHTTPHeaderFields ?? [:]).sorted(by: { $0.key < $1.key }) where !FieldSyntax.isSessionOwned(name) {
-            headers.append((name, value))
-        }
-        var transfer = TransferRequest(
-            url: request.url?.absoluteString ?? "", method: request.httpMethod ?? "GET", headers: headers, body: body)
-        let idle = request.timeoutInterval > 0 && request.timeoutInterval != 60 ? request.timeoutInterval : settings.timeoutIntervalForRequest
-        let idleLimit = Self.timeLimit(idle)
-        transfer.connectTimeout = idleLimit
-        transfer.idleTimeout = idleLimit
-        transfer.totalTimeout = deadline.map { .milliseconds(max(1, Int64(min($0.timeIntervalSinceNow, 365 * 86_400) * 1000))) }
-        transfer.proxy = settings.proxyURL?.absoluteString
-        transfer.tls.caFile = settings.trustRootsFile
-        transfer.tls.minimumVersion = settings.tlsMinimumSupportedVersion.map { ($0.major, $0.minor) }
-        transfer.tls.maximumVersion = settings.tlsMaximumSupportedVersion.map { ($0.major, $0.minor) }
-        return transfer
-    }
-
     /// A timeout in seconds as the transport takes it: nil (no limit) for
     /// zero, less, NaN, infinity or more than a year (values a caller may
     /// well set, which must never trap in a conversion); else milliseconds,

@@ -18,68 +18,81 @@ extension SessionTask {
         return head.headers.contains { HeaderFields.namesEqual($0.name, "Set-Cookie") }
     }
 
-    /// Redirect or response decision for a hop's head (SPEC S6 order).
+    /// Carries out what a hop's head asks (`HeadDecision`, SPEC S6 order):
+    /// cookies kept and credentials remembered first, then a challenge, a
+    /// revalidation's 304, stale-if-error, a redirect, else the response.
     func decide(_ head: ResponseHead, hop: Int) {
         guard let session, let request = currentRequest, let url = request.url else { return }
         Self.storeCookies(of: head, url: url, request: request, session: session)
         authenticationSucceeded(status: head.status, session: session)
-        if handleChallenge(head, url: url, request: request, session: session) { return }
         let revalidating = locked.withLock { $0.revalidating }
+        let decision = HeadDecision.of(status: head.status, headers: head.headers, request: request, hop: hop, revalidating: revalidating != nil)
+        if decision == .challenge, handleChallenge(head, url: url, request: request, session: session) { return }
         if revalidating != nil { session.urlCache?.count(head.status == 304 ? "revalidations-not-modified" : "revalidations-replaced") }
-        if let stored = revalidating, head.status == 304, let cache = session.urlCache {
-            // The 304 answers the conditional request made for this entry:
-            // its body is served (as 200, like Apple). Its headers refresh
-            // the entry only when the 304 selects it (RFC 9111 §4.3.4).
-            let notModified = HeaderFields(head.headers.map { HeaderFields.Field($0.name, $0.value) })
-            let now = Date().timeIntervalSince1970
-            let (served, refreshed) = CacheExchange.notModified(
-                stored, notModifiedHeaders: notModified, requestTime: locked.withLock { $0.requestTime }, now: now)
-            if refreshed { cache.store(served, now: now) }
-            let shown = session.settings.sendsCacheStatus ? CacheExchange.notModifiedStatus : nil
-            if let response = Self.servedResponse(served, cacheStatus: shown, now: now) {
-                locked.withLock { $0.cacheStatus = shown }
-                respondWithoutNetwork(response, body: ServedBody(served))
-                return
-            }
-        }
-        if head.status >= 500, hop == 0, serveStaleIfError(reason: "fwd-status=\(head.status)") {
+        switch decision {
+        case .notModified:
+            if let stored = revalidating, serveNotModified(head, stored: stored, session: session) { return }
+        case .serverError:
+            if serveStaleIfError(reason: "fwd-status=\(head.status)") { return }
+        case .redirect(let redirect):
+            followRedirect(redirect, head: head, url: url, session: session)
             return
-        }
-        if let redirect = Self.redirectRequest(from: request, status: head.status, headers: head.headers) {
-            let maximum = session.settings.httpMaximumRedirects
-            // Past the limit the delegate is not asked: following fails at once.
-            if locked.withLock({ $0.machine.redirects >= maximum }) {
-                perform(locked.withLock { $0.machine.follow(.redirect, url: url, maximumRedirects: maximum) })
-                return
-            }
-            events.enqueue { [self] in
-                let chosen: URLRequest?
-                if self.hasDelegate, let response = Self.makeResponse(url: url, head: head) {
-                    chosen =
-                        await self.askDelegate {
-                            await $0.urlSession(session, task: self, willPerformHTTPRedirection: response, newRequest: redirect)
-                        } ?? redirect
-                } else {
-                    chosen = redirect
-                }
-                if let chosen {
-                    self.perform(
-                        self.locked.withLock { inner in
-                            // The redirect's own transfer may be cut short: record its exchange now.
-                            if inner.transactions.count == inner.machine.hop {
-                                inner.transactions.append(Self.transaction(inner, metrics: nil))
-                            }
-                            inner.currentRequest = chosen
-                            inner.hopHead = nil
-                            return inner.machine.follow(.redirect, url: url, maximumRedirects: maximum)
-                        })
-                } else {
-                    self.acceptResponse(head, url: url, session: session)
-                }
-            }
-            return
+        case .challenge, .response:
+            break
         }
         acceptResponse(head, url: url, session: session)
+    }
+
+    /// The 304 answers the conditional request made for `stored`: its body
+    /// is served (as 200, like Apple). Its headers refresh the entry only
+    /// when the 304 selects it (RFC 9111 §4.3.4). False when it cannot be served.
+    private func serveNotModified(_ head: ResponseHead, stored: StoredResponse, session: Session) -> Bool {
+        guard let cache = session.urlCache else { return false }
+        let notModified = HeaderFields(head.headers.map { HeaderFields.Field($0.name, $0.value) })
+        let now = Date().timeIntervalSince1970
+        let (served, refreshed) = CacheExchange.notModified(
+            stored, notModifiedHeaders: notModified, requestTime: locked.withLock { $0.requestTime }, now: now)
+        if refreshed { cache.store(served, now: now) }
+        let shown = session.settings.sendsCacheStatus ? CacheExchange.notModifiedStatus : nil
+        guard let response = Self.servedResponse(served, cacheStatus: shown, now: now) else { return false }
+        locked.withLock { $0.cacheStatus = shown }
+        respondWithoutNetwork(response, body: ServedBody(served))
+        return true
+    }
+
+    /// Asks the delegate about a redirect (past the limit it is not asked:
+    /// following fails at once), then follows it or takes the head as the response.
+    private func followRedirect(_ redirect: URLRequest, head: ResponseHead, url: URL, session: Session) {
+        let maximum = session.settings.httpMaximumRedirects
+        if locked.withLock({ $0.machine.redirects >= maximum }) {
+            perform(locked.withLock { $0.machine.follow(.redirect, url: url, maximumRedirects: maximum) })
+            return
+        }
+        events.enqueue { [self] in
+            let chosen: URLRequest?
+            if self.hasDelegate, let response = Self.makeResponse(url: url, head: head) {
+                chosen =
+                    await self.askDelegate {
+                        await $0.urlSession(session, task: self, willPerformHTTPRedirection: response, newRequest: redirect)
+                    } ?? redirect
+            } else {
+                chosen = redirect
+            }
+            guard let chosen else {
+                self.acceptResponse(head, url: url, session: session)
+                return
+            }
+            self.perform(
+                self.locked.withLock { inner in
+                    // The redirect's own transfer may be cut short: record its exchange now.
+                    if inner.transactions.count == inner.machine.hop {
+                        inner.transactions.append(Self.transaction(inner, metrics: nil))
+                    }
+                    inner.currentRequest = chosen
+                    inner.hopHead = nil
+                    return inner.machine.follow(.redirect, url: url, maximumRedirects: maximum)
+                })
+        }
     }
 
     func acceptResponse(_ head: ResponseHead, url: URL, session: Session) {

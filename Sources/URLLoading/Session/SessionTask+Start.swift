@@ -148,34 +148,22 @@ extension SessionTask {
 
     func startTransfer(hop: Int) {
         guard let session, let request = currentRequest else { return }
-        guard let url = request.url, let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https" else {
-            perform(locked.withLock { $0.machine.fail(SessionError(.unsupportedURL, failingURL: request.url, message: "only http and https URLs are supported")) })
-            return
-        }
-        if let problem = FieldSyntax.problem(method: request.httpMethod ?? "GET", fields: (request.allHTTPHeaderFields ?? [:]).map { ($0.key, $0.value) }) {
-            perform(locked.withLock { $0.machine.fail(SessionError(.badURL, failingURL: url, message: "the request cannot be sent: \(problem)")) })
-            return
-        }
+        // Refusals first (scheme, CR/LF, the deadline), then what the stores give, then the plan's completion.
         let deadline = locked.withLock { $0.deadline }
-        if let deadline, deadline.timeIntervalSinceNow <= 0 {
-            let limit = session.settings.timeoutIntervalForResource
-            perform(locked.withLock { $0.machine.fail(SessionError(.timedOut, failingURL: url, message: "the resource timeout of \(limit) s passed")) })
+        let base = HopPlan.base(request, body: sendsBody(hop: hop, request: request) ? body : .none, settings: session.settings, deadline: deadline, now: Date())
+        guard case .success(var transfer) = base, let url = request.url else {
+            if case .failure(let refusal) = base { perform(locked.withLock { $0.machine.fail(refusal) }) }
             return
         }
         if awaitsBodyStream(hop: hop, request: request, session: session) { return }
-        var transfer = session.transferRequest(for: request, body: sendsBody(hop: hop, request: request) ? body : .none, deadline: deadline)
         let cookie = Self.cookieHeader(for: request, headers: transfer.headers, session: session)
-        if let cookie { transfer.headers.append(("Cookie", cookie)) }
-        locked.withLock { $0.sentCookie = cookie }
-        for field in authorizationFields(for: request, headers: transfer.headers, session: session) {
-            transfer.headers.removeAll { HeaderFields.namesEqual($0.name, field.name) }
-            transfer.headers.append(field)
-        }
+        let authorization = authorizationFields(for: request, headers: transfer.headers, session: session)
         let (libcurlAuthentication, credentials) = locked.withLock { inner in
+            inner.sentCookie = cookie
             inner.credentialIdentity = Self.credentialIdentity(request, sent: inner.authentication.sent)
             return (inner.authentication.sent?.libcurl, inner.credentialIdentity)
         }
-        transfer.httpAuthentication = libcurlAuthentication
+        var validators: [(name: String, value: String)] = []
         if hop == 0, usesCache, let cache = session.urlCache, (request.httpMethod ?? "GET") == "GET",
             let key = CachePolicy.primaryKey(url)
         {
@@ -225,15 +213,12 @@ extension SessionTask {
                     inner.fallback = policy == .useProtocolCachePolicy ? stored : nil
                     inner.requestTime = now
                 }
-                if let revalidating {
-                    for field in CachePolicy.conditionalHeaders(revalidating.entry)
-                    where !transfer.headers.contains(where: { HeaderFields.namesEqual($0.name, field.name) }) {
-                        transfer.headers.append((field.name, field.value))
-                    }
-                }
+                if let revalidating { validators = CachePolicy.conditionalHeaders(revalidating.entry).map { ($0.name, $0.value) } }
             }
         }
-        if kind == .download { transfer.receiveBufferSize = Self.downloadBufferSize }
+        HopPlan.complete(
+            &transfer, cookie: cookie, authorization: authorization, libcurlAuthentication: libcurlAuthentication, validators: validators,
+            isDownload: kind == .download)
         applyClientIdentity(&transfer)
         guard let multi = session.multi else {
             // libcurl could not start when the session was made.
