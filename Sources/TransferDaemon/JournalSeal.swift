@@ -1,5 +1,5 @@
 import CCrypto
-package import Foundation
+import Foundation
 @_spi(Tools) package import URLLoading
 #if canImport(Glibc)
 import Glibc

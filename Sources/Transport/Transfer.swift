@@ -180,9 +180,16 @@ final class Transfer {
             }
         }
 
-        for field in request.headers {
+        var lines = request.headers.map { field in
             // "Name;" sends an empty value; "Name:" would remove curl's own field.
-            let line = field.value.isEmpty ? "\(field.name);" : "\(field.name): \(field.value)"
+            field.value.isEmpty ? "\(field.name);" : "\(field.name): \(field.value)"
+        }
+        if hasBody, !request.headers.contains(where: { $0.name.caseInsensitiveCompare("Content-Type") == .orderedSame }) {
+            // libcurl's POST adds "application/x-www-form-urlencoded": a body
+            // goes out with the Content-Type its caller set, or none.
+            lines.append("Content-Type:")
+        }
+        for line in lines {
             guard let list = curl_slist_append(headerList, line) else { throw .curl(CurlError(easy: CURLE_OUT_OF_MEMORY)) }
             headerList = list
         }

@@ -67,7 +67,7 @@ import URLLoading
     func hostileKey() throws {
         let directory = TemporaryDirectory()
         let key = directory.path("Journal.key")
-        FileManager.default.createFile(atPath: key, contents: Data(repeating: 7, count: 32), attributes: [.posixPermissions: 0o644])
+        #expect(FileManager.default.createFile(atPath: key, contents: Data(repeating: 7, count: 32), attributes: [.posixPermissions: 0o644]))
         #expect(throws: (any Error).self) { try Journal(path: directory.path("Journal.sqlite")) }
         chmod(key, 0o600)
         try Data(repeating: 7, count: 5).write(to: URL(fileURLWithPath: key))

@@ -301,3 +301,9 @@ public final class ResponseCache: Sendable, CustomStringConvertible {
         }
     }
 }
+
+extension ResponseCache: Equatable {
+    /// Whether both are the same store object (as Apple's store objects
+    /// compare): a test compares a configuration's store with the one it set.
+    public static func == (a: ResponseCache, b: ResponseCache) -> Bool { a === b }
+}

@@ -234,3 +234,9 @@ public final class CookieStore: Sendable, CustomStringConvertible {
         "CookieStore(\(path ?? "memory"), \(engine.count) cookies)"
     }
 }
+
+extension CookieStore: Equatable {
+    /// Whether both are the same store object (as Apple's store objects
+    /// compare): a test compares a configuration's store with the one it set.
+    public static func == (a: CookieStore, b: CookieStore) -> Bool { a === b }
+}

@@ -223,3 +223,9 @@ struct CredentialTable: Sendable {
         if defaults[space] == user { defaults[space] = nil }
     }
 }
+
+extension CredentialStore: Equatable {
+    /// Whether both are the same store object (as Apple's store objects
+    /// compare): a test compares a configuration's store with the one it set.
+    public static func == (a: CredentialStore, b: CredentialStore) -> Bool { a === b }
+}

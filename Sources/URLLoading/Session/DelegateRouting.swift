@@ -47,6 +47,11 @@ extension SessionTask {
         if let sessionDelegate { call(sessionDelegate) }
     }
 
+    /// Calls a delegate method on the task's own delegate only, if it has one.
+    func callTaskDelegate(_ call: (any SessionDelegate) -> Void) {
+        if let taskDelegate = delegates.task { call(taskDelegate) }
+    }
+
     /// Calls a delegate method with an answer: the task delegate's when it
     /// implements the method, else the session delegate's; nil when neither
     /// delegate exists.

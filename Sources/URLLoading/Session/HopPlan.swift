@@ -25,6 +25,9 @@ enum HopPlan {
         guard let url = request.url, let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https" else {
             return .failure(SessionError(.unsupportedURL, failingURL: request.url, message: "only http and https URLs are supported"))
         }
+        if let port = url.port, !(0...65_535).contains(port) {
+            return .failure(SessionError(.badURL, failingURL: url, message: "the port \(port) is outside 0...65535"))
+        }
         let fields = request.allHTTPHeaderFields ?? [:]
         if let problem = FieldSyntax.problem(method: request.httpMethod ?? "GET", fields: fields.map { ($0.key, $0.value) }) {
             return .failure(SessionError(.badURL, failingURL: url, message: "the request cannot be sent: \(problem)"))
@@ -33,9 +36,17 @@ enum HopPlan {
             return .failure(
                 SessionError(.timedOut, failingURL: url, message: "the resource timeout of \(settings.timeoutIntervalForResource) s passed"))
         }
+        // The configuration's additional fields were put into the request
+        // (where a field of its own wins); they go out as their caller spelled them.
+        var spelled: [String: (name: String, value: String)] = [:]
+        for (name, value) in settings.httpAdditionalHeaders { spelled[name.lowercased()] = (name, value) }
         var headers: [(name: String, value: String)] = []
         for (name, value) in fields.sorted(by: { $0.key < $1.key }) where !FieldSyntax.isSessionOwned(name) {
-            headers.append((name, value))
+            if let given = spelled[name.lowercased()], given.value == value {
+                headers.append(given)
+            } else {
+                headers.append((name, value))
+            }
         }
         var transfer = TransferRequest(url: url.absoluteString, method: request.httpMethod ?? "GET", headers: headers, body: body)
         let idle = request.timeoutInterval > 0 && request.timeoutInterval != 60 ? request.timeoutInterval : settings.timeoutIntervalForRequest

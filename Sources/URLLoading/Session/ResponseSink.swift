@@ -14,6 +14,11 @@ protocol ResponseSink: Sendable {
     var asksDelegate: Bool { get }
     /// Whether a data task with this sink reads and fills the cache.
     var usesCache: Bool { get }
+    /// The task's end goes to a completion handler, an async call or a
+    /// byte stream: the session delegate hears nothing of its response,
+    /// data or completion (Apple's rule; challenges, redirects and metrics
+    /// still reach it).
+    var deliversToHandler: Bool { get }
     /// A body served without the network (a cache file) goes to the
     /// delegate in chunks instead of whole to `serve`.
     var streamsServedBody: Bool { get }
@@ -119,6 +124,7 @@ struct SinkEnding: Sendable {
 
 extension ResponseSink {
     var asksDelegate: Bool { false }
+    var deliversToHandler: Bool { false }
     var streamsServedBody: Bool { false }
     var usesCache: Bool { false }
     var file: DownloadFile? { nil }

@@ -6,6 +6,7 @@ import FoundationNetworking
 /// The whole body, kept for a completion handler or an async call (no
 /// response or data delegate calls, SPEC S5).
 struct CollectingSink: ResponseSink {
+    var deliversToHandler: Bool { true }
     /// Hands the body (nil on failure) and the error to the caller.
     let deliver: @Sendable (Data?, SessionTask, (any Error)?) -> Void
     private(set) var body = Data()
@@ -142,6 +143,7 @@ struct DelegateDataSink: ResponseSink {
 struct DownloadSink: ResponseSink {
     /// nil: the delegate hears of the download.
     let handler: (@Sendable (URL?, URLResponse?, (any Error)?) -> Void)?
+    var deliversToHandler: Bool { handler != nil }
     private(set) var file: DownloadFile?
     private var expected: Int64 = -1
     private var written: Int64 = 0
@@ -200,6 +202,7 @@ struct DownloadSink: ResponseSink {
 /// `Session.bytes(for:)`: the body goes to a byte stream that its reader
 /// drains; a full stream pauses the transfer.
 struct StreamSink: ResponseSink {
+    var deliversToHandler: Bool { true }
     let buffer: ByteStreamBuffer
 
     func publish(_ response: () -> HTTPURLResponse?) {

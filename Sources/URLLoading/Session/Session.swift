@@ -66,6 +66,8 @@ public final class Session: Sendable, CustomStringConvertible {
         var tasks: [Int: SessionTask] = [:]
         var nextIdentifier = 1
         var invalidating = false
+        /// `invalidateAndCancel()` was called: no task is listed any more.
+        var cancelledAll = false
         var invalidated = false
         /// Keys being revalidated in the background: one request each.
         var revalidating: Set<String> = []
@@ -241,7 +243,8 @@ public final class Session: Sendable, CustomStringConvertible {
 
     /// Every task not yet completed.
     public var allTasks: [SessionTask] {
-        state.withLock { Array($0.tasks.values) }.sorted { $0.taskIdentifier < $1.taskIdentifier }
+        // After invalidateAndCancel none, though cancelled tasks may still deliver their last calls (Apple's).
+        state.withLock { $0.cancelledAll ? [] : Array($0.tasks.values) }.sorted { $0.taskIdentifier < $1.taskIdentifier }
     }
 
     /// - Parameter streamsBody: The body comes from the delegate's streams
@@ -322,6 +325,7 @@ public final class Session: Sendable, CustomStringConvertible {
         let (tasks, now) = state.withLock { state -> ([SessionTask], Bool) in
             guard !state.invalidated else { return ([], false) }
             state.invalidating = true
+            state.cancelledAll = true
             return (Array(state.tasks.values), state.tasks.isEmpty)
         }
         tasks.forEach { $0.cancel() }

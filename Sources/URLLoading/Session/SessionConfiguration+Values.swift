@@ -11,8 +11,10 @@ extension SessionConfiguration {
         enum StoreChoice<Store: Sendable>: Sendable {
             /// The application's shared persistent store (default configurations).
             case applicationShared
-            /// A new in-memory store for each session made from the configuration.
-            case sessionPrivate
+            /// A new in-memory store for each session made from the
+            /// configuration; the configuration shows an in-memory store of
+            /// its own (Apple's ephemeral configurations are never nil).
+            case sessionPrivate(Store)
             /// This store object, shared by every session given it.
             case explicit(Store)
             /// No store.
@@ -55,6 +57,9 @@ extension SessionConfiguration {
         var launchCommand: [String]?
         /// Background sessions: tasks run after the others.
         var isDiscretionary = false
+        /// Apple's members that a port needs and Linux has no use for (see
+        /// `SessionConfiguration+Apple.swift`): kept and copied, never read.
+        var platform = PlatformSettings()
         /// A proxy for every request, as `http://host:port`; nil for none.
         var proxyURL: URL?
         /// The lowest and highest TLS versions to negotiate, e.g. `(1, 2)`.
@@ -74,16 +79,16 @@ extension SessionConfiguration {
         var credentialChoice: StoreChoice<CredentialStore>
 
         /// The response cache. Default configurations use the application's
-        /// shared persistent cache; ephemeral ones give each session a new
-        /// in-memory cache (this property is nil for them until you set one).
+        /// shared persistent cache; ephemeral ones show an in-memory
+        /// cache of their own and give each session made from them a new one.
         /// Setting a cache makes every session from this configuration share it;
         /// setting nil turns caching off.
         var urlCache: ResponseCache? {
             get {
                 switch cacheChoice {
-                case .explicit(let cache): return cache
+                case .explicit(let cache), .sessionPrivate(let cache): return cache
                 case .applicationShared: return SharedStores.cache(for: applicationIdentifier)
-                case .sessionPrivate, .none: return nil
+                case .none: return nil
                 }
             }
             set { cacheChoice = newValue.map { .explicit($0) } ?? .none }
@@ -91,15 +96,15 @@ extension SessionConfiguration {
 
         /// The cookie store. Default configurations use the application's
         /// shared persistent store (`Cookies.sqlite` under `$XDG_DATA_HOME/<app>/`);
-        /// ephemeral ones give each session a new in-memory store (this property
-        /// is nil for them until you set one). Setting a store makes every
+        /// ephemeral ones show an in-memory store of
+        /// their own and give each session made from them a new one. Setting a store makes every
         /// session from this configuration share it; setting nil turns cookies off.
         var httpCookieStorage: CookieStore? {
             get {
                 switch cookieChoice {
-                case .explicit(let store): return store
+                case .explicit(let store), .sessionPrivate(let store): return store
                 case .applicationShared: return SharedStores.cookieStore(for: applicationIdentifier)
-                case .sessionPrivate, .none: return nil
+                case .none: return nil
                 }
             }
             set { cookieChoice = newValue.map { .explicit($0) } ?? .none }
@@ -107,23 +112,22 @@ extension SessionConfiguration {
 
         init(kind: SessionConfiguration.Kind, shared: Bool) {
             self.kind = kind
-            self.cacheChoice = shared ? .applicationShared : .sessionPrivate
-            self.cookieChoice = shared ? .applicationShared : .sessionPrivate
-            self.credentialChoice = shared ? .applicationShared : .sessionPrivate
+            self.cacheChoice = shared ? .applicationShared : .sessionPrivate(ResponseCache(memoryCapacity: SharedStores.ephemeralMemoryCapacity))
+            self.cookieChoice = shared ? .applicationShared : .sessionPrivate(CookieStore())
+            self.credentialChoice = shared ? .applicationShared : .sessionPrivate(CredentialStore())
         }
 
         /// The credential store. Default configurations use the application's
         /// shared store (permanent credentials in `Credentials.sqlite` under
-        /// `$XDG_DATA_HOME/<app>/`, mode 0600); ephemeral ones give each session a
-        /// new in-memory store (this property is nil for them until you set
-        /// one). Setting a store makes every session from this configuration
+        /// `$XDG_DATA_HOME/<app>/`, mode 0600); ephemeral ones show an in-memory store of
+        /// their own and give each session made from them a new one. Setting a store makes every session from this configuration
         /// share it; setting nil keeps no credentials.
         var urlCredentialStorage: CredentialStore? {
             get {
                 switch credentialChoice {
-                case .explicit(let store): return store
+                case .explicit(let store), .sessionPrivate(let store): return store
                 case .applicationShared: return SharedStores.credentialStore(for: applicationIdentifier)
-                case .sessionPrivate, .none: return nil
+                case .none: return nil
                 }
             }
             set { credentialChoice = newValue.map { .explicit($0) } ?? .none }

@@ -33,11 +33,11 @@ public final class SessionConfiguration: Sendable, CustomStringConvertible {
     /// The values as they are now: what a session keeps.
     var snapshot: Values { values.withLock { $0 } }
 
-    private func value<Value: Sendable>(_ keyPath: KeyPath<Values, Value>) -> Value {
+    func value<Value: Sendable>(_ keyPath: KeyPath<Values, Value>) -> Value {
         values.withLock { $0[keyPath: keyPath] }
     }
 
-    private func update<Value: Sendable>(_ keyPath: WritableKeyPath<Values, Value>, _ newValue: Value) {
+    func update<Value: Sendable>(_ keyPath: WritableKeyPath<Values, Value>, _ newValue: Value) {
         values.withLock { $0[keyPath: keyPath] = newValue }
     }
 
@@ -187,8 +187,8 @@ public final class SessionConfiguration: Sendable, CustomStringConvertible {
     }
 
     /// The response cache. Default configurations use the application's
-    /// shared persistent cache; ephemeral ones give each session a new
-    /// in-memory cache (this property is nil for them until you set one).
+    /// shared persistent cache; ephemeral ones show an in-memory
+    /// cache of their own and give each session made from them a new one.
     /// Setting a cache makes every session from this configuration share it;
     /// setting nil turns caching off.
     public var urlCache: ResponseCache? {
@@ -199,8 +199,8 @@ public final class SessionConfiguration: Sendable, CustomStringConvertible {
     }
     /// The cookie store. Default configurations use the application's
     /// shared persistent store (`Cookies.sqlite` under `$XDG_DATA_HOME/<app>/`);
-    /// ephemeral ones give each session a new in-memory store (this property
-    /// is nil for them until you set one). Setting a store makes every
+    /// ephemeral ones show an in-memory store of
+    /// their own and give each session made from them a new one. Setting a store makes every
     /// session from this configuration share it; setting nil turns cookies off.
     public var httpCookieStorage: CookieStore? {
         get { value(\.httpCookieStorage) }
@@ -208,9 +208,8 @@ public final class SessionConfiguration: Sendable, CustomStringConvertible {
     }
     /// The credential store. Default configurations use the application's
     /// shared store (permanent credentials in `Credentials.sqlite` under
-    /// `$XDG_DATA_HOME/<app>/`, mode 0600); ephemeral ones give each session a
-    /// new in-memory store (this property is nil for them until you set
-    /// one). Setting a store makes every session from this configuration
+    /// `$XDG_DATA_HOME/<app>/`, mode 0600); ephemeral ones show an in-memory store of
+    /// their own and give each session made from them a new one. Setting a store makes every session from this configuration
     /// share it; setting nil keeps no credentials.
     public var urlCredentialStorage: CredentialStore? {
         get { value(\.urlCredentialStorage) }

@@ -46,7 +46,12 @@ extension SessionTask {
         let buffer = contents.body
         let finish: @Sendable () -> Void = { [self] in
             sink.end(contents, ending)
-            self.callDelegate { $0.urlSession(session, task: self, didCompleteWithError: error) }
+            if sink.deliversToHandler {
+                // The handler had the end; only a task's own delegate hears it too.
+                self.callTaskDelegate { $0.urlSession(session, task: self, didCompleteWithError: error) }
+            } else {
+                self.callDelegate { $0.urlSession(session, task: self, didCompleteWithError: error) }
+            }
             self.acknowledgeInBackground()
             self.locked.withLock {
                 $0.session = nil; $0.delegate = nil

@@ -180,6 +180,10 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
 
     /// Whether both are the same task.
     public static func == (a: SessionTask, b: SessionTask) -> Bool { a === b }
+
+    /// The task itself, as Apple's `NSCopying` task answers `copy()`: a task
+    /// is one transfer, never duplicated.
+    public func copy() -> Any { self }
     public func hash(into hasher: inout Hasher) { hasher.combine(ObjectIdentifier(self)) }
 
     // MARK: Control

@@ -45,8 +45,14 @@ extension SessionError {
     /// query values), this error's message as the localized description,
     /// and a download's resume data.
     public var urlError: URLError {
-        var userInfo: [String: Any] = [NSLocalizedDescriptionKey: description, Self.userInfoKey: self]
-        if let failingURL { userInfo[NSURLErrorFailingURLErrorKey] = failingURL }
+        // A cancelled task says so as Apple's does; the detail stays in `sessionError`.
+        let text = code == .cancelled ? "cancelled" : description
+        var userInfo: [String: Any] = [NSLocalizedDescriptionKey: text, Self.userInfoKey: self]
+        if let failingURL {
+            userInfo[NSURLErrorFailingURLErrorKey] = failingURL
+            // NSURLErrorFailingURLStringErrorKey's value: the constant is deprecated, code being ported still reads it.
+            userInfo["NSErrorFailingURLStringKey"] = failingURL.absoluteString
+        }
         if let resumeData { userInfo[Self.resumeDataKey] = resumeData }
         return URLError(code.urlErrorCode, userInfo: userInfo)
     }

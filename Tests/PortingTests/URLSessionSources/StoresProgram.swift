@@ -37,8 +37,12 @@ func portedStores() async throws {
     let made = HTTPCookie(properties: [.name: "m", .value: "1", .domain: "127.0.0.1", .path: "/"])
     #expect(made?.name == "m")
     let storage: HTTPCookieStorage? = session.configuration.httpCookieStorage
-    storage?.cookieAcceptPolicy = .never
+    let policy: HTTPCookie.AcceptPolicy = .never
+    storage?.cookieAcceptPolicy = policy
     #expect(storage?.cookieAcceptPolicy == .never)
+    // Apple's ephemeral configurations have their own in-memory stores.
+    let fresh = URLSessionConfiguration.ephemeral
+    #expect(fresh.httpCookieStorage != nil && fresh.urlCredentialStorage != nil && fresh.urlCache != nil)
 
     let space = URLProtectionSpace(
         host: "127.0.0.1", port: origin.port, protocol: "http", realm: "r",

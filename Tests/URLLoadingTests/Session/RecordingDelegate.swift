@@ -3,6 +3,8 @@ import Foundation
 import FoundationNetworking
 #endif
 import Locking
+import Testing
+import TestSupport
 @testable import URLLoading
 
 /// A delegate that records every call, and can be told how to answer.
@@ -24,15 +26,32 @@ final class RecordingDelegate: SessionDelegate {
 
     private func record(_ event: String) { state.withLock { $0.events.append(event) } }
 
-    /// Waits for `didCompleteWithError`.
-    func waitForCompletion() async {
+    /// Waits for `didCompleteWithError`, at most `seconds` (scaled under a
+    /// sanitizer): a call that never comes fails the test instead of
+    /// hanging the run.
+    func waitForCompletion(seconds: Int = 60) async {
+        let bound = Double(seconds * Sanitizer.timeScale)
         await withCheckedContinuation { continuation in
             let done = state.withLock { state -> Bool in
                 if state.done { return true }
                 state.finished = continuation
                 return false
             }
-            if done { continuation.resume() }
+            if done {
+                continuation.resume()
+                return
+            }
+            DispatchQueue.global().asyncAfter(deadline: .now() + bound) { [self] in
+                // Only this wait's continuation: a later wait's is not ours to end.
+                let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
+                    guard !state.done, state.finished != nil else { return nil }
+                    defer { state.finished = nil }
+                    return state.finished
+                }
+                guard let waiter else { return }
+                Issue.record("no didCompleteWithError within \(Int(bound)) s; calls so far: \(events)")
+                waiter.resume()
+            }
         }
     }
 
