@@ -235,7 +235,6 @@ extension SessionTask {
                     inner.transactions.append(Self.transaction(inner, metrics: nil))
                 }
                 inner.authentication.pending = authorization
-                inner.hopHead = nil
                 return inner.machine.follow(.authentication, url: url)
             })
     }

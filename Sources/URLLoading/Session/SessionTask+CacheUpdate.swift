@@ -14,16 +14,13 @@ extension SessionTask {
     func serveStaleIfError(reason: String) -> Bool {
         guard let session else { return false }
         let (fallback, headers) = locked.withLock { inner in
-            (inner.fallback, inner.currentRequest.map { Self.cacheRequestHeaders($0, cookie: inner.sentCookie, credentials: inner.credentialIdentity) } ?? [])
+            (inner.machine.cache.fallback, inner.currentRequest.map { Self.cacheRequestHeaders($0, cookie: inner.machine.record.cookie, credentials: inner.machine.record.credentialIdentity) } ?? [])
         }
         let now = Date().timeIntervalSince1970
         guard let stored = CacheExchange.staleIfError(fallback, requestHeaders: headers, now: now) else { return false }
         let shown = session.settings.sendsCacheStatus ? CacheExchange.staleIfErrorStatus(reason) : nil
         guard let response = Self.servedResponse(stored, cacheStatus: shown, now: now) else { return false }
-        locked.withLock { inner in
-            inner.fallback = nil
-            inner.cacheStatus = shown
-        }
+        locked.withLock { $0.machine.cacheAnswered(status: shown) }
         respondWithoutNetwork(response, body: ServedBody(stored))
         return true
     }
@@ -33,13 +30,10 @@ extension SessionTask {
     @discardableResult
     func updateCache(session: Session, body: Data?) -> StoredResponse? {
         guard let cache = session.urlCache, let request = currentRequest, let url = request.url else { return nil }
-        let (key, headers, status, requestTime, fromCache, cookie, credentials) = locked.withLock { inner in
-            (
-                inner.cacheKey, inner.networkHeaders, inner.head?.head.status, inner.requestTime, inner.networkHeaders == nil, inner.sentCookie,
-                inner.credentialIdentity
-            )
-        }
-        guard !fromCache, let headers, let status else { return nil }
+        let (cacheRecord, hopRecord, status) = locked.withLock { ($0.machine.cache, $0.machine.record, $0.head?.head.status) }
+        let (key, requestTime, cookie, credentials) = (cacheRecord.key, cacheRecord.requestTime, hopRecord.cookie, hopRecord.credentialIdentity)
+        // No fields: the response did not come from the network.
+        guard let headers = cacheRecord.networkHeaders, let status else { return nil }
         let method = request.httpMethod ?? "GET"
         for target in CacheExchange.invalidatedKeys(method: method, status: status, url: url, responseHeaders: headers) {
             cache.remove(key: target)

@@ -58,10 +58,7 @@ extension SessionTask {
             }
             session.taskDidComplete(self)
         }
-        let ledKey = locked.withLock { inner -> String? in
-            defer { inner.leadsKey = nil }
-            return inner.leadsKey
-        }
+        let ledKey = locked.withLock { $0.machine.endLead() }
         // The end runs off the transport's thread and never inside resume():
         // on the Swift task awaiting this one (the async APIs), else on the
         // task's own delegate context. Cache writes go with it.

@@ -32,34 +32,8 @@ extension SessionTask {
         /// When `timeoutIntervalForResource` runs out: set once, at the first
         /// `resume()`, and the bound of every hop, retry and challenge round.
         var deadline: Date?
-        /// The status of the current hop's head.
-        /// The current hop's response head, once it arrived.
-        var hopHead: ResponseHead?
-        /// When the current hop's transfer was handed to the transport, and
-        /// whether through a proxy: a hop cut short (a redirect followed or a
-        /// challenge answered before its body ended) has no libcurl figures.
-        var hopStarted: Date?
-        var hopViaProxy = false
-        /// When the current hop's head arrived.
-        var hopHeadDate: Date?
         /// Not before this date does a resumed task start.
         var earliestBeginDate: Date?
-        // The cache's part (SPEC C4–C6).
-        var cacheKey: String?
-        var cacheStatus: String?
-        var revalidating: StoredResponse?
-        /// The stored response a failure may fall back to (stale-if-error).
-        var fallback: StoredResponse?
-        var requestTime: Double = 0
-        /// The final response's fields as received, for storing.
-        var networkHeaders: HeaderFields?
-        /// Who the current hop's credentials say the user is (for the cache).
-        var credentialIdentity: String?
-        /// Request coalescing: this task leads for the key, or waited once already.
-        var leadsKey: String?
-        var coalesced = false
-        /// The Cookie header the store gave the current hop, if any.
-        var sentCookie: String?
         /// Challenges answered and credentials sent (SPEC A2–A5).
         var authentication = AuthenticationState()
         /// Data, upload or download; a data task may become a download.

@@ -14,15 +14,16 @@ extension SessionTask {
         // The final hop's response is built already; an earlier hop's (a redirect, a 401)
         // only when a delegate will see the metrics (`resolvingResponses`): building
         // an HTTPURLResponse costs more than the rest of the transaction.
-        let final = inner.hopHead.flatMap { head in inner.response.flatMap { $0.statusCode == head.status && $0.url == url ? $0 : nil } }
-        var transaction = TaskTransactionMetrics(request: request, response: final, fetchType: .networkLoad, cacheStatus: inner.cacheStatus)
-        if final == nil { transaction.pendingHead = inner.hopHead }
+        let record = inner.machine.record
+        let final = record.head.flatMap { head in inner.response.flatMap { $0.statusCode == head.status && $0.url == url ? $0 : nil } }
+        var transaction = TaskTransactionMetrics(request: request, response: final, fetchType: .networkLoad, cacheStatus: inner.machine.cache.status)
+        if final == nil { transaction.pendingHead = record.head }
         guard let metrics else {
             // Cut short: what the task itself saw.
-            transaction.fetchStartDate = inner.hopStarted
-            transaction.responseStartDate = inner.hopHeadDate
-            transaction.isProxyConnection = inner.hopViaProxy
-            transaction.networkProtocolName = inner.hopHead.flatMap { alpnName($0.httpVersion) }
+            transaction.fetchStartDate = record.startedAt
+            transaction.responseStartDate = record.headDate
+            transaction.isProxyConnection = record.viaProxy
+            transaction.networkProtocolName = record.head.flatMap { alpnName($0.httpVersion) }
             return transaction
         }
         // libcurl gives seconds from the transfer's start to each phase's end, cumulative.

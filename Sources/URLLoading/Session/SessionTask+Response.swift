@@ -12,7 +12,7 @@ extension SessionTask {
     /// credentials that worked, a challenge, a revalidation's answer.
     func decisionTouchesStores(_ head: ResponseHead) -> Bool {
         if head.status == 401 || head.status == 407 { return true }
-        let (revalidating, sentCredentials, request) = locked.withLock { ($0.revalidating != nil, $0.authentication.sent != nil, $0.currentRequest) }
+        let (revalidating, sentCredentials, request) = locked.withLock { ($0.machine.cache.revalidating != nil, $0.authentication.sent != nil, $0.currentRequest) }
         if revalidating || sentCredentials { return true }
         guard let session, let request, Self.handlesCookies(request, session: session) else { return false }
         return head.headers.contains { HeaderFields.namesEqual($0.name, "Set-Cookie") }
@@ -25,7 +25,7 @@ extension SessionTask {
         guard let session, let request = currentRequest, let url = request.url else { return }
         Self.storeCookies(of: head, url: url, request: request, session: session)
         authenticationSucceeded(status: head.status, session: session)
-        let revalidating = locked.withLock { $0.revalidating }
+        let revalidating = locked.withLock { $0.machine.cache.revalidating }
         let decision = HeadDecision.of(status: head.status, headers: head.headers, request: request, hop: hop, revalidating: revalidating != nil)
         if decision == .challenge, handleChallenge(head, url: url, request: request, session: session) { return }
         if revalidating != nil { session.urlCache?.count(head.status == 304 ? "revalidations-not-modified" : "revalidations-replaced") }
@@ -51,11 +51,11 @@ extension SessionTask {
         let notModified = HeaderFields(head.headers.map { HeaderFields.Field($0.name, $0.value) })
         let now = Date().timeIntervalSince1970
         let (served, refreshed) = CacheExchange.notModified(
-            stored, notModifiedHeaders: notModified, requestTime: locked.withLock { $0.requestTime }, now: now)
+            stored, notModifiedHeaders: notModified, requestTime: locked.withLock { $0.machine.cache.requestTime }, now: now)
         if refreshed { cache.store(served, now: now) }
         let shown = session.settings.sendsCacheStatus ? CacheExchange.notModifiedStatus : nil
         guard let response = Self.servedResponse(served, cacheStatus: shown, now: now) else { return false }
-        locked.withLock { $0.cacheStatus = shown }
+        locked.withLock { $0.machine.cacheAnswered(status: shown) }
         respondWithoutNetwork(response, body: ServedBody(served))
         return true
     }
@@ -89,7 +89,6 @@ extension SessionTask {
                         inner.transactions.append(Self.transaction(inner, metrics: nil))
                     }
                     inner.currentRequest = chosen
-                    inner.hopHead = nil
                     return inner.machine.follow(.redirect, url: url, maximumRedirects: maximum)
                 })
         }
@@ -98,9 +97,10 @@ extension SessionTask {
     func acceptResponse(_ head: ResponseHead, url: URL, session: Session) {
         let length = head.headers.first { HeaderFields.namesEqual($0.name, "Content-Length") }.flatMap { FieldNumber.length($0.value) } ?? -1
         locked.withLock { inner in
-            inner.networkHeaders = HeaderFields(head.headers.map { HeaderFields.Field($0.name, $0.value) })
+            let fields = HeaderFields(head.headers.map { HeaderFields.Field($0.name, $0.value) })
+            inner.machine.responseAccepted(headers: fields)
             var shown = head
-            if let status = inner.cacheStatus { shown.headers.append(("Cache-Status", status)) }
+            if let status = inner.machine.cache.status { shown.headers.append(("Cache-Status", status)) }
             inner.head = (url, shown)
             inner.response = nil
             inner.bytesExpectedToReceive = length
@@ -108,11 +108,11 @@ extension SessionTask {
             // A delegate's data task keeps a copy of a storable body, up to
             // what the cache could store (the 5% rule's largest tier).
             var limit = 0
-            if inner.sink.asksDelegate, inner.cacheKey != nil, inner.kind == .data {
+            if inner.sink.asksDelegate, inner.machine.cache.key != nil, inner.kind == .data {
                 let request = inner.currentRequest
                 let storable = CachePolicy.storability(
                     method: request?.httpMethod ?? "GET", requestHeaders: HeaderFields(request?.allHTTPHeaderFields ?? [:]),
-                    status: head.status, responseHeaders: inner.networkHeaders ?? []
+                    status: head.status, responseHeaders: fields
                 ).allowed
                 if storable { limit = max(session.urlCache?.memoryCapacity ?? 0, session.urlCache?.diskCapacity ?? 0) / 20 }
             }

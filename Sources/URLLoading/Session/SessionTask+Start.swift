@@ -159,9 +159,9 @@ extension SessionTask {
         let cookie = Self.cookieHeader(for: request, headers: transfer.headers, session: session)
         let authorization = authorizationFields(for: request, headers: transfer.headers, session: session)
         let (libcurlAuthentication, credentials) = locked.withLock { inner in
-            inner.sentCookie = cookie
-            inner.credentialIdentity = Self.credentialIdentity(request, sent: inner.authentication.sent)
-            return (inner.authentication.sent?.libcurl, inner.credentialIdentity)
+            let identity = Self.credentialIdentity(request, sent: inner.authentication.sent)
+            inner.machine.planned(cookie: cookie, credentialIdentity: identity, hop: hop)
+            return (inner.authentication.sent?.libcurl, identity)
         }
         var validators: [(name: String, value: String)] = []
         if hop == 0, usesCache, let cache = session.urlCache, (request.httpMethod ?? "GET") == "GET",
@@ -177,7 +177,7 @@ extension SessionTask {
                 if revalidate { session.revalidateInBackground(request, key: key) }
                 guard let response = Self.servedResponse(stored, cacheStatus: showStatus ? status : nil, now: now) else { break }
                 locked.withLock { inner in
-                    inner.cacheStatus = status
+                    inner.machine.cacheAnswered(status: status)
                     inner.transactions.append(Self.cacheTransaction(request, response: response, cacheStatus: status))
                 }
                 respondWithoutNetwork(response, body: ServedBody(stored))
@@ -193,25 +193,23 @@ extension SessionTask {
                 return
             case .network(let revalidating, let status):
                 // Identical GETs wait for the one in flight and read its stored result.
-                if revalidating == nil, policy == .useProtocolCachePolicy, !locked.withLock({ $0.coalesced }) {
+                if revalidating == nil, policy == .useProtocolCachePolicy, !locked.withLock({ $0.machine.cache.coalesced }) {
                     guard locked.withLock({ $0.machine.wait(.otherRequest, hop: 0) }) else { return }
                     let waits = session.joinInFlight(key: key) { [self] in
                         self.perform(
                             self.locked.withLock { inner in
-                                inner.coalesced = true
+                                inner.machine.markCoalesced()
                                 return inner.machine.proceedHop(0)
                             })
                     }
                     if waits { return }
                     _ = locked.withLock { $0.machine.proceedHop(0) }  // leads: goes on at once
-                    locked.withLock { $0.leadsKey = key }
+                    locked.withLock { $0.machine.leadInFlight(key) }
                 }
-                locked.withLock { inner in
-                    inner.cacheKey = key
-                    inner.cacheStatus = showStatus ? status : nil
-                    inner.revalidating = revalidating
-                    inner.fallback = policy == .useProtocolCachePolicy ? stored : nil
-                    inner.requestTime = now
+                locked.withLock {
+                    $0.machine.cacheConsulted(
+                        key: key, status: showStatus ? status : nil, revalidating: revalidating,
+                        fallback: policy == .useProtocolCachePolicy ? stored : nil, requestTime: now)
                 }
                 if let revalidating { validators = CachePolicy.conditionalHeaders(revalidating.entry).map { ($0.name, $0.value) } }
             }
@@ -236,10 +234,7 @@ extension SessionTask {
         let id = multi.start(transfer, observer: HopObserver(task: self, hop: hop))
         perform(
             locked.withLock { inner in
-                if hop == inner.machine.hop {
-                    inner.hopStarted = startedAt
-                    inner.hopViaProxy = viaProxy
-                }
+                inner.machine.handedOver(at: startedAt, viaProxy: viaProxy, hop: hop)
                 return inner.machine.started(id, hop: hop)
             })
     }

@@ -102,6 +102,10 @@ extension SessionTask {
         private(set) var authentications = 0
         /// Tries after the host could not be reached (waitsForConnectivity).
         private(set) var connectivityRetries = 0
+        /// What the current hop sent and saw; a new one with each hop.
+        private(set) var record = HopRecord()
+        /// The cache's part of the task.
+        private(set) var cache = CacheRecord()
 
         var isFinished: Bool {
             if case .finished = phase { return true }
@@ -177,6 +181,7 @@ extension SessionTask {
             guard !isFinished else { return [] }
             guard phase == .intercepting else { return impossible("proceed") }
             phase = .awaitingHead(Exchange())
+            record = HopRecord()
             return [.startTransfer(hop: hop)]
         }
 
@@ -224,10 +229,12 @@ extension SessionTask {
             return unpauseIfRefused()
         }
 
-        mutating func head(_ head: ResponseHead, hop: Int) -> [Action] {
+        mutating func head(_ head: ResponseHead, hop: Int, at date: Date = Date()) -> [Action] {
             guard hop == self.hop, !isFinished else { return [] }
             guard case .awaitingHead(let exchange) = phase else { return impossible("a second head") }
             phase = .deciding(exchange)
+            record.head = head
+            record.headDate = date
             return [.decide(head, hop: hop)]
         }
 
@@ -276,6 +283,7 @@ extension SessionTask {
             }
             hop += 1
             phase = .awaitingHead(Exchange())
+            record = HopRecord()
             actions.append(.startTransfer(hop: hop))
             return actions
         }
@@ -326,6 +334,61 @@ extension SessionTask {
             phase = .receiving(exchange)
             guard exchange.openPartDecisions == 0, let pending = exchange.pendingCompletion else { return [] }
             return completion(pending)
+        }
+
+        // MARK: What a hop sent, and the cache's part
+
+        /// The hop's request was planned: the Cookie field and credentials it carries.
+        mutating func planned(cookie: String?, credentialIdentity: String?, hop: Int) {
+            guard hop == self.hop, !isFinished else { return }
+            record.cookie = cookie
+            record.credentialIdentity = credentialIdentity
+        }
+
+        /// The hop's transfer was handed to the transport at `date`.
+        mutating func handedOver(at date: Date, viaProxy: Bool, hop: Int) {
+            guard hop == self.hop, !isFinished else { return }
+            record.startedAt = date
+            record.viaProxy = viaProxy
+        }
+
+        /// The first hop goes to the network after consulting the cache.
+        mutating func cacheConsulted(key: String, status: String?, revalidating: StoredResponse?, fallback: StoredResponse?, requestTime: Double) {
+            guard !isFinished else { return }
+            cache.key = key
+            cache.status = status
+            cache.revalidating = revalidating
+            cache.fallback = fallback
+            cache.requestTime = requestTime
+        }
+
+        /// The cache answers (a fresh entry, a revalidated one, or a stale
+        /// one after an error): the response shows `status`, and no failure
+        /// falls back any more.
+        mutating func cacheAnswered(status: String?) {
+            cache.status = status
+            cache.fallback = nil
+        }
+
+        /// The network's final response is accepted with these fields.
+        mutating func responseAccepted(headers: HeaderFields) {
+            cache.networkHeaders = headers
+        }
+
+        /// This task's request leads for `key`: identical ones wait for it.
+        mutating func leadInFlight(_ key: String) {
+            cache.leadsKey = key
+        }
+
+        /// The task waited for another request (or must never wait behind itself).
+        mutating func markCoalesced() {
+            cache.coalesced = true
+        }
+
+        /// The key this task led for, once: the caller lets the waiting ones go.
+        mutating func endLead() -> String? {
+            defer { cache.leadsKey = nil }
+            return cache.leadsKey
         }
 
         /// Whether a download that ended this way leaves resume data (SPEC

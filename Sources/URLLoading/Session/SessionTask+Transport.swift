@@ -24,14 +24,7 @@ extension SessionTask {
     }
 
     func received(_ head: ResponseHead, hop: Int) {
-        perform(
-            locked.withLock { inner in
-                if hop == inner.machine.hop {
-                    inner.hopHead = head
-                    inner.hopHeadDate = Date()
-                }
-                return inner.machine.head(head, hop: hop)
-            })
+        perform(locked.withLock { $0.machine.head(head, hop: hop, at: Date()) })
     }
 
     func received(_ chunk: UnsafeRawBufferPointer, hop: Int) -> Bool {
@@ -162,7 +155,7 @@ extension SessionTask {
                 let retry = inner.machine.retryForConnectivity(hop: hop)
             else { return nil }
             // A retry never waits behind itself for its own cache key.
-            inner.coalesced = true
+            inner.machine.markCoalesced()
             return retry
         }
         guard let retry else { return false }

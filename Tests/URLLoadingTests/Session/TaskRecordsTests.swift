@@ -1,0 +1,100 @@
+import Foundation
+import Testing
+import Transport
+@testable import URLLoading
+
+/// What a hop sent and saw, and the cache's part of a task, as the task's
+/// state machine keeps them (issue 39): no socket, no session.
+@Suite struct TaskRecordsTests {
+    typealias Machine = SessionTask.StateMachine
+    static let head = ResponseHead(status: 302, httpVersion: "HTTP/1.1", headers: [("Location", "/next")])
+    static let final = ResponseHead(status: 200, httpVersion: "HTTP/2", headers: [("Content-Length", "2")])
+    static let url = URL(string: "http://example.test/")
+
+    static func stored(_ body: String) -> StoredResponse {
+        StoredResponse(
+            url: "http://example.test/", key: "http://example.test/", status: 200, responseHeaders: HeaderFields(), requestHeaders: HeaderFields(),
+            body: Data(body.utf8), requestTime: 1, responseTime: 2, storedAt: 2)
+    }
+
+    @Test("A hop's record: what was sent, when it was handed over, its head and when it came; the next hop starts a new one")
+    func hopRecord() {
+        var machine = Machine()
+        _ = machine.resume()
+        _ = machine.proceed()
+        let sent = Date(timeIntervalSince1970: 100), came = Date(timeIntervalSince1970: 101)
+        machine.planned(cookie: "a=1", credentialIdentity: "alice", hop: 0)
+        machine.handedOver(at: sent, viaProxy: true, hop: 0)
+        _ = machine.started(CurlMulti.TransferID(1), hop: 0)
+        _ = machine.head(Self.head, hop: 0, at: came)
+        #expect(
+            machine.record
+                == Machine.HopRecord(startedAt: sent, viaProxy: true, head: Self.head, headDate: came, cookie: "a=1", credentialIdentity: "alice"))
+        _ = machine.follow(.redirect, url: Self.url)
+        #expect(machine.record == Machine.HopRecord(), "the redirect's hop starts with nothing of the first")
+        // Late events of the first hop change nothing of the second's record.
+        machine.planned(cookie: "stale=1", credentialIdentity: "mallory", hop: 0)
+        machine.handedOver(at: sent, viaProxy: true, hop: 0)
+        _ = machine.head(Self.final, hop: 0, at: came)
+        #expect(machine.record == Machine.HopRecord())
+        machine.planned(cookie: nil, credentialIdentity: nil, hop: 1)
+        machine.handedOver(at: came, viaProxy: false, hop: 1)
+        _ = machine.head(Self.final, hop: 1, at: came)
+        #expect(machine.record.head == Self.final && machine.record.startedAt == came && !machine.record.viaProxy && machine.record.cookie == nil)
+        _ = machine.allow()
+        _ = machine.transferCompleted(.success(TransferMetrics()), hop: 1)
+        #expect(machine.record.head == Self.final, "the final hop's record outlives the end: the cache stores with it")
+        machine.planned(cookie: "after=1", credentialIdentity: nil, hop: 1)
+        #expect(machine.record.cookie == nil, "nothing is recorded once the task ended")
+    }
+
+    @Test("A hop that waits and goes again (a coalesced request, connectivity) keeps its record; a challenge's hop starts a new one")
+    func waitingKeepsRecord() {
+        var machine = Machine()
+        _ = machine.resume()
+        _ = machine.proceed()
+        machine.planned(cookie: "a=1", credentialIdentity: nil, hop: 0)
+        let waits = machine.wait(.otherRequest, hop: 0)
+        #expect(waits)
+        _ = machine.proceedHop(0)
+        #expect(machine.record.cookie == "a=1", "the same hop goes again with what it planned")
+        _ = machine.started(CurlMulti.TransferID(1), hop: 0)
+        _ = machine.head(ResponseHead(status: 401, httpVersion: "HTTP/1.1", headers: []), hop: 0)
+        _ = machine.follow(.authentication, url: Self.url)
+        #expect(machine.record.cookie == nil && machine.record.head == nil)
+    }
+
+    @Test("The cache's part: set when the first hop consults the cache, kept through later hops; an answer from the cache drops the fallback")
+    func cacheRecord() {
+        var machine = Machine()
+        _ = machine.resume()
+        _ = machine.proceed()
+        let stale = Self.stored("old")
+        machine.cacheConsulted(key: "k", status: "ours; fwd=stale", revalidating: stale, fallback: stale, requestTime: 42)
+        #expect(machine.cache.key == "k" && machine.cache.status == "ours; fwd=stale" && machine.cache.requestTime == 42)
+        #expect(machine.cache.revalidating?.body == Data("old".utf8) && machine.cache.fallback != nil)
+        _ = machine.started(CurlMulti.TransferID(1), hop: 0)
+        _ = machine.head(Self.head, hop: 0)
+        _ = machine.follow(.redirect, url: Self.url)
+        #expect(machine.cache.key == "k" && machine.cache.fallback != nil, "a redirect keeps the first request's key")
+        #expect(machine.cache.networkHeaders == nil, "no response from the network yet")
+        machine.responseAccepted(headers: HeaderFields([HeaderFields.Field("ETag", "\"1\"")]))
+        #expect(machine.cache.networkHeaders?["ETag"] == "\"1\"")
+        machine.cacheAnswered(status: "ours; fwd=stale; detail=stale-if-error")
+        #expect(machine.cache.fallback == nil && machine.cache.status == "ours; fwd=stale; detail=stale-if-error")
+    }
+
+    @Test("Request coalescing: the key a task leads for is given back once; waiting once marks the task")
+    func coalescing() {
+        var machine = Machine()
+        let none = machine.endLead()
+        #expect(!machine.cache.coalesced && none == nil)
+        machine.leadInFlight("k")
+        let led = machine.endLead()
+        let again = machine.endLead()
+        #expect(led == "k")
+        #expect(again == nil, "the waiting requests are let go once")
+        machine.markCoalesced()
+        #expect(machine.cache.coalesced)
+    }
+}
