@@ -10,8 +10,9 @@ import TestSupport
 //     Stores a fresh 200 of <bytes> pattern bytes for <url> in the cache at <dir>.
 // urlloading-test-helper cache-serve-rss <dir> <url>
 //     A delegate data task for <url> served by the cache at <dir>; prints
-//     "bytes <n> chunks <n> largest <n>
-//     baseline-kib <n> peak-kib <n>" (VmHWM before resume() and at the end).
+//     "bytes <n> chunks <n> largest <n> lookups-at-resume <n>
+//     baseline-kib <n> peak-kib <n>" (VmHWM before resume() and at the end;
+//     the cache's lookups when resume() returned, the task's context held).
 
 /// A disk tier large enough that the 5% rule admits a 256 MiB entry.
 let bigCacheCapacity = 8 << 30
@@ -36,6 +37,13 @@ func cachePopulate(_ arguments: [String]) -> Never {
 final class CountingChunks: SessionDataDelegate {
     let counts = Lock<(bytes: Int, chunks: Int, largest: Int, mismatch: Bool)>((0, 0, 0, false))
     let done = DispatchSemaphore(value: 0)
+    /// Holds the task's context at its creation until signalled: nothing
+    /// the task does there can have happened before.
+    let release = DispatchSemaphore(value: 0)
+
+    func urlSession(_ session: Session, didCreateTask task: SessionTask) {
+        _ = release.wait(timeout: .now() + 60)
+    }
 
     func urlSession(_ session: Session, dataTask: SessionTask, didReceive data: Data) {
         counts.withLock { counts in
@@ -65,10 +73,12 @@ func cacheServeRSS(_ arguments: [String]) -> Never {
         let task = session.dataTask(with: url)
         let baseline = peakRSSKiB()
         task.resume()
+        let lookups = cache.lookupCount
+        delegate.release.signal()
         guard delegate.done.wait(timeout: .now() + 120) == .success else { fail("no completion within 120 s") }
         let counts = delegate.counts.withLock { $0 }
         guard !counts.mismatch else { fail("a chunk did not continue the body where the last ended") }
-        print("bytes \(counts.bytes) chunks \(counts.chunks) largest \(counts.largest) baseline-kib \(baseline) peak-kib \(peakRSSKiB())")
+        print("bytes \(counts.bytes) chunks \(counts.chunks) largest \(counts.largest) lookups-at-resume \(lookups) baseline-kib \(baseline) peak-kib \(peakRSSKiB())")
         session.finishTasksAndInvalidate()
         exit(0)
     } catch {

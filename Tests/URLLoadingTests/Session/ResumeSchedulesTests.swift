@@ -100,7 +100,7 @@ import TestSupport
         try await origin.shutdown()
     }
 
-    @Test("A 256 MiB response on disk: the delegate gets it in 256 KiB chunks read as they are delivered; peak RSS stays under 64 MiB above the baseline")
+    @Test("A 256 MiB response on disk: resume() returns before the cache is read; the delegate gets it in 256 KiB chunks read as they are delivered; peak RSS stays under 64 MiB above the baseline")
     func largeDiskEntryStreams() async throws {
         let directory = TemporaryDirectory()
         // Never fetched: the task may only be answered from the cache.
@@ -114,6 +114,7 @@ import TestSupport
         #expect(lines.count == 1, "\(lines)")
         let words = try #require(lines.last?.split(separator: " ").map(String.init))
         func number(after name: String) -> Int? { words.firstIndex(of: name).flatMap { Int(words[$0 + 1]) } }
+        #expect(number(after: "lookups-at-resume") == 0, "resume() looked the cache up on the caller's thread")
         #expect(number(after: "bytes") == size)
         #expect((number(after: "largest") ?? .max) <= StoredBodyFile.chunkSize && (number(after: "chunks") ?? 0) >= size / StoredBodyFile.chunkSize)
         let grew = (number(after: "peak-kib") ?? .max) - (number(after: "baseline-kib") ?? 0)

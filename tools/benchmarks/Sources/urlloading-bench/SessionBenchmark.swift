@@ -85,6 +85,8 @@ enum SessionBenchmark {
             }
         }
 
+        ResumeBenchmark.run(base: base, into: &table, lines: &lines)
+
         let downloads = best({ c(["download", large]) }, { child($0, "download", large, 1, 1) })
         let oursTask = child("ours", "download-task", large, 1, 1)
         if let ours = downloads["ours"] {

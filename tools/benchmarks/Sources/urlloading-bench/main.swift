@@ -15,6 +15,7 @@
 //   urlloading-bench child-disk-hit <ours|raw|foundation> <path> <entries> <lookups>
 //   urlloading-bench child-open <ours|raw|foundation> <path> <entries>
 //   urlloading-bench child-populate <path> <entries>      (for profiling)
+//   urlloading-bench resume-child <base-url>              (resume() latency)
 import Foundation
 
 let arguments = Array(CommandLine.arguments.dropFirst())
@@ -47,6 +48,9 @@ case "session-child":
         await SessionBenchmark.child(
             contender: arguments[1], mode: arguments[2], url: arguments[3], count: count, inFlight: inFlight,
             path: arguments.count == 7 ? arguments[6] : nil))
+case "resume-child":
+    guard arguments.count == 2 else { fail("usage: urlloading-bench resume-child <base-url>") }
+    print(ResumeBenchmark.child(base: arguments[1]))
 case "child-populate":
     guard arguments.count == 3, let entries = Int(arguments[2]) else { fail("bad arguments") }
     CacheBenchmark.populateOurs(arguments[1], entries)
