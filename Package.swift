@@ -55,6 +55,7 @@ let package = Package(
                 .embedInCode("0001_cookies_create.sql"),
                 .embedInCode("0001_credentials_create.sql"),
                 .embedInCode("0001_transfers_create.sql"),
+                .embedInCode("0002_transfers_launches.sql"),
             ],
             swiftSettings: strictSwift
         ),

@@ -22,7 +22,8 @@ package enum Schema {
 
     /// transferd's journal of background transfers.
     package static let transfers: [Migration] = [
-        Migration(version: 1, name: "transfers_create", sql: text(PackageResources._001_transfers_create_sql))
+        Migration(version: 1, name: "transfers_create", sql: text(PackageResources._001_transfers_create_sql)),
+        Migration(version: 2, name: "transfers_launches", sql: text(PackageResources._002_transfers_launches_sql)),
     ]
 
     private static func text(_ bytes: [UInt8]) -> String {

@@ -163,7 +163,7 @@ extension Daemon {
                 let status = response.statusCode
                 if status == 429 || status == 503 {
                     // Busy: retried (Retry-After honoured) while attempts are left.
-                    running.retryAfter = response.value(forHTTPHeaderField: "Retry-After").flatMap(Self.retryAfter) ?? 0
+                    running.retry = .busy(status: status, after: response.value(forHTTPHeaderField: "Retry-After").flatMap(Self.retryAfter))
                     wanted = false
                     return []
                 }
@@ -175,7 +175,7 @@ extension Daemon {
                     actions = [.truncateFile]
                     record.machine = BackgroundTransferMachine(
                         phase: record.machine.phase, bytes: 0, validator: nil, attempts: record.machine.attempts)
-                    running.retryAfter = 0
+                    running.retry = .wrongRange
                     wanted = false
                 }
                 let length = response.expectedContentLength
@@ -198,10 +198,20 @@ extension Daemon {
             change(id: id) { record in
                 if running.kind == .upload { record.responseBody = body }
                 record.machine.noteBytes(bytes)
-                if let retryAfter = running.retryAfter {
-                    return record.machine.failed(
-                        reason: "the server was busy (HTTP \(record.response?.status ?? 0))", retryable: true, retryAfter: retryAfter,
-                        now: Date(), firstDelay: settings.firstRetryDelay)
+                switch running.retry {
+                case .busy(let status, let after):
+                    // If it was the last try, this is the task's error.
+                    record.errorCode = SessionError.Code.resourceUnavailable.description
+                    record.errorMessage = "the server was busy (HTTP \(status)) at every try"
+                    let actions = record.machine.failed(
+                        reason: "the server was busy (HTTP \(status))", retryable: true, retryAfter: after, now: Date(),
+                        firstDelay: settings.firstRetryDelay)
+                    if !record.machine.isFinished { record.errorCode = nil; record.errorMessage = nil }
+                    return actions
+                case .wrongRange:
+                    return record.machine.failed(reason: "the server sent another range", retryable: true, retryAfter: 0, now: Date())
+                case nil:
+                    break
                 }
                 guard let error else {
                     if record.spec.kind == .download { rename(partialFile(id), finishedFile(id)) }
@@ -251,12 +261,44 @@ extension Daemon {
 
     // MARK: Launch events
 
-    /// Runs the command a session registered, when events wait and no app
-    /// is attached (issue 20 item 5).
+    /// Launches of a session's app that never attached, before transferd
+    /// stops launching it (until it attaches on its own).
+    package static let maximumLaunches = 3
+
+    /// Runs the command a session registered when events wait and no app
+    /// is attached (issue 35 item 3): once per batch of events, at most
+    /// `maximumLaunches` times until the app attaches, `launchRetryDelay`
+    /// apart; each launch is written in the journal before it runs, so a
+    /// restarted transferd does not launch again at once.
     func launchApp(of session: String) {
-        guard let command = (try? journal.launchCommand(session: session)) ?? nil, let program = command.first, program.hasPrefix("/") else { return }
-        // Once until the app attaches, however many tasks finish meanwhile.
-        guard state.withLock({ $0.launched.insert(session).inserted }) else { return }
+        guard client(of: session) == nil, hasWaitingEvents(session) else { return }
+        let launch: Journal.LaunchState
+        do {
+            launch = try journal.launchState(session: session)
+        } catch {
+            logger.error("cannot read the launch command of \(session): \(error)")
+            return
+        }
+        guard let command = launch.command, let program = command.first, program.hasPrefix("/") else { return }
+        if let last = launch.launched {
+            let wait = settings.launchRetryDelay - Date().timeIntervalSince(last)
+            if wait > 0 {
+                scheduleLaunchCheck(session, after: wait)
+                return
+            }
+        }
+        guard launch.launches < Self.maximumLaunches else {
+            if state.withLock({ $0.gaveUpLaunching.insert(session).inserted }) {
+                logger.warning("the app of \(session) was launched \(launch.launches) times and never attached: not launched again until it attaches")
+            }
+            return
+        }
+        do {
+            try journal.recordLaunch(session: session, at: Date())
+        } catch {
+            logger.error("cannot record a launch of the app of \(session), so it is not launched: \(error)")
+            return
+        }
         var environment = ProcessInfo.processInfo.environment
         environment["URLLOADING_BACKGROUND_SESSION"] = session
         // Its output joins transferd's log: a relaunched app has no terminal.
@@ -265,6 +307,28 @@ extension Daemon {
             logger.info("launched the app of \(session) for its events (pid \(pid))")
         } catch {
             logger.error("cannot launch the app of \(session): \(error)")
+        }
+        // An app that exits without attaching is launched again, within the bound.
+        scheduleLaunchCheck(session, after: settings.launchRetryDelay)
+    }
+
+    /// Events (finished tasks) or questions wait for the session's app.
+    private func hasWaitingEvents(_ session: String) -> Bool {
+        state.withLock { state in
+            state.records.values.contains { record in
+                guard record.session == session else { return false }
+                if case .finished = record.machine.phase { return true }
+                return record.machine.phase == .askingToBegin
+            }
+        }
+    }
+
+    /// Looks again at `session` after `delay`, once however many ask.
+    private func scheduleLaunchCheck(_ session: String, after delay: TimeInterval) {
+        guard state.withLock({ $0.launchChecks.insert(session).inserted }) else { return }
+        owner.asyncAfter(deadline: .now() + max(0, delay)) { [self] in
+            _ = state.withLock { $0.launchChecks.remove(session) }
+            launchApp(of: session)
         }
     }
 }

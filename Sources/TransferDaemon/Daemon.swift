@@ -19,14 +19,20 @@ package final class Daemon: Sendable {
         package var firstRetryDelay: TimeInterval = BackgroundTransferMachine.firstRetryDelay
         /// Delivered tasks are forgotten after this long.
         package var keepDelivered: TimeInterval = 86_400
+        /// Between two launches of a session's app that did not attach.
+        package var launchRetryDelay: TimeInterval = 60
 
         package init() {}
 
-        /// `URLLOADING_TRANSFERD_RETRY_DELAY` (seconds, 0.01...3600) and
-        /// `URLLOADING_TRANSFERD_MAX_RUNNING` (1...64), checked.
+        /// `URLLOADING_TRANSFERD_RETRY_DELAY` and `URLLOADING_TRANSFERD_LAUNCH_DELAY`
+        /// (seconds, 0.01...3600) and `URLLOADING_TRANSFERD_MAX_RUNNING`
+        /// (1...64), checked; anything else is ignored.
         package init(environment: [String: String]) {
             if let text = environment["URLLOADING_TRANSFERD_RETRY_DELAY"], let value = Double(text), value.isFinite, (0.01...3600).contains(value) {
                 firstRetryDelay = value
+            }
+            if let text = environment["URLLOADING_TRANSFERD_LAUNCH_DELAY"], let value = Double(text), value.isFinite, (0.01...3600).contains(value) {
+                launchRetryDelay = value
             }
             if let text = environment["URLLOADING_TRANSFERD_MAX_RUNNING"], let value = Int(text), (1...64).contains(value) {
                 maximumRunning = value
@@ -50,8 +56,10 @@ package final class Daemon: Sendable {
         var clients: [String: Client] = [:]
         var running: [Int64: RunningTransfer] = [:]
         var lastActivity = Date()
-        /// Sessions whose app was launched for events and has not attached since.
-        var launched: Set<String> = []
+        /// Sessions with a launch check scheduled.
+        var launchChecks: Set<String> = []
+        /// Sessions whose app was launched as often as allowed and never attached.
+        var gaveUpLaunching: Set<String> = []
     }
 
     /// A connected app or tool.
@@ -135,7 +143,7 @@ package final class Daemon: Sendable {
         client.identifier.withLock { $0 = identifier }
         state.withLock { state in
             state.clients[identifier] = client
-            state.launched.remove(identifier)
+            state.gaveUpLaunching.remove(identifier)
         }
         do {
             try journal.setLaunchCommand(attachment.launchCommand, session: identifier)

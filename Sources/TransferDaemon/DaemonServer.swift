@@ -82,13 +82,17 @@ extension Daemon {
         }
     }
 
-    /// Tells the attached app how far a transfer got (from the transfer's context).
+    /// Tells the attached app how far a transfer got (called on the
+    /// transfer's context). Sent from `owner`, in order with everything else
+    /// the app hears: an app that is attaching gets `attached` first.
     func reportProgress(_ running: RunningTransfer, bytes: Int64, expected: Int64) {
-        guard let record = state.withLock({ $0.records[running.id] }), let client = client(of: record.session) else { return }
-        let upload = running.kind == .upload
-        send(
-            .progress(
-                task: record.spec.task, sent: upload ? bytes : 0, written: upload ? 0 : bytes, expectedToSend: upload ? expected : 0,
-                expectedToWrite: upload ? 0 : expected), to: client)
+        owner.async { [self] in
+            guard let record = state.withLock({ $0.records[running.id] }), let client = client(of: record.session) else { return }
+            let upload = running.kind == .upload
+            send(
+                .progress(
+                    task: record.spec.task, sent: upload ? bytes : 0, written: upload ? 0 : bytes, expectedToSend: upload ? expected : 0,
+                    expectedToWrite: upload ? 0 : expected), to: client)
+        }
     }
 }

@@ -200,24 +200,54 @@ package final class Journal: Sendable {
         return Int(clamping: max(1, next ?? 1))
     }
 
-    /// Remembers the command that relaunches a session's app (nil: none).
+    /// Remembers the command that relaunches a session's app (nil: none),
+    /// as the app attaches: its launches so far are forgotten.
     package func setLaunchCommand(_ command: [String]?, session: String) throws {
         let text = try command.map { String(decoding: try JSONEncoder().encode($0), as: UTF8.self) }
         try database.write { (connection: Connection) throws(SQLiteError) in
             try connection.run(
                 """
                 INSERT INTO sessions(identifier, launch_command) VALUES (?, ?)
-                ON CONFLICT(identifier) DO UPDATE SET launch_command = excluded.launch_command
+                ON CONFLICT(identifier) DO UPDATE SET launch_command = excluded.launch_command, launches = 0, launched = NULL
                 """, [.text(session), text.map { .text($0) } ?? .null])
         }
     }
 
+    /// A session's launch command and its launches since the app last attached.
+    package struct LaunchState: Sendable, Equatable {
+        /// The program and its arguments; nil when the session registered none.
+        package var command: [String]?
+        /// Launches since the app last attached.
+        package var launches: Int
+        /// The last of them.
+        package var launched: Date?
+    }
+
+    /// The command that relaunches a session's app, and its launches.
+    package func launchState(session: String) throws -> LaunchState {
+        let row = try database.read { (connection: Connection) throws(SQLiteError) in
+            try connection.query("SELECT launch_command, launches, launched FROM sessions WHERE identifier = ?", [.text(session)]) {
+                ($0.text(0), $0.int64(1), $0.isNull(2) ? nil : $0.double(2))
+            }.first
+        }
+        guard let row else { return LaunchState(command: nil, launches: 0, launched: nil) }
+        let command = row.0.flatMap { try? JSONDecoder().decode([String].self, from: Data($0.utf8)) }
+        // A crafted journal's numbers are clamped, never trusted.
+        let launched = row.2.flatMap { $0.isFinite ? Date(timeIntervalSince1970: $0) : nil }
+        return LaunchState(command: command, launches: Int(clamping: max(0, row.1)), launched: launched)
+    }
+
     /// The command that relaunches a session's app, if it registered one.
     package func launchCommand(session: String) throws -> [String]? {
-        let text = try database.read { (connection: Connection) throws(SQLiteError) in
-            try connection.query("SELECT launch_command FROM sessions WHERE identifier = ?", [.text(session)]) { $0.text(0) }.first ?? nil
+        try launchState(session: session).command
+    }
+
+    /// Counts a launch, written before the command runs.
+    package func recordLaunch(session: String, at date: Date) throws {
+        try database.write { (connection: Connection) throws(SQLiteError) in
+            try connection.run(
+                "UPDATE sessions SET launches = launches + 1, launched = ? WHERE identifier = ?", [.real(date.timeIntervalSince1970), .text(session)])
         }
-        return text.flatMap { try? JSONDecoder().decode([String].self, from: Data($0.utf8)) }
     }
 
     /// Forgets delivered tasks finished before `date`.

@@ -23,7 +23,7 @@ final class RunningTransfer: Sendable {
         var task: SessionTask?
         var stopped = false
         /// Set when the transfer ends for a retry (busy server, wrong range).
-        var retryAfter: TimeInterval?
+        var retry: Retry?
         var body = Data()
         var lastReport = Date.distantPast
         var reported: Int64 = 0
@@ -41,9 +41,18 @@ final class RunningTransfer: Sendable {
 
     var isStopped: Bool { counts.withLock { $0.stopped } }
 
-    var retryAfter: TimeInterval? {
-        get { counts.withLock { $0.retryAfter } }
-        set { counts.withLock { $0.retryAfter = newValue } }
+    /// Why a transfer whose head came is given up and tried again.
+    enum Retry: Equatable {
+        /// 429 or 503: after the server's Retry-After (seconds), or the
+        /// backoff when it gave none.
+        case busy(status: Int, after: TimeInterval?)
+        /// A 206 of another range than the one asked for: at once, from zero.
+        case wrongRange
+    }
+
+    var retry: Retry? {
+        get { counts.withLock { $0.retry } }
+        set { counts.withLock { $0.retry = newValue } }
     }
 
     func start(_ task: SessionTask, runner: TransferRunner) {

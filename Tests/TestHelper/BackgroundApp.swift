@@ -20,7 +20,11 @@ import Locking
 //     Options after the identifier: "--output FILE" appends the lines to FILE
 //     instead; "--launch-to FILE" registers "background-app <identifier>
 //     attach --output FILE" as the launch command (without it the session
-//     sends no launch events).
+//     sends no launch events); "--launch-exit FILE" registers a command
+//     that appends "launched" to FILE and exits. "--begin-after SECONDS" sets the new task's
+//     earliestBeginDate that far ahead; "--begin-answer continue|cancel"
+//     is the delegate's answer to willBeginDelayedRequest, which prints
+//     "asked-begin <task> <seconds since resume>".
 
 /// Where the lines go: standard output unless `--output` said a file.
 nonisolated(unsafe) var sayTo = FileHandle.standardOutput
@@ -37,6 +41,8 @@ final class BackgroundAppDelegate: SessionDownloadDelegate, SessionDataDelegate 
         ([], [], nil, false, false))
     private let done = DispatchSemaphore(value: 0)
     private let invalid = DispatchSemaphore(value: 0)
+    /// The answer to willBeginDelayedRequest, and when the task was resumed.
+    let beginAnswer = Lock<(disposition: Session.DelayedRequestDisposition, resumed: Date)>((.continueLoading, Date()))
 
     func expect(_ tasks: [Int], events: Bool) {
         state.withLock {
@@ -67,6 +73,14 @@ final class BackgroundAppDelegate: SessionDownloadDelegate, SessionDataDelegate 
         let data = (try? Data(contentsOf: location)) ?? Data()
         state.withLock { $0.lastFile = location.path }
         say("finished \(downloadTask.taskIdentifier) \(data.count) \(SHA256.hash(data).map { String(format: "%02x", $0) }.joined())")
+    }
+
+    func urlSession(_ session: Session, task: SessionTask, willBeginDelayedRequest request: URLRequest) async
+        -> (Session.DelayedRequestDisposition, URLRequest?)
+    {
+        let (disposition, resumed) = beginAnswer.withLock { ($0.disposition, $0.resumed) }
+        say("asked-begin \(task.taskIdentifier) \(String(format: "%.2f", Date().timeIntervalSince(resumed)))")
+        return (disposition, nil)
     }
 
     func urlSession(_ session: Session, dataTask: SessionTask, didReceive data: Data) {
@@ -112,17 +126,36 @@ func runBackgroundApp(_ given: [String]) -> Never {
         sayTo = handle
         arguments.removeSubrange(at...(at + 1))
     }
+    if let at = arguments.firstIndex(of: "--launch-exit"), at + 1 < arguments.count {
+        // A launch command that never attaches: it notes each launch and exits.
+        configuration.sessionSendsLaunchEvents = true
+        configuration.launchCommand = ["/bin/sh", "-c", "echo launched >> \"$0\"", arguments[at + 1]]
+        arguments.removeSubrange(at...(at + 1))
+    }
     if let at = arguments.firstIndex(of: "--launch-to"), at + 1 < arguments.count {
         configuration.sessionSendsLaunchEvents = true
         configuration.launchCommand = [URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().path, "background-app", given[0], "attach", "--output", arguments[at + 1]]
         arguments.removeSubrange(at...(at + 1))
     }
-    guard arguments.count >= 2 else { fail("usage: background-app <identifier> download|upload|data|attach ...") }
+    var beginAfter: TimeInterval?
+    if let at = arguments.firstIndex(of: "--begin-after"), at + 1 < arguments.count {
+        guard let seconds = TimeInterval(arguments[at + 1]), seconds.isFinite, seconds >= 0 else { fail("--begin-after SECONDS") }
+        beginAfter = seconds
+        arguments.removeSubrange(at...(at + 1))
+    }
     let delegate = BackgroundAppDelegate()
+    if let at = arguments.firstIndex(of: "--begin-answer"), at + 1 < arguments.count {
+        let answer = arguments[at + 1]
+        guard answer == "continue" || answer == "cancel" else { fail("--begin-answer continue|cancel") }
+        delegate.beginAnswer.withLock { $0.disposition = answer == "cancel" ? .cancel : .continueLoading }
+        arguments.removeSubrange(at...(at + 1))
+    }
+    guard arguments.count >= 2 else { fail("usage: background-app <identifier> download|upload|data|attach ...") }
     let session = Session(configuration: configuration, delegate: delegate)
     if let launched = Session.launchedForBackgroundSession { say("launched-for \(launched)") }
     for error in session.startupErrors {
         say("startup-error \((error as? SessionError).map { "\($0.code)".replacingOccurrences(of: " ", with: "-") } ?? "\(error)")")
+        say("startup-error-message \(error)")
     }
     let adopted = session.allTasks.map(\.taskIdentifier)
     let pending = session.backgroundEvents.withLock { $0.pending }
@@ -161,6 +194,8 @@ func runBackgroundApp(_ given: [String]) -> Never {
     } else if let task {
         say("created \(task.taskIdentifier)")
         delegate.expect([task.taskIdentifier], events: false)
+        if let beginAfter { task.earliestBeginDate = Date().addingTimeInterval(beginAfter) }
+        delegate.beginAnswer.withLock { $0.resumed = Date() }
         task.resume()
         // transferd has the task now (the messages are in its socket).
         say("resumed \(task.taskIdentifier)")

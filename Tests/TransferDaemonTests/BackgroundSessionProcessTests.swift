@@ -52,6 +52,8 @@ struct BackgroundSessionProcessTests {
     /// The folders and environment of one test's transferd and apps.
     final class World {
         let directory = TemporaryDirectory("background")
+        /// Set by a test before its first app starts.
+        var extraEnvironment: [String: String] = [:]
         var environment: [String: String] {
             var environment = ProcessInfo.processInfo.environment
             environment["XDG_RUNTIME_DIR"] = directory.path("run")
@@ -59,6 +61,7 @@ struct BackgroundSessionProcessTests {
             environment["XDG_DATA_HOME"] = directory.path("data")
             environment["URLLOADING_TRANSFERD"] = ChildProcess.productsDirectory.appendingPathComponent("transferd").path
             environment["URLLOADING_TRANSFERD_RETRY_DELAY"] = "0.05"
+            environment.merge(extraEnvironment) { $1 }
             return environment
         }
         var paths: BackgroundPaths { BackgroundPaths(environment: environment) }

@@ -1,0 +1,131 @@
+import Foundation
+import Locking
+#if canImport(Glibc)
+import Glibc
+#endif
+import Testing
+import TestSupport
+import TransferDaemon
+import URLLoading
+
+/// Background sessions, step 2 (issue 35): uploads past both processes'
+/// deaths, busy servers, delayed begins. Real processes, as the suite's
+/// other tests.
+extension BackgroundSessionProcessTests {
+    @Test("An upload survives the app's SIGKILL and transferd's: restarted from zero, the origin gets the whole body; a new app gets the response once")
+    func uploadSurvivesBoth() async throws {
+        let origin = try await TestOrigin.start()
+        let world = World()
+        let received = world.directory.url.appendingPathComponent("received")
+        try FileManager.default.createDirectory(at: received, withIntermediateDirectories: true)
+        origin.storeBodies(of: "/upload", in: received)
+        let gate = OriginGate()
+        defer { gate.open() }
+        let answers = Counter()
+        // The first answer is held until the test lets go: transferd dies waiting for it.
+        origin.route("/upload") { request in
+            var response = ScriptedResponse(status: 201, body: "got \(request.bodyLength)")
+            if answers.next() == 1 { response.parts.insert(.waitFor(gate), at: 0) }
+            return response
+        }
+        let body = TestOrigin.pattern(offset: 11, count: 3 << 20)
+        let file = world.directory.url.appendingPathComponent("body")
+        try Data(body).write(to: file)
+        let app = try world.app(["uploadSurvivesBoth", "upload", origin.url("/upload").absoluteString, file.path])
+        _ = await world.lines(of: app, until: "resumed")
+        app.kill(SIGKILL)
+        _ = try await app.wait()
+        try FileManager.default.removeItem(at: file)
+        #expect(
+            await eventually { origin.requests(to: "/upload").count == 1 },
+            "the first upload reached the origin: \(origin.requests(to: "/upload").count) \((try? String(contentsOfFile: world.paths.log, encoding: .utf8)) ?? "")")
+        let killed = try #require(world.transferdPID)
+        kill(killed, SIGKILL)
+        #expect(await eventually { Self.isGone(killed) })
+        gate.open()
+        // The next app starts transferd, which sends the body again from its own copy.
+        let lines = try await world.run(["uploadSurvivesBoth", "attach"])
+        #expect(lines.contains("body got \(body.count)"), "\(lines) \((try? String(contentsOfFile: world.paths.log, encoding: .utf8)) ?? "")")
+        #expect(lines.filter { $0.hasPrefix("complete ") } == ["complete 1 nil status 201"], "\(lines)")
+        let requests = origin.requests(to: "/upload")
+        #expect(requests.count == 2, "sent again from zero after transferd's death")
+        let stored = try #require(requests.last?.bodyFile)
+        #expect(SHA256.hash(Array(try Data(contentsOf: stored))) == SHA256.hash(body))
+        let again = try await world.run(["uploadSurvivesBoth", "attach"])
+        #expect(!again.contains { $0.hasPrefix("complete ") }, "delivered once: \(again)")
+        try await origin.shutdown()
+    }
+
+    @Test("A 503 with Retry-After: 2 is retried after 2 s, not before; a server busy at every try fails the task after the last retry")
+    func busyServer() async throws {
+        let origin = try await TestOrigin.start()
+        let arrivals = Lock<[ContinuousClock.Instant]>([])
+        let whole = Self.slowBody(slice: Self.size, pause: .zero)
+        origin.route("/busy") { request in
+            let count = arrivals.withLock { arrivals in
+                arrivals.append(.now)
+                return arrivals.count
+            }
+            guard count > 1 else { return ScriptedResponse(status: 503, headers: [HeaderField("Retry-After", "2")], body: "busy") }
+            return whole(request)
+        }
+        // Retry-After: 0 is taken as the least wait, 1 s.
+        origin.route("/always") { _ in ScriptedResponse(status: 503, headers: [HeaderField("Retry-After", "0")], body: "busy") }
+        let world = World()
+        let lines = try await world.run(["busy", "download", origin.url("/busy").absoluteString])
+        #expect(lines.contains("finished 1 \(Self.size) \(Self.wholeDigest)"), "\(lines)")
+        let times = arrivals.withLock { $0 }
+        #expect(times.count == 2)
+        if times.count == 2 { #expect(times[1] - times[0] >= .seconds(2), "retried \(times[1] - times[0]) after the 503") }
+        let failing = try await world.run(["always", "download", origin.url("/always").absoluteString])
+        #expect(failing.contains("complete 1 resource-unavailable status 503"), "\(failing)")
+        #expect(origin.requests(to: "/always").count == BackgroundTransferMachine.maximumRetries + 1)
+        try await origin.shutdown()
+    }
+
+    @Test("earliestBeginDate 2 s ahead: the task begins then, after willBeginDelayedRequest; the cancel answer ends it with cancelled and sends nothing")
+    func delayedBegin() async throws {
+        let origin = try await TestOrigin.start()
+        origin.route("/later", Self.slowBody(slice: Self.size, pause: .zero))
+        let world = World()
+        let lines = try await world.run(["delayed", "--begin-after", "2", "download", origin.url("/later").absoluteString])
+        let asked = try #require(lines.first { $0.hasPrefix("asked-begin 1 ") }, "\(lines)")
+        let waited = Double(asked.split(separator: " ").last ?? "") ?? 0
+        #expect(waited >= 1.9, "asked \(waited) s after resume")
+        #expect(lines.contains("finished 1 \(Self.size) \(Self.wholeDigest)"), "\(lines)")
+        #expect(origin.requests(to: "/later").count == 1)
+        let cancelled = try await world.run(["delayed", "--begin-after", "1", "--begin-answer", "cancel", "download", origin.url("/later").absoluteString])
+        #expect(cancelled.contains { $0.hasPrefix("asked-begin 2 ") }, "\(cancelled)")
+        #expect(cancelled.contains("complete 2 cancelled status 0"), "\(cancelled)")
+        #expect(origin.requests(to: "/later").count == 1, "a cancelled delayed task sends nothing")
+        try await origin.shutdown()
+    }
+
+    @Test("A launch command that exits without attaching is run no more than the bound, each launch in the journal; the app's attach resets the count")
+    func launchBound() async throws {
+        let origin = try await TestOrigin.start()
+        let gate = OriginGate()
+        defer { gate.open() }
+        origin.route("/big", Self.slowBody(gate: gate))
+        let world = World()
+        world.extraEnvironment["URLLOADING_TRANSFERD_LAUNCH_DELAY"] = "0.3"
+        let output = world.directory.path("launches.out")
+        let app = try world.app(["launchBound", "--launch-exit", output, "download", origin.url("/big").absoluteString])
+        _ = await world.lines(of: app, until: "write")
+        app.kill(SIGKILL)
+        _ = try await app.wait()
+        gate.open()
+        let log = { (try? String(contentsOfFile: world.paths.log, encoding: .utf8)) ?? "" }
+        #expect(await eventually(within: .seconds(60)) { log().contains("never attached: not launched again") }, "\(log())")
+        #expect(log().components(separatedBy: "launched the app of launchBound").count - 1 == TransferDaemon.Daemon.maximumLaunches, "\(log())")
+        let ran = { ((try? String(contentsOfFile: output, encoding: .utf8)) ?? "").split(separator: "\n").count }
+        #expect(await eventually { ran() == TransferDaemon.Daemon.maximumLaunches }, "ran \(ran()) times")
+        let journal = try Journal(path: world.paths.journal, writer: false)
+        #expect(try journal.launchState(session: "launchBound").launches == TransferDaemon.Daemon.maximumLaunches)
+        let lines = try await world.run(["launchBound", "attach"])
+        #expect(lines.contains("complete 1 nil status 200"), "\(lines)")
+        #expect(try journal.launchState(session: "launchBound").launches == 0, "an attach forgets the launches")
+        #expect(ran() == TransferDaemon.Daemon.maximumLaunches)
+        try await origin.shutdown()
+    }
+}
