@@ -17,6 +17,8 @@ extension Daemon {
             case .startTransfer(let from, let ifRange): startTransfer(id, from: from, ifRange: ifRange)
             case .cancelTransfer:
                 let running = state.withLock { $0.running.removeValue(forKey: id) }
+                // A question still open dies with its transfer.
+                state.withLock { $0.challenges.removeValue(forKey: id) }?.resume(BackgroundChallengeAnswer(disposition: .cancelAuthenticationChallenge))
                 running?.stop()
             case .truncateFile: truncate(partialFile(id))
             case .wake(let date):
@@ -319,7 +321,7 @@ extension Daemon {
                 guard record.session == session else { return false }
                 if case .finished = record.machine.phase { return true }
                 return record.machine.phase == .askingToBegin
-            }
+            } || state.challenges.values.contains { $0.session == session }
         }
     }
 

@@ -21,11 +21,14 @@ package final class Daemon: Sendable {
         package var keepDelivered: TimeInterval = 86_400
         /// Between two launches of a session's app that did not attach.
         package var launchRetryDelay: TimeInterval = 60
+        /// How long a challenge waits for an app's answer (or for an app to
+        /// attach) before the session's stored credential answers it.
+        package var challengeWait: TimeInterval = 60
 
         package init() {}
 
-        /// `URLLOADING_TRANSFERD_RETRY_DELAY` and `URLLOADING_TRANSFERD_LAUNCH_DELAY`
-        /// (seconds, 0.01...3600) and `URLLOADING_TRANSFERD_MAX_RUNNING`
+        /// `URLLOADING_TRANSFERD_RETRY_DELAY`, `URLLOADING_TRANSFERD_LAUNCH_DELAY`
+        /// and `URLLOADING_TRANSFERD_CHALLENGE_WAIT` (seconds, 0.01...3600) and `URLLOADING_TRANSFERD_MAX_RUNNING`
         /// (1...64), checked; anything else is ignored.
         package init(environment: [String: String]) {
             if let text = environment["URLLOADING_TRANSFERD_RETRY_DELAY"], let value = Double(text), value.isFinite, (0.01...3600).contains(value) {
@@ -33,6 +36,9 @@ package final class Daemon: Sendable {
             }
             if let text = environment["URLLOADING_TRANSFERD_LAUNCH_DELAY"], let value = Double(text), value.isFinite, (0.01...3600).contains(value) {
                 launchRetryDelay = value
+            }
+            if let text = environment["URLLOADING_TRANSFERD_CHALLENGE_WAIT"], let value = Double(text), value.isFinite, (0.01...3600).contains(value) {
+                challengeWait = value
             }
             if let text = environment["URLLOADING_TRANSFERD_MAX_RUNNING"], let value = Int(text), (1...64).contains(value) {
                 maximumRunning = value
@@ -60,6 +66,10 @@ package final class Daemon: Sendable {
         var launchChecks: Set<String> = []
         /// Sessions whose app was launched as often as allowed and never attached.
         var gaveUpLaunching: Set<String> = []
+        /// Challenges waiting for an app's answer, by task record.
+        var challenges: [Int64: PendingChallenge] = [:]
+        /// Sessions' persistent credential stores, opened when first needed.
+        var credentialStores: [String: CredentialStore] = [:]
     }
 
     /// A connected app or tool.
@@ -123,6 +133,9 @@ package final class Daemon: Sendable {
                 return record.machine.answerBegin(proceed ? .proceed : .cancel)
             }
         case .acknowledge(let task): change(task, client) { $0.machine.acknowledged() }
+        case .answerChallenge(let task, let answer):
+            guard let session = client.identifier.withLock({ $0 }), let id = id(of: task, session: session) else { break }
+            state.withLock { $0.challenges.removeValue(forKey: id) }?.resume(answer)
         case .cancelTransfer(let session, let task):
             let found = id(of: task, session: session) != nil
             if found { change(task, session: session) { $0.machine.cancel() } }
@@ -146,7 +159,7 @@ package final class Daemon: Sendable {
             state.gaveUpLaunching.remove(identifier)
         }
         do {
-            try journal.setLaunchCommand(attachment.launchCommand, session: identifier)
+            try journal.recordAttachment(launchCommand: attachment.launchCommand, credentialStore: attachment.credentialStore, session: identifier)
         } catch {
             logger.error("cannot record the launch command of \(identifier): \(error)")
         }
@@ -165,6 +178,8 @@ package final class Daemon: Sendable {
         send(.eventsDone, to: client)
         // Questions that waited for the app.
         for record in records where record.machine.phase == .askingToBegin { send(.askBegin(task: record.spec.task), to: client) }
+        let challenges = state.withLock { $0.challenges.values.filter { $0.session == identifier } }
+        for pending in challenges { send(.challenge(task: pending.task, challenge: pending.spec), to: client) }
     }
 
     private func create(_ spec: TaskSpec, _ client: Client) {

@@ -200,16 +200,25 @@ package final class Journal: Sendable {
         return Int(clamping: max(1, next ?? 1))
     }
 
-    /// Remembers the command that relaunches a session's app (nil: none),
-    /// as the app attaches: its launches so far are forgotten.
-    package func setLaunchCommand(_ command: [String]?, session: String) throws {
+    /// Remembers, as a session's app attaches, the command that relaunches
+    /// it (nil: none) and its credential store's folder; its launches so
+    /// far are forgotten.
+    package func recordAttachment(launchCommand command: [String]?, credentialStore: String?, session: String) throws {
         let text = try command.map { String(decoding: try JSONEncoder().encode($0), as: UTF8.self) }
         try database.write { (connection: Connection) throws(SQLiteError) in
             try connection.run(
                 """
-                INSERT INTO sessions(identifier, launch_command) VALUES (?, ?)
-                ON CONFLICT(identifier) DO UPDATE SET launch_command = excluded.launch_command, launches = 0, launched = NULL
-                """, [.text(session), text.map { .text($0) } ?? .null])
+                INSERT INTO sessions(identifier, launch_command, credential_store) VALUES (?, ?, ?)
+                ON CONFLICT(identifier) DO UPDATE SET launch_command = excluded.launch_command,
+                    credential_store = excluded.credential_store, launches = 0, launched = NULL
+                """, [.text(session), text.map { .text($0) } ?? .null, credentialStore.map { .text($0) } ?? .null])
+        }
+    }
+
+    /// The folder of a session's persistent credential store, if it has one.
+    package func credentialStore(session: String) throws -> String? {
+        try database.read { (connection: Connection) throws(SQLiteError) in
+            try connection.query("SELECT credential_store FROM sessions WHERE identifier = ?", [.text(session)]) { $0.text(0) }.first ?? nil
         }
     }
 

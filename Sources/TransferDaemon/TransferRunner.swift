@@ -170,6 +170,18 @@ final class TransferRunner: SessionDataDelegate, SessionTaskDelegate {
         transfers.withLock { $0[task.taskIdentifier] }
     }
 
+    /// A server's or proxy's HTTP challenge goes to the app (or the stored
+    /// credential); TLS questions keep default handling.
+    func urlSession(_ session: Session, task: SessionTask, didReceive challenge: AuthenticationChallenge) async
+        -> (Session.AuthChallengeDisposition, Credential?)
+    {
+        let method = challenge.protectionSpace.authenticationMethod
+        guard method != .serverTrust, method != .clientCertificate, let running = transfer(task), let daemon = daemon.withLock({ $0 }) else {
+            return (.performDefaultHandling, nil)
+        }
+        return await daemon.challenge(running, challenge)
+    }
+
     func urlSession(_ session: Session, dataTask: SessionTask, didReceive response: URLResponse) async -> Session.ResponseDisposition {
         guard let running = transfer(dataTask), let http = response as? HTTPURLResponse, let daemon = daemon.withLock({ $0 }) else { return .cancel }
         return daemon.headArrived(running.id, http) ? .allow : .cancel

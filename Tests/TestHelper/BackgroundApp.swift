@@ -24,7 +24,10 @@ import Locking
 //     that appends "launched" to FILE and exits. "--begin-after SECONDS" sets the new task's
 //     earliestBeginDate that far ahead; "--begin-answer continue|cancel"
 //     is the delegate's answer to willBeginDelayedRequest, which prints
-//     "asked-begin <task> <seconds since resume>".
+//     "asked-begin <task> <seconds since resume>". "--challenge-answer
+//     USER:PASSWORD" is the delegate's credential for a challenge not failed
+//     before (else default handling); each challenge prints
+//     "challenge <task> <realm> <previous failures>".
 
 /// Where the lines go: standard output unless `--output` said a file.
 nonisolated(unsafe) var sayTo = FileHandle.standardOutput
@@ -41,6 +44,8 @@ final class BackgroundAppDelegate: SessionDownloadDelegate, SessionDataDelegate 
         ([], [], nil, false, false))
     private let done = DispatchSemaphore(value: 0)
     private let invalid = DispatchSemaphore(value: 0)
+    /// The credential the delegate gives a challenge, if any.
+    let challengeAnswer = Lock<(user: String, password: String)?>(nil)
     /// The answer to willBeginDelayedRequest, and when the task was resumed.
     let beginAnswer = Lock<(disposition: Session.DelayedRequestDisposition, resumed: Date)>((.continueLoading, Date()))
 
@@ -81,6 +86,14 @@ final class BackgroundAppDelegate: SessionDownloadDelegate, SessionDataDelegate 
         let (disposition, resumed) = beginAnswer.withLock { ($0.disposition, $0.resumed) }
         say("asked-begin \(task.taskIdentifier) \(String(format: "%.2f", Date().timeIntervalSince(resumed)))")
         return (disposition, nil)
+    }
+
+    func urlSession(_ session: Session, task: SessionTask, didReceive challenge: AuthenticationChallenge) async
+        -> (Session.AuthChallengeDisposition, Credential?)
+    {
+        say("challenge \(task.taskIdentifier) \(challenge.protectionSpace.realm ?? "-") \(challenge.previousFailureCount)")
+        guard let answer = challengeAnswer.withLock({ $0 }), challenge.previousFailureCount == 0 else { return (.performDefaultHandling, nil) }
+        return (.useCredential, Credential(user: answer.user, password: answer.password, persistence: .none))
     }
 
     func urlSession(_ session: Session, dataTask: SessionTask, didReceive data: Data) {
@@ -148,6 +161,12 @@ func runBackgroundApp(_ given: [String]) -> Never {
         let answer = arguments[at + 1]
         guard answer == "continue" || answer == "cancel" else { fail("--begin-answer continue|cancel") }
         delegate.beginAnswer.withLock { $0.disposition = answer == "cancel" ? .cancel : .continueLoading }
+        arguments.removeSubrange(at...(at + 1))
+    }
+    if let at = arguments.firstIndex(of: "--challenge-answer"), at + 1 < arguments.count {
+        let parts = arguments[at + 1].split(separator: ":", maxSplits: 1).map(String.init)
+        guard parts.count == 2 else { fail("--challenge-answer USER:PASSWORD") }
+        delegate.challengeAnswer.withLock { $0 = (parts[0], parts[1]) }
         arguments.removeSubrange(at...(at + 1))
     }
     guard arguments.count >= 2 else { fail("usage: background-app <identifier> download|upload|data|attach ...") }

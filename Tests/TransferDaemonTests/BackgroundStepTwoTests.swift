@@ -128,4 +128,51 @@ extension BackgroundSessionProcessTests {
         #expect(ran() == TransferDaemon.Daemon.maximumLaunches)
         try await origin.shutdown()
     }
+
+    @Test("A Basic challenge in a background download: the attached delegate answers; with no app attached the session's stored credential does; with none, the task ends")
+    func challenges() async throws {
+        let origin = try await TestOrigin.start()
+        let whole = Self.slowBody(slice: Self.size, pause: .zero)
+        let expected = "Basic " + Data("alice:wonder".utf8).base64EncodedString()
+        func guarded(_ realm: String) -> TestOrigin.Handler {
+            { request in
+                if request.header("Authorization") == expected { return whole(request) }
+                return ScriptedResponse(status: 401, headers: [HeaderField("WWW-Authenticate", "Basic realm=\"\(realm)\"")], body: "who?")
+            }
+        }
+        origin.route("/attached", guarded("vault"))
+        origin.route("/stored", guarded("vault"))
+        origin.route("/none", guarded("other"))
+        let world = World()
+        world.extraEnvironment["URLLOADING_TRANSFERD_CHALLENGE_WAIT"] = "0.5"
+        let lines = try await world.run(["challenges", "--challenge-answer", "alice:wonder", "download", origin.url("/attached").absoluteString])
+        #expect(lines.contains("challenge 1 vault 0"), "\(lines)")
+        #expect(lines.contains("finished 1 \(Self.size) \(Self.wholeDigest)"), "\(lines)")
+        // The app's own store (the helper's shared one under the test's XDG_DATA_HOME) holds a default credential for "vault".
+        let store = try CredentialStore(directory: URL(fileURLWithPath: world.directory.path("data")).appendingPathComponent("urlloading-test-helper"))
+        store.setDefaultCredential(
+            Credential(user: "alice", password: "wonder", persistence: .permanent),
+            for: ProtectionSpace(host: "127.0.0.1", port: origin.port, protocol: "http", realm: "vault", authenticationMethod: .httpBasic))
+        // Delayed tasks, so that the app is gone when the challenges come.
+        for path in ["/stored", "/none"] {
+            let app = try world.app(["challenges", "--begin-after", "1", "download", origin.url(path).absoluteString])
+            _ = await world.lines(of: app, until: "resumed")
+            app.kill(SIGKILL)
+            _ = try await app.wait()
+        }
+        #expect(await eventually { world.records().filter { $0.phaseName == "finished" }.count == 2 }, "\(world.records().map(\.phaseName))")
+        let attached = try await world.run(["challenges", "attach"])
+        #expect(attached.contains("finished 2 \(Self.size) \(Self.wholeDigest)"), "\(attached)")
+        #expect(attached.contains("complete 2 nil status 200"), "\(attached)")
+        #expect(attached.contains { $0.hasPrefix("complete 3 ") && !$0.hasPrefix("complete 3 nil") }, "no credential for the realm: \(attached)")
+        #expect(origin.requests(to: "/stored").last?.header("Authorization") == expected)
+        #expect(origin.requests(to: "/none").allSatisfy { $0.header("Authorization") == nil })
+        // The password reached neither the journal nor the log.
+        for file in [world.paths.journal, world.paths.journal + "-wal"] {
+            let bytes = (try? Data(contentsOf: URL(fileURLWithPath: file))) ?? Data()
+            #expect(bytes.range(of: Data("wonder".utf8)) == nil, "\(file)")
+        }
+        #expect(!((try? String(contentsOfFile: world.paths.log, encoding: .utf8)) ?? "").contains("wonder"))
+        try await origin.shutdown()
+    }
 }

@@ -11,6 +11,7 @@ final class BackgroundLink: Sendable {
     let identifier: String
     private let paths: BackgroundPaths
     private let launchCommand: [String]?
+    private let credentialStore: String?
     private let state = Lock(State())
     private let logger = Logger(label: "urlloading.background")
 
@@ -27,15 +28,16 @@ final class BackgroundLink: Sendable {
         var pending: Int
     }
 
-    private init(identifier: String, paths: BackgroundPaths, launchCommand: [String]?) {
+    private init(identifier: String, paths: BackgroundPaths, launchCommand: [String]?, credentialStore: String?) {
+        self.credentialStore = credentialStore
         self.identifier = identifier
         self.paths = paths
         self.launchCommand = launchCommand
     }
 
     /// Connects (starting transferd if needed) and attaches.
-    static func attach(identifier: String, launchCommand: [String]?) throws(SessionError) -> (BackgroundLink, Attached) {
-        let link = BackgroundLink(identifier: identifier, paths: BackgroundPaths(), launchCommand: launchCommand)
+    static func attach(identifier: String, launchCommand: [String]?, credentialStore: String?) throws(SessionError) -> (BackgroundLink, Attached) {
+        let link = BackgroundLink(identifier: identifier, paths: BackgroundPaths(), launchCommand: launchCommand, credentialStore: credentialStore)
         let attached = try link.connectAndAttach()
         return (link, attached)
     }
@@ -43,7 +45,8 @@ final class BackgroundLink: Sendable {
     private func connectAndAttach() throws(SessionError) -> Attached {
         do {
             let socket = try TransferdLauncher.connect(paths)
-            try socket.send(.attach(Attachment(identifier: identifier, processID: getpid(), launchCommand: launchCommand)))
+            try socket.send(
+                .attach(Attachment(identifier: identifier, processID: getpid(), launchCommand: launchCommand, credentialStore: credentialStore)))
             guard socket.waitReadable(seconds: 10) else { throw BackgroundWireError("transferd did not answer within 10 s") }
             var framing = BackgroundFraming()
             switch try socket.receive(&framing) {

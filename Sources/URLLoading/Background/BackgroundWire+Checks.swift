@@ -26,8 +26,18 @@ extension BackgroundMessage {
                 guard command.count <= Self.maximumArguments else { throw BackgroundWireError("a launch command of \(command.count) arguments") }
                 for argument in command { try Self.text(argument, "a launch argument") }
             }
+            if let folder = attachment.credentialStore {
+                try Self.text(folder, "a credential store's folder")
+                guard folder.hasPrefix("/"), !folder.utf8.contains(0) else { throw BackgroundWireError("a credential store's folder that is not an absolute path") }
+            }
         case .create(let spec): try spec.check()
         case .resume(let task), .suspend(let task), .cancel(let task), .acknowledge(let task), .askBegin(let task): try Self.task(task)
+        case .answerChallenge(let task, let answer):
+            try Self.task(task)
+            try answer.check()
+        case .challenge(let task, let challenge):
+            try Self.task(task)
+            try challenge.check()
         case .answerBegin(let task, _, let request):
             try Self.task(task)
             try request?.check()

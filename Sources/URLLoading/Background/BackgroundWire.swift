@@ -20,6 +20,8 @@ package enum BackgroundMessage: Codable, Sendable, Equatable {
     case answerBegin(task: Int, proceed: Bool, request: RequestSpec?)
     /// The delegate returned from the task's last event: never again.
     case acknowledge(task: Int)
+    /// The delegate's answer to a challenge transferd passed on.
+    case answerChallenge(task: Int, answer: BackgroundChallengeAnswer)
     /// A tool cancels a task of any session (`transferd cancel`).
     case cancelTransfer(session: String, task: Int)
 
@@ -36,6 +38,8 @@ package enum BackgroundMessage: Codable, Sendable, Equatable {
     case progress(task: Int, sent: Int64, written: Int64, expectedToSend: Int64, expectedToWrite: Int64)
     /// The begin date came: ask the delegate.
     case askBegin(task: Int)
+    /// A server or proxy asks for credentials: ask the delegate, then answer.
+    case challenge(task: Int, challenge: BackgroundChallenge)
     /// A task ended; acknowledge it once its events were delivered.
     case finished(TaskResult)
     /// Every event waiting when the session attached was sent.
@@ -50,11 +54,15 @@ package struct Attachment: Codable, Sendable, Equatable {
     package var processID: Int32
     /// Run when events wait and no session is attached (`sessionSendsLaunchEvents`).
     package var launchCommand: [String]?
+    /// The folder of the session's persistent credential store, whose
+    /// default credentials answer challenges when no app is attached.
+    package var credentialStore: String?
 
-    package init(identifier: String, processID: Int32, launchCommand: [String]?) {
+    package init(identifier: String, processID: Int32, launchCommand: [String]?, credentialStore: String? = nil) {
         self.identifier = identifier
         self.processID = processID
         self.launchCommand = launchCommand
+        self.credentialStore = credentialStore
     }
 }
 

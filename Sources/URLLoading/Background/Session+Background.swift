@@ -34,7 +34,9 @@ extension Session {
         var told = false
     }
 
-    static func startBackground(_ settings: SessionConfiguration.Values, delegate: (any SessionDelegate)?) -> BackgroundStart? {
+    /// - Parameter credentialStore: The folder of the session's persistent
+    ///   credential store: transferd answers challenges from it when no app is attached.
+    static func startBackground(_ settings: SessionConfiguration.Values, delegate: (any SessionDelegate)?, credentialStore: String?) -> BackgroundStart? {
         guard case .background(let identifier) = settings.kind else { return nil }
         guard delegate != nil else {
             return BackgroundStart(
@@ -43,7 +45,7 @@ extension Session {
         }
         let command = settings.sessionSendsLaunchEvents ? (settings.launchCommand ?? Self.ownCommand) : nil
         do throws(SessionError) {
-            let (link, attached) = try BackgroundLink.attach(identifier: identifier, launchCommand: command)
+            let (link, attached) = try BackgroundLink.attach(identifier: identifier, launchCommand: command, credentialStore: credentialStore)
             return BackgroundStart(link: link, attached: attached)
         } catch {
             return BackgroundStart(failure: error)
@@ -148,6 +150,13 @@ extension Session {
             task(id)?.backgroundProgress(sent: sent, written: written, expectedToSend: expectedToSend, expectedToWrite: expectedToWrite)
         case .askBegin(let id):
             task(id)?.askToBeginInBackground()
+        case .challenge(let id, let challenge):
+            if let task = task(id) {
+                task.answerChallengeInBackground(challenge)
+            } else {
+                // A task this process does not know: as if its delegate had no challenge method.
+                background?.send(.answerChallenge(task: id, answer: BackgroundChallengeAnswer(disposition: .performDefaultHandling)))
+            }
         case .finished(let result):
             backgroundEvents.withLock { events in
                 if !events.allSent { events.unacknowledged.insert(result.task) }

@@ -101,6 +101,19 @@ extension SessionTask {
         }
     }
 
+    /// transferd passes on a server's challenge: the delegate answers as in
+    /// a foreground session (a task delegate first, then the session's;
+    /// with neither, default handling: transferd uses the session's store).
+    func answerChallengeInBackground(_ spec: BackgroundChallenge) {
+        guard let session, let tie = locked.withLock({ $0.background }) else { return }
+        let challenge = spec.challenge
+        events.enqueue { [self] in
+            let (disposition, credential) =
+                await askDelegate { await $0.urlSession(session, task: self, didReceive: challenge) } ?? (.performDefaultHandling, nil)
+            tie.link.send(.answerChallenge(task: taskIdentifier, answer: BackgroundChallengeAnswer(disposition, credential)))
+        }
+    }
+
     /// transferd says how the task ended: the delegate hears it (an upload's
     /// response body, the download's file, the completion), then transferd
     /// hears that it was delivered.

@@ -118,7 +118,8 @@ public final class Session: Sendable, CustomStringConvertible {
             errors.append(failure)
             multi = nil
         }
-        let backgroundStart = Self.startBackground(settings, delegate: delegate)
+        let backgroundStart = Self.startBackground(
+            settings, delegate: delegate, credentialStore: credentialStore?.path.map { ($0 as NSString).deletingLastPathComponent })
         background = backgroundStart?.link
         backgroundFailure = backgroundStart?.failure
         if let failure = backgroundStart?.failure {

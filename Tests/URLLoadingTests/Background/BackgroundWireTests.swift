@@ -24,6 +24,13 @@ import Testing
             .create(Self.spec), .resume(task: 3), .progress(task: 3, sent: 0, written: 1 << 40, expectedToSend: 0, expectedToWrite: -1),
             .finished(TaskResult(task: 3, file: "/tmp/x", response: nil, body: nil, errorCode: nil, errorMessage: nil, sent: 0, written: 10)),
             .eventsDone,
+            .challenge(
+                task: 3,
+                challenge: BackgroundChallenge(
+                    AuthenticationChallenge(
+                        protectionSpace: ProtectionSpace(host: "example.com", port: 443, protocol: "https", realm: "vault", authenticationMethod: .httpBasic),
+                        proposedCredential: nil, previousFailureCount: 1, failureResponse: nil, serverChallenge: nil))),
+            .answerChallenge(task: 3, answer: BackgroundChallengeAnswer(.useCredential, Credential(user: "alice", password: "s3cret", persistence: .permanent))),
         ]
         var bytes = Data()
         for message in messages { bytes.append(try Self.frame(message)) }
@@ -69,6 +76,13 @@ import Testing
             #"{"create":{"_0":{"task":1,"kind":"download","request":{"url":"http://a/","method":"GET","headers":[["X"]],"timeout":1},"isDiscretionary":false}}}"#,
             #"{"create":{"_0":{"task":1,"kind":"upload","request":{"url":"http://a/","method":"PUT","headers":[],"timeout":1},"bodyFile":"relative","isDiscretionary":false}}}"#,
             #"{"create":{"_0":{"task":1,"kind":"download","request":{"url":"http://a/","method":"G E T","headers":[],"timeout":1},"isDiscretionary":false}}}"#,
+            #"{"challenge":{"task":1,"challenge":{"host":"a b","port":80,"protocolName":"http","method":"basic","isProxy":false,"previousFailureCount":0}}}"#,
+            #"{"challenge":{"task":1,"challenge":{"host":"a","port":70000,"protocolName":"http","method":"basic","isProxy":false,"previousFailureCount":0}}}"#,
+            #"{"challenge":{"task":1,"challenge":{"host":"a","port":80,"protocolName":"ftp","method":"basic","isProxy":false,"previousFailureCount":0}}}"#,
+            #"{"challenge":{"task":1,"challenge":{"host":"a","port":80,"protocolName":"http","method":"basic","isProxy":false,"previousFailureCount":-1}}}"#,
+            #"{"answerChallenge":{"task":1,"answer":{"disposition":"useCredential","user":"a","password":"p","persistence":"forever"}}}"#,
+            #"{"answerChallenge":{"task":1,"answer":{"disposition":"trustMe"}}}"#,
+            #"{"attach":{"_0":{"identifier":"a","processID":1,"credentialStore":"relative/folder"}}}"#,
             #"{"noSuchMessage":{}}"#,
             #"not json"#,
         ]
@@ -81,5 +95,17 @@ import Testing
         var good = BackgroundFraming()
         good.append(Self.rawFrame(#"{"resume":{"task":2147483647}}"#))
         #expect(try good.next() == .resume(task: Int(Int32.max)))
+    }
+
+    @Test("A challenge's answer crosses with its password, which no description shows; it maps back to the delegate's disposition")
+    func challengeAnswers() {
+        let answer = BackgroundChallengeAnswer(.useCredential, Credential(user: "alice", password: "s3cret", persistence: .permanent))
+        let message = BackgroundMessage.answerChallenge(task: 1, answer: answer)
+        #expect(!"\(message)".contains("s3cret") && !"\(answer)".contains("s3cret") && "\(answer)".contains("alice"))
+        let (disposition, credential) = answer.answer
+        #expect(disposition == .useCredential && credential?.user == "alice" && credential?.password == "s3cret")
+        #expect(credential?.persistence == Credential.Persistence.none, "transferd keeps an app's credential for that request only")
+        #expect(BackgroundChallengeAnswer(.rejectProtectionSpace, nil).answer.0 == .rejectProtectionSpace)
+        #expect(BackgroundChallengeAnswer(.cancelAuthenticationChallenge, nil).answer.1 == nil)
     }
 }
