@@ -22,7 +22,7 @@ import Locking
 //     attach --output FILE" as the launch command (without it the session
 //     sends no launch events); "--launch-exit FILE" registers a command
 //     that appends "launched" to FILE and exits. "--begin-after SECONDS" sets the new task's
-//     earliestBeginDate that far ahead; "--begin-answer continue|cancel"
+//     earliestBeginDate that far ahead; "--begin-answer continue|cancel|new:URL"
 //     is the delegate's answer to willBeginDelayedRequest, which prints
 //     "asked-begin <task> <seconds since resume>". "--challenge-answer
 //     USER:PASSWORD" is the delegate's credential for a challenge not failed
@@ -47,7 +47,7 @@ final class BackgroundAppDelegate: SessionDownloadDelegate, SessionDataDelegate 
     /// The credential the delegate gives a challenge, if any.
     let challengeAnswer = Lock<(user: String, password: String)?>(nil)
     /// The answer to willBeginDelayedRequest, and when the task was resumed.
-    let beginAnswer = Lock<(disposition: Session.DelayedRequestDisposition, resumed: Date)>((.continueLoading, Date()))
+    let beginAnswer = Lock<(disposition: Session.DelayedRequestDisposition, resumed: Date, replacement: URL?)>((.continueLoading, Date(), nil))
 
     func expect(_ tasks: [Int], events: Bool) {
         state.withLock {
@@ -83,9 +83,9 @@ final class BackgroundAppDelegate: SessionDownloadDelegate, SessionDataDelegate 
     func urlSession(_ session: Session, task: SessionTask, willBeginDelayedRequest request: URLRequest) async
         -> (Session.DelayedRequestDisposition, URLRequest?)
     {
-        let (disposition, resumed) = beginAnswer.withLock { ($0.disposition, $0.resumed) }
+        let (disposition, resumed, replacement) = beginAnswer.withLock { ($0.disposition, $0.resumed, $0.replacement) }
         say("asked-begin \(task.taskIdentifier) \(String(format: "%.2f", Date().timeIntervalSince(resumed)))")
-        return (disposition, nil)
+        return (disposition, replacement.map { URLRequest(url: $0) })
     }
 
     func urlSession(_ session: Session, task: SessionTask, didReceive challenge: AuthenticationChallenge) async
@@ -159,8 +159,15 @@ func runBackgroundApp(_ given: [String]) -> Never {
     let delegate = BackgroundAppDelegate()
     if let at = arguments.firstIndex(of: "--begin-answer"), at + 1 < arguments.count {
         let answer = arguments[at + 1]
-        guard answer == "continue" || answer == "cancel" else { fail("--begin-answer continue|cancel") }
-        delegate.beginAnswer.withLock { $0.disposition = answer == "cancel" ? .cancel : .continueLoading }
+        if answer.hasPrefix("new:"), let url = URL(string: String(answer.dropFirst(4))) {
+            delegate.beginAnswer.withLock {
+                $0.disposition = .useNewRequest
+                $0.replacement = url
+            }
+        } else {
+            guard answer == "continue" || answer == "cancel" else { fail("--begin-answer continue|cancel|new:URL") }
+            delegate.beginAnswer.withLock { $0.disposition = answer == "cancel" ? .cancel : .continueLoading }
+        }
         arguments.removeSubrange(at...(at + 1))
     }
     if let at = arguments.firstIndex(of: "--challenge-answer"), at + 1 < arguments.count {

@@ -83,7 +83,7 @@ extension BackgroundSessionProcessTests {
         try await origin.shutdown()
     }
 
-    @Test("earliestBeginDate 2 s ahead: the task begins then, after willBeginDelayedRequest; the cancel answer ends it with cancelled and sends nothing")
+    @Test("earliestBeginDate 2 s ahead: the task begins then, after willBeginDelayedRequest; another request goes in its place; the cancel answer ends it with cancelled and sends nothing")
     func delayedBegin() async throws {
         let origin = try await TestOrigin.start()
         origin.route("/later", Self.slowBody(slice: Self.size, pause: .zero))
@@ -98,6 +98,12 @@ extension BackgroundSessionProcessTests {
         #expect(cancelled.contains { $0.hasPrefix("asked-begin 2 ") }, "\(cancelled)")
         #expect(cancelled.contains("complete 2 cancelled status 0"), "\(cancelled)")
         #expect(origin.requests(to: "/later").count == 1, "a cancelled delayed task sends nothing")
+        origin.route("/instead", Self.slowBody(slice: Self.size, pause: .zero))
+        let replaced = try await world.run([
+            "delayed", "--begin-after", "1", "--begin-answer", "new:" + origin.url("/instead").absoluteString, "download", origin.url("/later").absoluteString,
+        ])
+        #expect(replaced.contains("finished 3 \(Self.size) \(Self.wholeDigest)"), "\(replaced)")
+        #expect(origin.requests(to: "/instead").count == 1 && origin.requests(to: "/later").count == 1, "the delegate's request went instead")
         try await origin.shutdown()
     }
 
