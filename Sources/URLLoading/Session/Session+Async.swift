@@ -186,9 +186,10 @@ final class TaskSteps<T: Sendable>: Sendable {
     }
 }
 
-/// Holds the task for the cancellation handler, which may run before the
+/// Holds the task for the cancellation handler (of the session's and the
+/// manager's async calls), which may run before the
 /// task exists.
-private final class TaskBox: Sendable {
+final class TaskBox: Sendable {
     private let state = Lock<(task: SessionTask?, cancelled: Bool)>((nil, false))
 
     func set(_ task: SessionTask) {
