@@ -186,9 +186,8 @@ final class TaskSteps<T: Sendable>: Sendable {
     }
 }
 
-/// Holds the task for the cancellation handler (of the session's and the
-/// manager's async calls), which may run before the
-/// task exists.
+/// Holds the task for the cancellation handler of an async call (the
+/// session's and the manager's), which may run before the task exists.
 final class TaskBox: Sendable {
     private let state = Lock<(task: SessionTask?, cancelled: Bool)>((nil, false))
 
