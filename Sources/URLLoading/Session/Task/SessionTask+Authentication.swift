@@ -20,22 +20,6 @@ import Transport
 ///            → anything else: success, credential kept and remembered
 /// ```
 extension SessionTask {
-    /// Per-task state of authentication.
-    struct AuthenticationState: Sendable {
-        /// Failed attempts per space in this task.
-        var failures: [ProtectionSpace: Int] = [:]
-        /// Users whose credential failed, per space (default handling skips them).
-        var failedUsers: [ProtectionSpace: Set<String>] = [:]
-        /// Spaces the delegate rejected.
-        var rejected: Set<ProtectionSpace> = []
-        /// The credentials to send with the next hop.
-        var pending: SentAuthorization?
-        /// The credentials the current hop carries.
-        var sent: SentAuthorization?
-        /// Stale nonces answered in a row, with no other answer between.
-        var staleInARow = 0
-    }
-
     /// Credentials as sent with one hop.
     struct SentAuthorization: Sendable {
         var space: ProtectionSpace
@@ -65,12 +49,7 @@ extension SessionTask {
     /// for the origin and the proxy (never replacing fields the request carries).
     func authorizationFields(for request: URLRequest, headers: [(name: String, value: String)], session: Session) -> [(name: String, value: String)] {
         guard let url = request.url else { return [] }
-        let pending = locked.withLock { inner -> SentAuthorization? in
-            let pending = inner.authentication.pending
-            inner.authentication.sent = pending
-            inner.authentication.pending = nil
-            return pending
-        }
+        let pending = locked.withLock { $0.authentication.beginHop() }
         var fields: [(name: String, value: String)] = pending.flatMap { $0.libcurl == nil ? [($0.fieldName, $0.value)] : nil } ?? []
         func carries(_ name: String) -> Bool {
             fields.contains { HeaderFields.namesEqual($0.name, name) } || headers.contains { HeaderFields.namesEqual($0.name, name) }
@@ -81,7 +60,7 @@ extension SessionTask {
             let remembered = session.preemptiveAuthorization(for: url, method: request.httpMethod ?? "GET")
         {
             fields.append((remembered.fieldName, remembered.value))
-            if pending == nil { locked.withLock { $0.authentication.sent = remembered } }
+            locked.withLock { $0.authentication.sendRemembered(remembered) }
         }
         if let proxy = session.settings.proxyURL, url.scheme?.lowercased() == "http", !carries("Proxy-Authorization"),
             let remembered = session.preemptiveAuthorization(for: proxy, method: request.httpMethod ?? "GET", proxy: true)
@@ -108,14 +87,9 @@ extension SessionTask {
         // A stale nonce is not a failure: answer the new nonce with the same
         // credential, twice in a row at most.
         let fresh = challenges.compactMap(DigestChallenge.init).first(where: \.stale)
-        if fresh == nil { locked.withLock { $0.authentication.staleInARow = 0 } }
+        if fresh == nil { locked.withLock { $0.authentication.noStaleNonce() } }
         if let sent, sent.digest != nil, let fresh, fresh.realm == sent.digest?.realm, let user = sent.credential.user,
-            let password = sent.credential.password,
-            locked.withLock({ inner in
-                guard inner.authentication.staleInARow < Self.maximumStaleNonces else { return false }
-                inner.authentication.staleInARow += 1
-                return true
-            })
+            let password = sent.credential.password, locked.withLock({ $0.authentication.answerStaleNonce(maximum: Self.maximumStaleNonces) })
         {
             retry(
                 with: Self.digestAuthorization(
@@ -125,10 +99,7 @@ extension SessionTask {
             return true
         }
         if let sent {
-            locked.withLock { inner in
-                inner.authentication.failures[sent.space, default: 0] += 1
-                if let user = sent.credential.user { inner.authentication.failedUsers[sent.space, default: []].insert(user) }
-            }
+            locked.withLock { $0.authentication.failed(sent) }
         }
         return answerNextChallenge(challenges, head: head, url: url, request: request, session: session, isProxy: isProxy)
     }
@@ -207,7 +178,7 @@ extension SessionTask {
                     })
                 return
             case .rejectProtectionSpace:
-                self.locked.withLock { _ = $0.authentication.rejected.insert(space) }
+                self.locked.withLock { $0.authentication.reject(space) }
                 if !self.answerNextChallenge(challenges, head: head, url: url, request: request, session: session, isProxy: isProxy) {
                     self.acceptResponse(head, url: url, session: session)
                 }
@@ -234,7 +205,7 @@ extension SessionTask {
                 if inner.transactions.count == inner.machine.hop {
                     inner.transactions.append(Self.transaction(inner, metrics: nil))
                 }
-                inner.authentication.pending = authorization
+                inner.authentication.queue(authorization)
                 return inner.machine.follow(.authentication, url: url)
             })
     }
@@ -242,8 +213,7 @@ extension SessionTask {
     /// A hop's response that is not a challenge for the credentials it
     /// carried: they worked.
     func authenticationSucceeded(status: Int, session: Session) {
-        guard let sent = locked.withLock({ $0.authentication.sent }), status != (sent.space.isProxy ? 407 : 401) else { return }
-        locked.withLock { $0.authentication.sent = nil }
+        guard let sent = locked.withLock({ $0.authentication.succeeded(status: status) }) else { return }
         guard sent.credential.persistence != .none else { return }
         session.credentialStore?.set(sent.credential, for: sent.space)
         // NTLM and Negotiate authenticate a connection, not requests: nothing to send ahead.
