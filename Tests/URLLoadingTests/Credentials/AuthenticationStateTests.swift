@@ -63,3 +63,19 @@ import Testing
         #expect(afterReset, "a challenge without a stale nonce ends the run")
     }
 }
+
+/// A task's TLS questions as named transitions (issue 39).
+@Suite struct TrustStateTests {
+    @Test("A client certificate is asked for once per task, never after an identity was given; a failed probe is skipped from then on")
+    func transitions() {
+        var state = SessionTask.TrustState()
+        #expect(state.mayAskForClientCertificate && !state.skipsProbe)
+        state.askedForClientCertificate()
+        #expect(!state.mayAskForClientCertificate, "once per task")
+        var given = SessionTask.TrustState()
+        given.use(Credential(certificatePath: "/c.pem", privateKeyPath: "/k.pem"))
+        #expect(!given.mayAskForClientCertificate && given.clientIdentity != nil)
+        state.probeFailed()
+        #expect(state.skipsProbe)
+    }
+}

@@ -51,11 +51,8 @@ extension SessionTask {
         var startupError: SessionError?
         /// The request body comes from streams (`httpBodyStream`, `needNewBodyStream`).
         var streamedBody: StreamedBody?
-        /// The trust probe failed: the real transfer reports why.
-        var skipsTrustProbe = false
-        /// The client identity the delegate or store gave, and whether one was asked for.
-        var clientIdentity: Credential?
-        var askedForClientCertificate = false
+        /// The server-trust probe and the client identity (SPEC A4).
+        var trust = TrustState()
         /// A background session's task: it runs in transferd.
         var background: BackgroundTaskLink?
         /// Resumed in transferd (its machine stays suspended here until it ends).

@@ -45,7 +45,7 @@ extension SessionTask {
             transfer.tls.pinnedPublicKey = "sha256//" + hash
             return false
         case nil:
-            if locked.withLock({ $0.skipsTrustProbe }) { return false }
+            if locked.withLock({ $0.trust.skipsProbe }) { return false }
             guard locked.withLock({ $0.machine.wait(.serverTrust, hop: hop) }) else { return true }
             probe(transfer, verifying: true, host: host, port: port, url: url, hop: hop, session: session)
             return true
@@ -86,7 +86,7 @@ extension SessionTask {
             // The real transfer reports the failure (cannot connect, handshake) as it is.
             perform(
                 locked.withLock { inner in
-                    inner.skipsTrustProbe = true
+                    inner.trust.probeFailed()
                     return inner.machine.proceedHop(hop)
                 })
             return
@@ -147,10 +147,8 @@ extension SessionTask {
         guard let session, let url = currentRequest?.url, url.scheme?.lowercased() == "https", let host = url.host,
             Self.asksForClientCertificate(error),
             locked.withLock({ inner in
-                guard inner.clientIdentity == nil, !inner.askedForClientCertificate,
-                    inner.machine.wait(.clientCertificate, hop: hop)
-                else { return false }
-                inner.askedForClientCertificate = true
+                guard inner.trust.mayAskForClientCertificate, inner.machine.wait(.clientCertificate, hop: hop) else { return false }
+                inner.trust.askedForClientCertificate()
                 return true
             })
         else { return false }
@@ -185,7 +183,7 @@ extension SessionTask {
             if credential.persistence != .none { session.credentialStore?.set(credential, for: space) }
             self.perform(
                 self.locked.withLock { inner in
-                    inner.clientIdentity = credential
+                    inner.trust.use(credential)
                     return inner.machine.proceedHop(hop)
                 })
         }
@@ -194,7 +192,7 @@ extension SessionTask {
 
     /// The client identity for a hop's TLS settings.
     func applyClientIdentity(_ transfer: inout TransferRequest) {
-        guard let identity = locked.withLock({ $0.clientIdentity }),
+        guard let identity = locked.withLock({ $0.trust.clientIdentity }),
             case .clientIdentity(let certificate, let key, let passphrase) = identity.kind
         else { return }
         transfer.tls.clientCertificateFile = certificate

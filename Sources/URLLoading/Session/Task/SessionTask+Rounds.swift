@@ -68,3 +68,34 @@ extension SessionTask {
         }
     }
 }
+
+extension SessionTask {
+    /// A task's TLS questions (SPEC A4): whether the server-trust probe
+    /// failed (the real transfer then reports why), and the client identity
+    /// asked for once and kept for the task's later hops.
+    struct TrustState: Sendable {
+        /// The probe failed: hops go without it.
+        private(set) var skipsProbe = false
+        /// The client identity the delegate or the store gave.
+        private(set) var clientIdentity: Credential?
+        private(set) var askedForClient = false
+
+        /// The server's certificate could not be read for the delegate.
+        mutating func probeFailed() {
+            skipsProbe = true
+        }
+
+        /// A server asking for a certificate is asked about once per task,
+        /// and not when an identity is already given.
+        var mayAskForClientCertificate: Bool { clientIdentity == nil && !askedForClient }
+
+        mutating func askedForClientCertificate() {
+            askedForClient = true
+        }
+
+        /// The identity every later hop presents.
+        mutating func use(_ identity: Credential) {
+            clientIdentity = identity
+        }
+    }
+}
