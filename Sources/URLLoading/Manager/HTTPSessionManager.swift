@@ -28,10 +28,12 @@ public final class HTTPSessionManager: Sendable {
     let router: ManagerDelegate
     private let serializers: Lock<(request: RequestSerializer, response: JSONResponseSerializer)>
 
-    /// A manager over a new session made from `configuration`.
-    public init(baseURL: URL? = nil, configuration: SessionConfiguration = .default) {
+    /// A manager over a new session made from `configuration`; `monitors`
+    /// hear every task's resume, suspension and end, and the session's
+    /// invalidation (as the notifications named `.managerTask...` do).
+    public init(baseURL: URL? = nil, configuration: SessionConfiguration = .default, monitors: [any ManagerEventMonitor] = []) {
         self.baseURL = baseURL.map(Self.directoryURL)
-        router = ManagerDelegate()
+        router = ManagerDelegate(monitors: monitors)
         session = Session(configuration: configuration, delegate: router, delegateQueue: nil)
         serializers = Lock((RequestSerializer(), JSONResponseSerializer()))
     }
@@ -84,9 +86,13 @@ public final class HTTPSessionManager: Sendable {
     /// from the session; the handler is in place before it starts.
     func start(_ make: (Session) -> SessionTask, handler: TaskHandler) -> SessionTask {
         let task = make(session)
-        handler.attach(to: task)
+        let (events, session) = (router.events, session)
+        handler.attach(to: task) { task, resumed in
+            if resumed { events.resumed(task, session: session) } else { events.suspended(task, session: session) }
+        }
         router.handlers.withLock { $0[task.taskIdentifier] = handler }
         task.resume()
+        events.resumed(task, session: session)
         return task
     }
 

@@ -9,6 +9,12 @@ import Locking
 /// manager and its session do not hold each other.
 final class ManagerDelegate: SessionDataDelegate, SessionDownloadDelegate, Sendable {
     let handlers = Lock<[Int: TaskHandler]>([:])
+    let overrides = Lock(ManagerOverrides())
+    let events: ManagerEvents
+
+    init(monitors: [any ManagerEventMonitor]) {
+        events = ManagerEvents(monitors: monitors)
+    }
 
     func handler(_ task: SessionTask) -> TaskHandler? {
         handlers.withLock { $0[task.taskIdentifier] }
@@ -33,7 +39,68 @@ final class ManagerDelegate: SessionDataDelegate, SessionDownloadDelegate, Senda
     }
 
     func urlSession(_ session: Session, task: SessionTask, didCompleteWithError error: (any Error)?) {
-        guard let handler = handlers.withLock({ $0.removeValue(forKey: task.taskIdentifier) }) else { return }
-        handler.completed(task, error: error)
+        let handler = handlers.withLock { $0.removeValue(forKey: task.taskIdentifier) }
+        handler?.completed(task, error: error)
+        overrides.withLock { $0.completed }?(session, task, error)
+        events.completed(task, session: session, error: error)
+    }
+
+    // MARK: Overridable methods (without a closure: as if not implemented)
+
+    func urlSession(_ session: Session, didBecomeInvalidWithError error: (any Error)?) {
+        overrides.withLock { $0.invalid }?(session, error)
+        events.invalidated(session, error: error)
+    }
+
+    func urlSession(
+        _ session: Session, task: SessionTask, willPerformHTTPRedirection response: HTTPURLResponse, newRequest request: URLRequest
+    ) async -> URLRequest? {
+        guard let block = overrides.withLock({ $0.redirect }) else {
+            DelegateFallback.unhandled()
+            return request
+        }
+        return await block(session, task, response, request)
+    }
+
+    func urlSession(_ session: Session, task: SessionTask, didReceive challenge: AuthenticationChallenge) async
+        -> (Session.AuthChallengeDisposition, Credential?)
+    {
+        guard let block = overrides.withLock({ $0.taskChallenge }) else {
+            DelegateFallback.unhandled()
+            return (.performDefaultHandling, nil)
+        }
+        return await block(session, task, challenge)
+    }
+
+    func urlSession(_ session: Session, didReceive challenge: AuthenticationChallenge) async -> (Session.AuthChallengeDisposition, Credential?) {
+        guard let block = overrides.withLock({ $0.sessionChallenge }) else {
+            DelegateFallback.unhandled()
+            return (.performDefaultHandling, nil)
+        }
+        return await block(session, challenge)
+    }
+
+    func urlSession(_ session: Session, dataTask: SessionTask, didReceive response: URLResponse) async -> Session.ResponseDisposition {
+        guard let block = overrides.withLock({ $0.response }) else {
+            DelegateFallback.unhandled()
+            return .allow
+        }
+        return await block(session, dataTask, response)
+    }
+
+    func urlSession(_ session: Session, dataTask: SessionTask, willCacheResponse proposedResponse: CachedResponse) async -> CachedResponse? {
+        guard let block = overrides.withLock({ $0.willCache }) else {
+            DelegateFallback.unhandled()
+            return proposedResponse
+        }
+        return await block(session, dataTask, proposedResponse)
+    }
+
+    func urlSessionDidFinishEvents(forBackgroundURLSession session: Session) {
+        guard let block = overrides.withLock({ $0.backgroundEvents }) else {
+            DelegateFallback.unhandled()
+            return
+        }
+        block(session)
     }
 }

@@ -42,13 +42,23 @@ final class TaskHandler: Sendable {
 
     /// Ties both `Progress` objects to the task: cancelling, pausing or
     /// resuming either does that to the task (AFNetworking's `setupProgressForTask:`).
-    func attach(to task: SessionTask) {
+    ///
+    /// - Parameter changed: Told of a resume (true) or suspension (false) made that way.
+    func attach(to task: SessionTask, changed: @escaping @Sendable (SessionTask, Bool) -> Void) {
         for progress in [uploadProgress, downloadProgress] {
             progress.isCancellable = true
             progress.isPausable = true
             progress.cancellationHandler = { [weak task] in task?.cancel() }
-            progress.pausingHandler = { [weak task] in task?.suspend() }
-            progress.resumingHandler = { [weak task] in task?.resume() }
+            progress.pausingHandler = { [weak task] in
+                guard let task else { return }
+                task.suspend()
+                changed(task, false)
+            }
+            progress.resumingHandler = { [weak task] in
+                guard let task else { return }
+                task.resume()
+                changed(task, true)
+            }
         }
     }
 
