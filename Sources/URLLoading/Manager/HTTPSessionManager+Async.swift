@@ -25,10 +25,18 @@ extension HTTPSessionManager {
         return try await perform(built, serializer: serializer, uploadProgress: uploadProgress, downloadProgress: downloadProgress)
     }
 
-    /// A request built elsewhere (`requestSerializer.request(_:url:json:)` for an `Encodable` body).
+    /// A request built elsewhere (`requestSerializer.request(_:url:json:)`
+    /// for an `Encodable` body), through the adapter and the retrier.
     public func perform<S: ResponseSerializer>(
         _ request: URLRequest, serializer: S, uploadProgress: ManagerProgress? = nil, downloadProgress: ManagerProgress? = nil
     ) async throws(ManagerError) -> ManagerResponse<S.Output> {
+        try await intercepted(request, serializer: serializer, uploadProgress: uploadProgress, downloadProgress: downloadProgress).get()
+    }
+
+    /// One try.
+    func once<S: ResponseSerializer>(
+        _ request: URLRequest, serializer: S, uploadProgress: ManagerProgress?, downloadProgress: ManagerProgress?
+    ) async -> Result<ManagerResponse<S.Output>, ManagerError> {
         let box = TaskBox()
         let result: Result<ManagerResponse<S.Output>, ManagerError> = await withTaskCancellationHandler {
             await withCheckedContinuation { continuation in
@@ -49,7 +57,7 @@ extension HTTPSessionManager {
         } onCancel: {
             box.cancel()
         }
-        return try result.get()
+        return result
     }
 
     /// GET, the body decoded as `type` (validated for 2xx).

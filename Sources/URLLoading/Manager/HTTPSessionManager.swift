@@ -27,6 +27,7 @@ public final class HTTPSessionManager: Sendable {
     public let session: Session
     let router: ManagerDelegate
     private let serializers: Lock<(request: RequestSerializer, response: JSONResponseSerializer)>
+    let interceptors = Lock<(adapter: (any RequestAdapter)?, retrier: (any RequestRetrier)?)>((nil, nil))
 
     /// A manager over a new session made from `configuration`; `monitors`
     /// hear every task's resume, suspension and end, and the session's

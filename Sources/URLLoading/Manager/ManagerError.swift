@@ -26,8 +26,8 @@ public struct ManagerError: Error, Sendable, CustomStringConvertible {
         case serializationFailed
         /// The download could not be moved where the destination said.
         case cannotMoveDownload
-        /// A retrier gave up after this many tries; `underlying` is the last error.
-        case retriesExhausted(Int)
+        /// The request adapter threw (`underlying`); nothing was sent.
+        case adaptationFailed
     }
 
     /// What went wrong.
