@@ -52,7 +52,7 @@ extension HTTPSessionManager {
                         continuation.resume(returning: .failure(error))
                     }
                 }
-                box.set(start({ $0.dataTask(with: request) }, handler: handler))
+                box.set(start(makeDataTask(request, wantsProgress: uploadProgress != nil || downloadProgress != nil), handler: handler))
             }
         } onCancel: {
             box.cancel()

@@ -41,7 +41,7 @@ extension HTTPSessionManager {
         let handler = TaskHandler(upload: uploadProgress, download: downloadProgress) { task, outcome in
             Self.finish(serializer, task: task, outcome: outcome, success: success, failure: failure)
         }
-        return start({ $0.dataTask(with: request) }, handler: handler)
+        return start(makeDataTask(request, wantsProgress: uploadProgress != nil || downloadProgress != nil), handler: handler)
     }
 
     /// GET, the response read as JSON by `responseSerializer`.

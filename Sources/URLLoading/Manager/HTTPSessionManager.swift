@@ -83,6 +83,31 @@ public final class HTTPSessionManager: Sendable {
 
     // MARK: Tasks
 
+    /// A data task for `request`. Without progress closures it is made with
+    /// a completion handler: the body arrives whole, with no delegate call
+    /// per chunk (the session's fast path); challenges, redirects and the
+    /// closures that override them still reach the manager's delegate.
+    /// A response or willCacheResponse closure needs the delegate path too.
+    func makeDataTask(_ request: URLRequest, wantsProgress: Bool) -> (Session) -> SessionTask {
+        guard !needsDelegate(wantsProgress: wantsProgress) else { return { $0.dataTask(with: request) } }
+        let router = router
+        return { session in
+            let made = TaskBox()
+            let task = session.dataTask(with: request) { [weak session] data, _, error in
+                // Taken, not read: the box and the task's handler would hold each other.
+                guard let session, let task = made.take() else { return }
+                router.completed(task, session: session, data: data, error: error)
+            }
+            made.set(task)
+            return task
+        }
+    }
+
+    /// Whether a task must send its body and response through the delegate.
+    func needsDelegate(wantsProgress: Bool) -> Bool {
+        wantsProgress || router.overrides.withLock { $0.response != nil || $0.willCache != nil }
+    }
+
     /// Makes a task with a handler and resumes it. `make` builds the task
     /// from the session; the handler is in place before it starts.
     func start(_ make: (Session) -> SessionTask, handler: TaskHandler) -> SessionTask {

@@ -45,6 +45,15 @@ final class ManagerDelegate: SessionDataDelegate, SessionDownloadDelegate, Senda
         events.completed(task, session: session, error: error)
     }
 
+    /// The end of a task made with a completion handler (the session
+    /// calls no delegate method with its body or end): the same steps.
+    func completed(_ task: SessionTask, session: Session, data: Data?, error: (any Error)?) {
+        let handler = handlers.withLock { $0.removeValue(forKey: task.taskIdentifier) }
+        handler?.completed(task, data: data, error: error)
+        overrides.withLock { $0.completed }?(session, task, error)
+        events.completed(task, session: session, error: error)
+    }
+
     // MARK: Overridable methods (without a closure: as if not implemented)
 
     func urlSession(_ session: Session, didBecomeInvalidWithError error: (any Error)?) {

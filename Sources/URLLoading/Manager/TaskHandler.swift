@@ -22,8 +22,11 @@ final class TaskHandler: Sendable {
     /// (it is removed when the delegate call returns, as the session does).
     typealias Destination = @Sendable (_ temporary: URL, _ response: HTTPURLResponse?) -> URL
 
-    let uploadProgress = Progress(totalUnitCount: -1)
-    let downloadProgress = Progress(totalUnitCount: -1)
+    /// The task and what its `Progress` objects tell of it; the objects are
+    /// made when first asked for (a `Progress` costs more to make than the
+    /// rest of a small request's handling).
+    private let progress = Lock<(task: SessionTask?, changed: (@Sendable (SessionTask, Bool) -> Void)?, upload: Progress?, download: Progress?)>(
+        (nil, nil, nil, nil))
     private let onUpload: (@Sendable (Progress) -> Void)?
     private let onDownload: (@Sendable (Progress) -> Void)?
     private let destination: Destination?
@@ -40,32 +43,48 @@ final class TaskHandler: Sendable {
         self.completion = completion
     }
 
-    /// Ties both `Progress` objects to the task: cancelling, pausing or
-    /// resuming either does that to the task (AFNetworking's `setupProgressForTask:`).
+    /// Remembers the task its `Progress` objects control.
     ///
-    /// - Parameter changed: Told of a resume (true) or suspension (false) made that way.
+    /// - Parameter changed: Told of a resume (true) or suspension (false) made through them.
     func attach(to task: SessionTask, changed: @escaping @Sendable (SessionTask, Bool) -> Void) {
-        for progress in [uploadProgress, downloadProgress] {
-            progress.isCancellable = true
-            progress.isPausable = true
-            progress.cancellationHandler = { [weak task] in task?.cancel() }
-            progress.pausingHandler = { [weak task] in
-                guard let task else { return }
-                task.suspend()
-                changed(task, false)
-            }
-            progress.resumingHandler = { [weak task] in
-                guard let task else { return }
-                task.resume()
-                changed(task, true)
-            }
+        progress.withLock { $0 = (task, changed, $0.upload, $0.download) }
+    }
+
+    /// The upload progress, made on first use.
+    var uploadProgress: Progress { progressObject(upload: true) }
+    /// The download progress, made on first use.
+    var downloadProgress: Progress { progressObject(upload: false) }
+
+    private func progressObject(upload: Bool) -> Progress {
+        progress.withLock { state in
+            if let made = upload ? state.upload : state.download { return made }
+            let made = Progress(totalUnitCount: -1)
+            if let task = state.task, let changed = state.changed { Self.tie(made, to: task, changed: changed) }
+            if upload { state.upload = made } else { state.download = made }
+            return made
+        }
+    }
+
+    /// Cancelling, pausing or resuming the `Progress` does that to the task
+    /// (AFNetworking's `setupProgressForTask:`).
+    private static func tie(_ progress: Progress, to task: SessionTask, changed: @escaping @Sendable (SessionTask, Bool) -> Void) {
+        progress.isCancellable = true
+        progress.isPausable = true
+        progress.cancellationHandler = { [weak task] in task?.cancel() }
+        progress.pausingHandler = { [weak task] in
+            guard let task else { return }
+            task.suspend()
+            changed(task, false)
+        }
+        progress.resumingHandler = { [weak task] in
+            guard let task else { return }
+            task.resume()
+            changed(task, true)
         }
     }
 
     func sent(total: Int64, expected: Int64) {
-        uploadProgress.totalUnitCount = expected
-        uploadProgress.completedUnitCount = total
-        onUpload?(uploadProgress)
+        report(upload: true, total: total, expected: expected)
     }
 
     func received(_ data: Data, expected: Int64) {
@@ -73,17 +92,22 @@ final class TaskHandler: Sendable {
             state.data.append(data)
             return Int64(state.data.count)
         }
-        report(total: total, expected: expected)
+        report(upload: false, total: total, expected: expected)
     }
 
     func wrote(total: Int64, expected: Int64) {
-        report(total: total, expected: expected)
+        report(upload: false, total: total, expected: expected)
     }
 
-    private func report(total: Int64, expected: Int64) {
-        downloadProgress.totalUnitCount = expected
-        downloadProgress.completedUnitCount = total
-        onDownload?(downloadProgress)
+    /// Updates the `Progress` when a closure or somebody holding it may look.
+    private func report(upload: Bool, total: Int64, expected: Int64) {
+        let closure = upload ? onUpload : onDownload
+        let existing = progress.withLock { upload ? $0.upload : $0.download }
+        guard closure != nil || existing != nil else { return }
+        let object = existing ?? progressObject(upload: upload)
+        object.totalUnitCount = expected
+        object.completedUnitCount = total
+        closure?(object)
     }
 
     /// A download finished in `location`: moved where the destination says.
@@ -103,6 +127,12 @@ final class TaskHandler: Sendable {
                     underlying: error)
             }
         }
+    }
+
+    /// A completion-handler task ended with its whole body.
+    func completed(_ task: SessionTask, data: Data?, error: (any Error)?) {
+        if let data { state.withLock { $0.data = data } }
+        completed(task, error: error)
     }
 
     /// The task ended: the completion hears it once.

@@ -191,6 +191,14 @@ final class TaskSteps<T: Sendable>: Sendable {
 final class TaskBox: Sendable {
     private let state = Lock<(task: SessionTask?, cancelled: Bool)>((nil, false))
 
+    /// The task, once set; the box lets go of it.
+    func take() -> SessionTask? {
+        state.withLock { state in
+            defer { state.task = nil }
+            return state.task
+        }
+    }
+
     func set(_ task: SessionTask) {
         let cancelled = state.withLock { state -> Bool in
             state.task = task

@@ -85,6 +85,24 @@ enum SessionBenchmark {
             }
         }
 
+        // The manager over the same session settings (issue 21): what its
+        // serializers, handler and async wrapping add to each request.
+        var plain: Figures?
+        var managed: Figures?
+        for _ in 0..<Self.runs {
+            let p = child("ours", "get", small, sequentialRequests, 1)
+            if plain.map({ p.elapsed < $0.elapsed }) ?? true { plain = p }
+            let m = child("manager", "get", small, sequentialRequests, 1)
+            if managed.map({ m.elapsed < $0.elapsed }) ?? true { managed = m }
+        }
+        if let plain, let managed {
+            lines.append(
+                "manager-get-seq: manager \(Int(Double(sequentialRequests) / managed.elapsed)) req/s, \(formatted(managed.cpu / Double(sequentialRequests) * 1e6)) µs CPU/req; "
+                    + "session \(Int(Double(sequentialRequests) / plain.elapsed)) req/s, \(formatted(plain.cpu / Double(sequentialRequests) * 1e6)) µs CPU/req")
+            table.append(("manager-get-seq", "ours-get-seq", managed.elapsed / plain.elapsed))
+            table.append(("manager-get-seq-cpu", "ours-get-seq", managed.cpu / plain.cpu))
+        }
+
         ResumeBenchmark.run(base: base, into: &table, lines: &lines)
 
         let downloads = best({ c(["download", large]) }, { child($0, "download", large, 1, 1) })
@@ -249,6 +267,12 @@ enum SessionBenchmark {
             default:
                 result = await timed(count, inFlight) { try await session.data(from: target).0.count }
             }
+        case "manager":
+            let configuration = SessionConfiguration.ephemeral
+            configuration.urlCache = nil
+            let manager = HTTPSessionManager(configuration: configuration)
+            let serializer = DataResponseSerializer()
+            result = await timed(count, inFlight) { try await manager.perform(URLRequest(url: target), serializer: serializer).data.count }
         case "foundation":
             let configuration = URLSessionConfiguration.ephemeral
             configuration.urlCache = nil
