@@ -267,6 +267,13 @@ enum SessionBenchmark {
             default:
                 result = await timed(count, inFlight) { try await session.data(from: target).0.count }
             }
+        case "ours-delegate":
+            // The plain session with a delegate that implements nothing: what having one costs.
+            final class Empty: SessionDataDelegate {}
+            let configuration = SessionConfiguration.ephemeral
+            configuration.urlCache = nil
+            let session = Session(configuration: configuration, delegate: Empty(), delegateQueue: nil)
+            result = await timed(count, inFlight) { try await session.data(from: target).0.count }
         case "manager":
             let configuration = SessionConfiguration.ephemeral
             configuration.urlCache = nil
