@@ -158,9 +158,20 @@ public final class TestOrigin: Sendable {
     /// One period of the pattern, computed once: slices of it are copied,
     /// not computed byte by byte (a debug build's per-byte loop on the
     /// shared event loop threads delayed every test's origin).
-    static let patternTable: [UInt8] = (0..<patternPeriod).map {
-        UInt8(truncatingIfNeeded: ($0 &* 2_654_435_761) >> 13 ^ $0)
-    }
+    ///
+    /// A plain loop: `(0..<n).map` here crashed once in CI inside the Swift
+    /// runtime (`swift_getAssociatedConformanceWitness`, a null pointer,
+    /// while the origin's event loop waited on the same one-time
+    /// initialization); the loop needs no generic conformance lookup.
+    static let patternTable: [UInt8] = {
+        var table = [UInt8](repeating: 0, count: patternPeriod)
+        var index = 0
+        while index < patternPeriod {
+            table[index] = UInt8(truncatingIfNeeded: (index &* 2_654_435_761) >> 13 ^ index)
+            index += 1
+        }
+        return table
+    }()
 
     /// Byte `index` of the deterministic body pattern of `.pattern` parts.
     public static func patternByte(at index: Int) -> UInt8 {
