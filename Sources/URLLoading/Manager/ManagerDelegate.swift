@@ -10,6 +10,7 @@ import Locking
 final class ManagerDelegate: SessionDataDelegate, SessionDownloadDelegate, Sendable {
     let handlers = Lock<[Int: TaskHandler]>([:])
     let overrides = Lock(ManagerOverrides())
+    let policy = Lock<SecurityPolicy?>(nil)
     let events: ManagerEvents
 
     init(monitors: [any ManagerEventMonitor]) {
@@ -81,12 +82,16 @@ final class ManagerDelegate: SessionDataDelegate, SessionDownloadDelegate, Senda
         return await block(session, task, challenge)
     }
 
+    /// The session probes the server's trust when a policy or a closure will look.
+    var evaluatesServerTrust: Bool {
+        policy.withLock { $0 != nil } || overrides.withLock { $0.sessionChallenge != nil }
+    }
+
     func urlSession(_ session: Session, didReceive challenge: AuthenticationChallenge) async -> (Session.AuthChallengeDisposition, Credential?) {
-        guard let block = overrides.withLock({ $0.sessionChallenge }) else {
-            DelegateFallback.unhandled()
-            return (.performDefaultHandling, nil)
-        }
-        return await block(session, challenge)
+        if let block = overrides.withLock({ $0.sessionChallenge }) { return await block(session, challenge) }
+        if challenge.protectionSpace.authenticationMethod == .serverTrust, let policy = policy.withLock({ $0 }) { return policy.answer(challenge) }
+        DelegateFallback.unhandled()
+        return (.performDefaultHandling, nil)
     }
 
     func urlSession(_ session: Session, dataTask: SessionTask, didReceive response: URLResponse) async -> Session.ResponseDisposition {
