@@ -118,10 +118,8 @@ extension HTTPSessionManager {
         do {
             var form = MultipartFormData()
             if let parameters {
-                let values = try RequestSerializer.values(parameters)
-                for pair in RequestSerializer.queryString(values).split(separator: "&") {
-                    let parts = pair.split(separator: "=", maxSplits: 1).map { String($0).removingPercentEncoding ?? String($0) }
-                    form.append(parts.count == 2 ? parts[1] : "", name: parts[0])
+                for field in RequestSerializer.fields(try RequestSerializer.values(parameters)) {
+                    form.append(field.value ?? "", name: field.name)
                 }
             }
             try constructingBody(&form)

@@ -168,39 +168,50 @@ public struct RequestSerializer: Sendable {
     /// `key=value` pairs joined by `&`, keys sorted, nested as AFNetworking
     /// writes them; Booleans as 1 and 0; numbers without a needless `.0`.
     static func queryString(_ values: [String: JSONValue]) -> String {
-        var pairs: [String] = []
-        for key in values.keys.sorted() {
-            if let value = values[key] { append(value, key: key, to: &pairs) }
-        }
-        return pairs.joined(separator: "&")
+        fields(values).map { field in field.value.map { escape(field.name) + "=" + escape($0) } ?? escape(field.name) }.joined(separator: "&")
     }
 
-    private static func append(_ value: JSONValue, key: String, to pairs: inout [String]) {
+    /// The parameters as flat name-value fields, in query order, unescaped
+    /// (the query string and a multipart form's text fields both use them);
+    /// a null has no value.
+    static func fields(_ values: [String: JSONValue]) -> [(name: String, value: String?)] {
+        var fields: [(name: String, value: String?)] = []
+        for key in values.keys.sorted() {
+            if let value = values[key] { append(value, key: key, to: &fields) }
+        }
+        return fields
+    }
+
+    private static func append(_ value: JSONValue, key: String, to fields: inout [(name: String, value: String?)]) {
         switch value {
         case .object(let members):
             for name in members.keys.sorted() {
-                if let member = members[name] { append(member, key: "\(key)[\(name)]", to: &pairs) }
+                if let member = members[name] { append(member, key: "\(key)[\(name)]", to: &fields) }
             }
         case .array(let elements):
-            for element in elements { append(element, key: "\(key)[]", to: &pairs) }
+            for element in elements { append(element, key: "\(key)[]", to: &fields) }
         case .null:
-            pairs.append(escape(key))
+            fields.append((key, nil))
         case .bool(let flag):
-            pairs.append(escape(key) + "=" + (flag ? "1" : "0"))
+            fields.append((key, flag ? "1" : "0"))
         case .number(let number):
-            let text = number.rounded() == number && abs(number) < 1e15 ? String(Int64(number)) : String(number)
-            pairs.append(escape(key) + "=" + escape(text))
+            fields.append((key, number.rounded() == number && abs(number) < 1e15 ? String(Int64(number)) : String(number)))
         case .string(let text):
-            pairs.append(escape(key) + "=" + escape(text))
+            fields.append((key, text))
         }
     }
+
+    /// RFC 3986's unreserved characters: everything else is percent-encoded.
+    private static let unreserved: CharacterSet = {
+        var allowed = CharacterSet.alphanumerics.intersection(CharacterSet(charactersIn: Unicode.Scalar(0)...Unicode.Scalar(0x7F)))
+        allowed.insert(charactersIn: "-._~")
+        return allowed
+    }()
 
     /// RFC 3986 unreserved characters stay; everything else is percent-encoded
     /// (so `&`, `=`, `+`, `[` and `]` in a value never change its meaning).
     static func escape(_ text: String) -> String {
-        var allowed = CharacterSet.alphanumerics.intersection(CharacterSet(charactersIn: Unicode.Scalar(0)...Unicode.Scalar(0x7F)))
-        allowed.insert(charactersIn: "-._~")
-        return text.addingPercentEncoding(withAllowedCharacters: allowed) ?? ""
+        text.addingPercentEncoding(withAllowedCharacters: unreserved) ?? ""
     }
 
     static func appendQuery(_ query: String, to request: inout URLRequest) throws(ManagerError) {

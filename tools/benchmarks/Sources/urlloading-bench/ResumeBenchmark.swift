@@ -2,6 +2,7 @@ import Foundation
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
+import Synchronization
 import URLLoading
 
 /// `resume()` latency (issue 39): how long the caller's thread spends in
@@ -14,27 +15,24 @@ enum ResumeBenchmark {
     static let runs = 15
 
     /// Counts a delegate task's bytes and signals its end.
-    final class Counting: SessionDataDelegate, @unchecked Sendable {
-        // Written on the task's context, read after `done` (which orders them).
-        var bytes = 0
-        var firstByte: UInt64 = 0
-        var failure: (any Error)?
+    final class Counting: SessionDataDelegate, Sendable {
+        let counts = Mutex<(bytes: Int, firstByte: UInt64, failure: String?)>((0, 0, nil))
         let done = DispatchSemaphore(value: 0)
 
         func urlSession(_ session: Session, dataTask: SessionTask, didReceive data: Data) {
-            if bytes == 0 { firstByte = now() }
-            bytes += data.count
+            counts.withLock { counts in
+                if counts.bytes == 0 { counts.firstByte = now() }
+                counts.bytes += data.count
+            }
         }
 
         func urlSession(_ session: Session, task: SessionTask, didCompleteWithError error: (any Error)?) {
-            failure = error
+            counts.withLock { $0.failure = error.map { "\($0)" } }
             done.signal()
         }
 
         func reset() {
-            bytes = 0
-            firstByte = 0
-            failure = nil
+            counts.withLock { $0 = (0, 0, nil) }
         }
     }
 
@@ -80,9 +78,10 @@ enum ResumeBenchmark {
             let resumed = now()
             guard delegate.done.wait(timeout: .now() + 120) == .success else { fail("no completion within 120 s") }
             let end = now()
-            if let failure = delegate.failure { fail("the task failed: \(failure)") }
-            guard delegate.bytes == bytes else { fail("\(delegate.bytes) bytes instead of \(bytes): was the entry stored?") }
-            return (Double(resumed - start) / 1e3, Double(delegate.firstByte - start) / 1e6, Double(end - start) / 1e6)
+            let counts = delegate.counts.withLock { $0 }
+            if let failure = counts.failure { fail("the task failed: \(failure)") }
+            guard counts.bytes == bytes else { fail("\(counts.bytes) bytes instead of \(bytes): was the entry stored?") }
+            return (Double(resumed - start) / 1e3, Double(counts.firstByte - start) / 1e6, Double(end - start) / 1e6)
         }
         _ = run(plainSession, small, expecting: 1024)  // a connection, and the session's first-use costs
         var disk: [(resume: Double, firstByte: Double, total: Double)] = []
