@@ -85,13 +85,27 @@ extension Daemon {
     }
 
     /// Copies an upload's body into transferd's folder (a hard link when the
-    /// file system allows, else a copy), 0600.
-    func copyBody(from source: String, to destination: String) throws {
+    /// file system allows, else a copy), 0600. With `descriptor` (the app's
+    /// open body, owned by the caller) the bytes come from it: the path may
+    /// be gone or name another file by now.
+    func copyBody(from source: String, descriptor: Int32?, to destination: String) throws {
         unlink(destination)
-        if link(source, destination) == 0 { return }
-        let input = open(source, O_RDONLY | O_CLOEXEC)
+        var input: Int32
+        if let descriptor {
+            var held = stat()
+            guard fstat(descriptor, &held) == 0, held.st_mode & S_IFMT == S_IFREG else {
+                throw BackgroundWireError("the upload body \(source) is not a regular file")
+            }
+            var named = stat()
+            if stat(source, &named) == 0, named.st_dev == held.st_dev, named.st_ino == held.st_ino, link(source, destination) == 0 { return }
+            input = dup(descriptor)
+        } else {
+            if link(source, destination) == 0 { return }
+            input = open(source, O_RDONLY | O_CLOEXEC)
+        }
         guard input >= 0 else { throw BackgroundWireError("cannot open the upload body \(source): \(String(cString: strerror(errno)))") }
         defer { close(input) }
+        guard lseek(input, 0, SEEK_SET) == 0 else { throw BackgroundWireError("cannot read the upload body \(source) from its start") }
         let output = open(destination, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
         guard output >= 0 else { throw BackgroundWireError("cannot copy the upload body: \(String(cString: strerror(errno)))") }
         defer { close(output) }

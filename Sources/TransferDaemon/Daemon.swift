@@ -111,11 +111,13 @@ package final class Daemon: Sendable {
     // MARK: Messages
 
     /// A client's message, on `owner`.
-    func handle(_ message: BackgroundMessage, from client: Client) {
+    /// Acts on a client's message; `body` is an upload's passed descriptor,
+    /// owned (and closed) here.
+    func handle(_ message: BackgroundMessage, body: Int32? = nil, from client: Client) {
         state.withLock { $0.lastActivity = Date() }
         switch message {
         case .attach(let attachment): attach(attachment, client)
-        case .create(let spec): create(spec, client)
+        case .create(let spec): create(spec, body: body, client)
         case .resume(let task):
             change(task, client) { record in
                 record.suspended = false
@@ -182,7 +184,8 @@ package final class Daemon: Sendable {
         for pending in challenges { send(.challenge(task: pending.task, challenge: pending.spec), to: client) }
     }
 
-    private func create(_ spec: TaskSpec, _ client: Client) {
+    private func create(_ spec: TaskSpec, body: Int32?, _ client: Client) {
+        defer { if let body { close(body) } }
         guard let session = client.identifier.withLock({ $0 }) else {
             send(.done(ok: false, message: "attach before creating tasks"), to: client)
             return
@@ -196,8 +199,9 @@ package final class Daemon: Sendable {
                 guard let source = spec.bodyFile else { throw BackgroundWireError("an upload task needs a body file") }
                 let inserted = try journal.insert(record)
                 record = inserted
-                try copyBody(from: source, to: bodyCopy(record.id))
+                try copyBody(from: source, descriptor: body, to: bodyCopy(record.id))
                 record.spec.bodyFile = bodyCopy(record.id)
+                record.spec.bodyPassed = nil
                 try journal.save(record)
             } else {
                 record = try journal.insert(record)
@@ -207,7 +211,12 @@ package final class Daemon: Sendable {
             record.machine = BackgroundTransferMachine(phase: .finished(.failed(reason: "\(error)")), bytes: 0, validator: nil, attempts: 0)
             record.errorCode = SessionError.Code.cannotWriteFile.description
             record.errorMessage = "transferd could not keep the task: \(error)"
-            if record.id != 0 { persist(record) }
+            record.finished = Date()
+            if record.id != 0 {
+                persist(record)
+                // Kept for delivery: the app may be gone before it hears this.
+                state.withLock { $0.records[record.id] = record }
+            }
             send(.finished(result(of: record)), to: client)
             return
         }

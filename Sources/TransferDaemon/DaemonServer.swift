@@ -57,12 +57,17 @@ extension Daemon {
                 while true {
                     do {
                         guard let message = try client.socket.receive(&framing) else { break }
-                        owner.async { self.handle(message, from: client) }
+                        // An upload's body descriptor came with (or before) its frame.
+                        var passed: Int32?
+                        if case .create(let spec) = message, spec.bodyPassed == true { passed = framing.takeDescriptor() }
+                        let body = passed
+                        owner.async { self.handle(message, body: body, from: client) }
                     } catch {
                         logger.warning("a client sent something that is not a message: \(error)")
                         break
                     }
                 }
+                framing.closeDescriptors()
                 owner.async { self.detach(client) }
             }
         }

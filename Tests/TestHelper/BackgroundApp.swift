@@ -126,6 +126,18 @@ final class BackgroundAppDelegate: SessionDownloadDelegate, SessionDataDelegate 
     }
 }
 
+/// A semaphore signalled when `number` arrives (the signal's default action is off).
+func waitForSignal(_ number: Int32) -> DispatchSemaphore {
+    let arrived = DispatchSemaphore(value: 0)
+    signal(number, SIG_IGN)
+    let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
+    source.setEventHandler { arrived.signal() }
+    source.resume()
+    // Lives as long as the process.
+    _ = Unmanaged.passRetained(source as AnyObject)
+    return arrived
+}
+
 func runBackgroundApp(_ given: [String]) -> Never {
     var arguments = given
     let configuration = SessionConfiguration.background(withIdentifier: given.first ?? "")
@@ -155,6 +167,12 @@ func runBackgroundApp(_ given: [String]) -> Never {
         guard let seconds = TimeInterval(arguments[at + 1]), seconds.isFinite, seconds >= 0 else { fail("--begin-after SECONDS") }
         beginAfter = seconds
         arguments.removeSubrange(at...(at + 1))
+    }
+    // Resume only when the test sends SIGUSR1 (it stops transferd first).
+    var resumeSignal: DispatchSemaphore?
+    if let at = arguments.firstIndex(of: "--resume-on-signal") {
+        resumeSignal = waitForSignal(SIGUSR1)
+        arguments.remove(at: at)
     }
     let delegate = BackgroundAppDelegate()
     if let at = arguments.firstIndex(of: "--begin-answer"), at + 1 < arguments.count {
@@ -221,6 +239,7 @@ func runBackgroundApp(_ given: [String]) -> Never {
         say("created \(task.taskIdentifier)")
         delegate.expect([task.taskIdentifier], events: false)
         if let beginAfter { task.earliestBeginDate = Date().addingTimeInterval(beginAfter) }
+        if let resumeSignal, resumeSignal.wait(timeout: .now() + 60) == .timedOut { fail("no SIGUSR1 within 60 s") }
         delegate.beginAnswer.withLock { $0.resumed = Date() }
         task.resume()
         // transferd has the task now (the messages are in its socket).

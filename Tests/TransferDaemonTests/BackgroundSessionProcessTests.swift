@@ -71,6 +71,9 @@ struct BackgroundSessionProcessTests {
             (try? String(contentsOfFile: paths.lockFile, encoding: .utf8)).flatMap { pid_t($0.trimmingCharacters(in: .whitespacesAndNewlines)) }
         }
 
+        /// transferd's log, for a failure's message.
+        var log: String { (try? String(contentsOfFile: paths.log, encoding: .utf8)) ?? "(no log at \(paths.log))" }
+
         func records() -> [TransferRecord] {
             (try? Journal(path: paths.journal, writer: false).records(delivered: true)) ?? []
         }
@@ -135,7 +138,10 @@ struct BackgroundSessionProcessTests {
     func transferdKilled() async throws {
         let origin = try await TestOrigin.start()
         let tag = Mutex(Self.etag)
-        origin.route("/big", Self.slowBody(etag: { tag.withLock { $0 } }))
+        // Each attempt holds after its first slice, so the test finds every
+        // attempt mid-download however slow the machine is.
+        let gate = OriginGate()
+        origin.route("/big", Self.slowBody(etag: { tag.withLock { $0 } }, gate: gate))
         let world = World()
         let app = try world.app(["transferdKilled", "download", origin.url("/big").absoluteString])
         _ = await world.lines(of: app, until: "write")
@@ -144,7 +150,7 @@ struct BackgroundSessionProcessTests {
         for round in 0..<3 {
             // Past the last restart's offset, so that each kill is at a new one.
             let floor = (resumedAt.last ?? 0) + 256 << 10
-            #expect(await eventually { (Self.fileSize(partial) ?? 0) > floor }, "round \(round): the download went on")
+            #expect(await eventually { (Self.fileSize(partial) ?? 0) > floor }, "round \(round): the download went on\n\(world.log)")
             let killed = try #require(world.transferdPID)
             // The app is stopped so that nothing restarts transferd while the test reads the file.
             app.kill(SIGSTOP)
@@ -158,8 +164,9 @@ struct BackgroundSessionProcessTests {
             app.kill(SIGCONT)
             #expect(await eventually { world.transferdPID.map { $0 != killed && kill($0, 0) == 0 } ?? false })
         }
+        gate.open()
         let seen = await world.lines(of: app, until: "bye")
-        #expect(seen.contains("finished 1 \(Self.size) \(Self.wholeDigest)"), "\(seen)")
+        #expect(seen.contains("finished 1 \(Self.size) \(Self.wholeDigest)"), "\(seen)\n\(world.log)")
         #expect(seen.contains("complete 1 nil status 200"), "the last attempt got the whole new version: \(seen)")
         let requests = origin.requests(to: "/big")
         #expect(requests.count == 4, "\(requests.map(\.headers))")
@@ -221,15 +228,23 @@ struct BackgroundSessionProcessTests {
         let body = TestOrigin.pattern(offset: 7, count: 3 << 20)
         let file = world.directory.url.appendingPathComponent("body")
         try Data(body).write(to: file)
-        let app = try world.app(["uploadSurvives", "upload", origin.url("/upload").absoluteString, file.path])
+        let app = try world.app(["uploadSurvives", "--resume-on-signal", "upload", origin.url("/upload").absoluteString, file.path])
+        _ = await world.lines(of: app, until: "created")
+        // transferd reads the task only after the app is gone and its file deleted.
+        let transferd = try #require(world.transferdPID)
+        kill(transferd, SIGSTOP)
+        app.kill(SIGUSR1)
         _ = await world.lines(of: app, until: "resumed")
         app.kill(SIGKILL)
         _ = try await app.wait()
-        // The app's file may go: transferd sends its own copy.
+        // The app's file may go once resume() returned: transferd sends its own copy.
         try FileManager.default.removeItem(at: file)
-        #expect(await eventually { world.records().first?.phaseName == "finished" }, "\(world.records())")
+        kill(transferd, SIGCONT)
+        #expect(await eventually { world.records().first?.phaseName == "finished" }, "\(world.records())\n\(world.log)")
         let lines = try await world.run(["uploadSurvives", "attach"])
-        #expect(lines.contains("body got \(body.count)") && lines.contains("complete 1 nil status 201") && lines.contains("events-done"), "\(lines)")
+        #expect(
+            lines.contains("body got \(body.count)") && lines.contains("complete 1 nil status 201") && lines.contains("events-done"),
+            "\(lines)\n\(world.log)")
         let stored = try #require(origin.requests(to: "/upload").last?.bodyFile)
         #expect(try Data(contentsOf: stored) == Data(body))
         try await origin.shutdown()

@@ -141,12 +141,13 @@ final class BackgroundLink: Sendable {
         deliver(.refused(reason: lastError.map { "\($0)" } ?? "transferd went away"))
     }
 
-    /// Sends a message; false when transferd cannot be reached now.
+    /// Sends a message (with an open descriptor, see `UnixSocket.send`);
+    /// false when transferd cannot be reached now.
     @discardableResult
-    func send(_ message: BackgroundMessage) -> Bool {
+    func send(_ message: BackgroundMessage, passing descriptor: Int32? = nil) -> Bool {
         guard let socket = state.withLock({ $0.socket }) else { return false }
         do {
-            try socket.send(message)
+            try socket.send(message, passing: descriptor)
             return true
         } catch {
             logger.warning("cannot reach transferd: \(error)", metadata: ["session": "\(identifier)"])

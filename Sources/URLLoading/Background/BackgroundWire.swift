@@ -1,10 +1,13 @@
 package import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// What a background session and `transferd` say to each other over the
-/// Unix socket (issue 20): one JSON message per frame, a frame being a
-/// 4-byte big-endian length and that many bytes. Both ends are this
-/// package, built together, so the format has no version of its own: the
-/// socket's folder is per user and the peer's uid is checked.
+/// Unix socket (issue 20): one JSON message per frame, a frame being the
+/// mark byte, the format's version, a 4-byte big-endian length and that
+/// many bytes. The socket's folder is per user and the peer's uid is
+/// checked. An upload's `create` may carry its body's open descriptor.
 package enum BackgroundMessage: Codable, Sendable, Equatable {
     // MARK: App to transferd
 
@@ -93,6 +96,10 @@ package struct TaskSpec: Codable, Sendable, Equatable {
     package var request: RequestSpec
     /// An upload's body; transferd keeps a copy of its own before it answers.
     package var bodyFile: String?
+    /// True when the `create` frame carries an open descriptor of the body
+    /// (`SCM_RIGHTS`): transferd copies from it, so the app may delete its
+    /// file, or die, the moment `resume()` returned.
+    package var bodyPassed: Bool?
     package var earliestBeginDate: Date?
     package var isDiscretionary: Bool
     package var taskDescription: String?
@@ -190,7 +197,12 @@ package struct BackgroundFraming: Sendable {
     /// The largest frame either end accepts (a summary of many tasks fits;
     /// a peer announcing more is not followed).
     package static let maximumFrame = 16 << 20
+    /// The most descriptors received and not yet claimed by a message.
+    package static let maximumDescriptors = 8
     private var buffer = Data()
+    /// Descriptors received with the bytes (`SCM_RIGHTS`), oldest first;
+    /// each belongs to the next message that says it carries one.
+    private var descriptors: [Int32] = []
 
     package init() {}
 
@@ -207,6 +219,29 @@ package struct BackgroundFraming: Sendable {
     /// Bytes read from the socket.
     package mutating func append(_ bytes: Data) {
         buffer.append(bytes)
+    }
+
+    /// Descriptors that came with the bytes read.
+    ///
+    /// - Throws: `BackgroundWireError` when more than
+    ///   ``maximumDescriptors`` wait unclaimed (all of them are closed).
+    package mutating func append(descriptors received: [Int32]) throws(BackgroundWireError) {
+        descriptors += received
+        guard descriptors.count <= Self.maximumDescriptors else {
+            closeDescriptors()
+            throw BackgroundWireError("the peer passed more than \(Self.maximumDescriptors) descriptors no message claimed")
+        }
+    }
+
+    /// The oldest descriptor no message claimed yet; the caller owns it.
+    package mutating func takeDescriptor() -> Int32? {
+        descriptors.isEmpty ? nil : descriptors.removeFirst()
+    }
+
+    /// Closes every unclaimed descriptor (at the end of a connection).
+    package mutating func closeDescriptors() {
+        for descriptor in descriptors { _ = Glibc.close(descriptor) }
+        descriptors = []
     }
 
     /// The next whole message, nil when more bytes are needed.

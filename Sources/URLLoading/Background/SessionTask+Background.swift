@@ -1,4 +1,7 @@
 import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
@@ -26,7 +29,14 @@ extension SessionTask {
             return (tie, create)
         }
         guard let (tie, create) = step else { return false }
-        if let create { tie.link.send(.create(create)) }
+        if var create {
+            // The body's descriptor goes with the task: transferd copies the
+            // file even if the app deletes it, or dies, once resume() returned.
+            let body = create.bodyFile.map { open($0, O_RDONLY | O_CLOEXEC) } ?? -1
+            if body >= 0 { create.bodyPassed = true }
+            tie.link.send(.create(create), passing: body >= 0 ? body : nil)
+            if body >= 0 { close(body) }
+        }
         tie.link.send(.resume(task: taskIdentifier))
         return true
     }

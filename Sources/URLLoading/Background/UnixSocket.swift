@@ -86,15 +86,19 @@ package final class UnixSocket: Sendable {
         return credentials.1
     }
 
-    /// Sends one message whole.
-    package func send(_ message: BackgroundMessage) throws {
+    /// Sends one message whole; with `descriptor`, an open descriptor goes
+    /// with its first byte (`SCM_RIGHTS`; the caller still owns its copy).
+    package func send(_ message: BackgroundMessage, passing descriptor: Int32? = nil) throws {
         let frame = try BackgroundFraming.encode(message)
         try writing.withLock { _ in
             try frame.withUnsafeBytes { (raw: UnsafeRawBufferPointer) throws in
                 guard let base = raw.baseAddress else { return }
                 var offset = 0
+                if let descriptor {
+                    offset = try sendFirst(UnsafeMutableRawPointer(mutating: base), count: raw.count, descriptor: descriptor)
+                }
                 while offset < raw.count {
-                    let sent = Glibc.send(descriptor, base + offset, raw.count - offset, Int32(MSG_NOSIGNAL))
+                    let sent = Glibc.send(self.descriptor, base + offset, raw.count - offset, Int32(MSG_NOSIGNAL))
                     if sent < 0 {
                         if errno == EINTR { continue }
                         throw BackgroundWireError("the peer went away: \(String(cString: strerror(errno)))")
@@ -105,19 +109,106 @@ package final class UnixSocket: Sendable {
         }
     }
 
+    /// `cmsghdr`'s size and the alignment of what follows it (`CMSG_ALIGN`).
+    private static let controlHeader = MemoryLayout<cmsghdr>.size
+    private static func controlAlign(_ length: Int) -> Int {
+        let word = MemoryLayout<Int>.size
+        return (length + word - 1) & ~(word - 1)
+    }
+
+    /// The first bytes of a frame with one descriptor; returns how many were sent.
+    private func sendFirst(_ base: UnsafeMutableRawPointer, count: Int, descriptor passed: Int32) throws -> Int {
+        let dataLength = MemoryLayout<Int32>.size
+        var control = [UInt8](repeating: 0, count: Self.controlAlign(Self.controlHeader) + Self.controlAlign(dataLength))
+        while true {
+            let sent = control.withUnsafeMutableBytes { controlBytes -> Int in
+                guard let controlBase = controlBytes.baseAddress else { return -1 }
+                let header = controlBase.assumingMemoryBound(to: cmsghdr.self)
+                header.pointee.cmsg_len = Self.controlAlign(Self.controlHeader) + dataLength
+                header.pointee.cmsg_level = SOL_SOCKET
+                header.pointee.cmsg_type = Int32(SCM_RIGHTS)
+                controlBase.storeBytes(of: passed, toByteOffset: Self.controlAlign(Self.controlHeader), as: Int32.self)
+                var vector = iovec(iov_base: base, iov_len: count)
+                return withUnsafeMutablePointer(to: &vector) { vectorPointer in
+                    var message = msghdr()
+                    message.msg_iov = vectorPointer
+                    message.msg_iovlen = 1
+                    message.msg_control = controlBase
+                    message.msg_controllen = controlBytes.count
+                    return sendmsg(descriptor, &message, Int32(MSG_NOSIGNAL))
+                }
+            }
+            if sent < 0 {
+                if errno == EINTR { continue }
+                throw BackgroundWireError("the peer went away: \(String(cString: strerror(errno)))")
+            }
+            return sent
+        }
+    }
+
     /// Reads until the next message; nil at the end of the stream.
+    /// Descriptors the peer passed go into `framing`, for the message that
+    /// claims them.
     package func receive(_ framing: inout BackgroundFraming) throws -> BackgroundMessage? {
         var chunk = [UInt8](repeating: 0, count: 64 << 10)
+        let room = Self.controlAlign(Self.controlHeader) + Self.controlAlign(BackgroundFraming.maximumDescriptors * MemoryLayout<Int32>.size)
+        var control = [UInt8](repeating: 0, count: room)
         while true {
             if let message = try framing.next() { return message }
-            let count = chunk.withUnsafeMutableBytes { recv(descriptor, $0.baseAddress, $0.count, 0) }
+            var received: [Int32] = []
+            var truncated = false
+            let count = chunk.withUnsafeMutableBytes { bytes -> Int in
+                control.withUnsafeMutableBytes { controlBytes -> Int in
+                    var vector = iovec(iov_base: bytes.baseAddress, iov_len: bytes.count)
+                    return withUnsafeMutablePointer(to: &vector) { vectorPointer in
+                        var message = msghdr()
+                        message.msg_iov = vectorPointer
+                        message.msg_iovlen = 1
+                        message.msg_control = controlBytes.baseAddress
+                        message.msg_controllen = controlBytes.count
+                        let count = recvmsg(descriptor, &message, Int32(MSG_CMSG_CLOEXEC))
+                        guard count >= 0, let base = controlBytes.baseAddress else { return count }
+                        truncated = message.msg_flags & Int32(MSG_CTRUNC) != 0
+                        received = Self.descriptors(in: UnsafeRawBufferPointer(start: base, count: min(message.msg_controllen, controlBytes.count)))
+                        return count
+                    }
+                }
+            }
             if count < 0 {
                 if errno == EINTR { continue }
                 return nil
             }
+            if truncated {
+                // The kernel closed what did not fit; which message they belonged to is lost.
+                for descriptor in received { _ = Glibc.close(descriptor) }
+                framing.closeDescriptors()
+                throw BackgroundWireError("the peer passed more descriptors than one read takes")
+            }
+            try framing.append(descriptors: received)
             if count == 0 { return nil }
             framing.append(Data(chunk[0..<count]))
         }
+    }
+
+    /// The `SCM_RIGHTS` descriptors in a control buffer the kernel filled.
+    private static func descriptors(in control: UnsafeRawBufferPointer) -> [Int32] {
+        var found: [Int32] = []
+        var offset = 0
+        while offset + controlHeader <= control.count {
+            let length = control.loadUnaligned(fromByteOffset: offset, as: Int.self)
+            let level = control.loadUnaligned(fromByteOffset: offset + MemoryLayout<Int>.size, as: Int32.self)
+            let type = control.loadUnaligned(fromByteOffset: offset + MemoryLayout<Int>.size + 4, as: Int32.self)
+            guard length >= controlHeader, offset + length <= control.count else { break }
+            if level == SOL_SOCKET, type == Int32(SCM_RIGHTS) {
+                let data = offset + controlAlign(controlHeader)
+                let count = (offset + length - data) / MemoryLayout<Int32>.size
+                for index in 0..<max(0, count) {
+                    found.append(control.loadUnaligned(fromByteOffset: data + index * 4, as: Int32.self))
+                }
+            }
+            offset += controlAlign(length)
+        }
+        return found
     }
 
     /// Waits up to `seconds` for bytes (or the end) to be readable.

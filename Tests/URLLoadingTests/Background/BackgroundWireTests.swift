@@ -1,5 +1,9 @@
 import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
 import Testing
+import TestSupport
 @testable import URLLoading
 
 /// The frames between a background session and transferd (issue 34 item 5),
@@ -107,5 +111,52 @@ import Testing
         #expect(credential?.persistence == Credential.Persistence.none, "transferd keeps an app's credential for that request only")
         #expect(BackgroundChallengeAnswer(.rejectProtectionSpace, nil).answer.0 == .rejectProtectionSpace)
         #expect(BackgroundChallengeAnswer(.cancelAuthenticationChallenge, nil).answer.1 == nil)
+    }
+
+    @Test("An upload's body descriptor crosses with its frame, readable after the file is deleted; unclaimed descriptors are bounded")
+    func passedDescriptor() throws {
+        var ends: [Int32] = [0, 0]
+        try #require(socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0, &ends) == 0)
+        let app = UnixSocket(descriptor: ends[0])
+        let daemon = UnixSocket(descriptor: ends[1])
+        let directory = TemporaryDirectory("wire")
+        let path = directory.path("body")
+        try Data("the whole body".utf8).write(to: URL(fileURLWithPath: path))
+        let body = open(path, O_RDONLY | O_CLOEXEC)
+        try #require(body >= 0)
+        var spec = Self.spec
+        spec.kind = .upload
+        spec.bodyFile = path
+        spec.bodyPassed = true
+        try app.send(.resume(task: 1))
+        try app.send(.create(spec), passing: body)
+        close(body)
+        unlink(path)
+        var framing = BackgroundFraming()
+        #expect(try daemon.receive(&framing) == .resume(task: 1))
+        #expect(try daemon.receive(&framing) == .create(spec))
+        let claimed = framing.takeDescriptor()
+        let received = try #require(claimed)
+        defer { close(received) }
+        var bytes = [UInt8](repeating: 0, count: 64)
+        let count = pread(received, &bytes, bytes.count, 0)
+        #expect(count == 14 && String(decoding: bytes.prefix(max(0, count)), as: UTF8.self) == "the whole body")
+        let another = framing.takeDescriptor()
+        #expect(another == nil, "one descriptor, one claim")
+
+        // A peer passing descriptors no message claims is cut off past the bound.
+        let spare = open("/dev/null", O_RDONLY | O_CLOEXEC)
+        try #require(spare >= 0)
+        defer { close(spare) }
+        for _ in 0..<BackgroundFraming.maximumDescriptors {
+            try app.send(.resume(task: 1), passing: spare)
+            #expect(try daemon.receive(&framing) == .resume(task: 1))
+        }
+        #expect(throws: BackgroundWireError.self) {
+            try app.send(.resume(task: 1), passing: spare)
+            _ = try daemon.receive(&framing)
+        }
+        let left = framing.takeDescriptor()
+        #expect(left == nil, "the unclaimed ones were closed")
     }
 }
