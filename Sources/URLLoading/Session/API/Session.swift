@@ -15,6 +15,8 @@ import Transport
 public final class Session: Sendable, CustomStringConvertible {
     /// What the session copied of its configuration when it was made.
     let settings: SessionConfiguration.Values
+    /// Which of the delegate's per-task methods it is known to lack.
+    let delegateAbilities = DelegateAbilities()
     /// A copy of the configuration the session was made with (a new object
     /// on each access, as Apple's).
     public var configuration: SessionConfiguration {
@@ -270,7 +272,10 @@ public final class Session: Sendable, CustomStringConvertible {
         }
         if settings.identifier != nil { prepareBackground(task, kind: kind, request: request, body: body, sink: sink) }
         // On the task's own context, so it comes before any other call for it.
-        if let delegate { task.events.enqueue { [self] in delegate.urlSession(self, didCreateTask: task) } }
+        if let delegate, !delegateAbilities.lacks(.didCreateTask) {
+            let abilities = delegateAbilities
+            task.events.enqueueSync { [self] in abilities.call(.didCreateTask) { delegate.urlSession(self, didCreateTask: task) } }
+        }
         return task
     }
 

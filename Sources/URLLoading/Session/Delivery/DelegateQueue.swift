@@ -37,6 +37,10 @@ final class DelegateQueue: Sendable {
 
     init() {}
 
+    /// True when no job waits or runs: work done elsewhere now cannot
+    /// overtake one of this queue's.
+    var isIdle: Bool { state.withLock { !$0.busy } }
+
     /// Runs `job` after every job enqueued before it.
     func enqueue(_ job: @escaping AsyncJob) {
         add(.async(job))

@@ -47,6 +47,31 @@ extension SessionTask {
         if let sessionDelegate { call(sessionDelegate) }
     }
 
+    /// Calls a method whose absence the session learns: as `callDelegate`,
+    /// but the session's delegate is not called when it is known to lack
+    /// `method`, and its first call teaches whether it does.
+    func callDelegate(_ method: DelegateMethod, _ call: (any SessionDelegate) -> Void) {
+        let (taskDelegate, sessionDelegate, abilities) = locked.withLock { ($0.delegate, $0.session?.delegate, $0.session?.delegateAbilities) }
+        if let taskDelegate {
+            let probe = DelegateFallback.Probe()
+            DelegateFallback.$probe.withValue(probe) { call(taskDelegate) }
+            guard probe.unhandled else { return }
+        }
+        guard let sessionDelegate else { return }
+        guard let abilities else { return call(sessionDelegate) }
+        abilities.call(method) { call(sessionDelegate) }
+    }
+
+    /// Whether a delegate may want to hear `method` for this task: the
+    /// task has a delegate of its own, or the session's is not known to lack it.
+    func delegateMayHear(_ method: DelegateMethod) -> Bool {
+        locked.withLock { inner in
+            if inner.delegate != nil { return true }
+            guard let session = inner.session, session.delegate != nil else { return false }
+            return !session.delegateAbilities.lacks(method)
+        }
+    }
+
     /// Calls a delegate method on the task's own delegate only, if it has one.
     func callTaskDelegate(_ call: (any SessionDelegate) -> Void) {
         if let taskDelegate = delegates.task { call(taskDelegate) }

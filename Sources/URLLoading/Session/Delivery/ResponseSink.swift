@@ -114,7 +114,7 @@ struct SinkEnding: Sendable {
     let metrics: TaskMetrics
 
     func reportMetrics() {
-        task.callDelegate { $0.urlSession(session, task: task, didFinishCollecting: metrics) }
+        task.callDelegate(.didFinishCollectingMetrics) { $0.urlSession(session, task: task, didFinishCollecting: metrics) }
     }
 
     func removeFile(_ contents: SinkContents) {

@@ -13,7 +13,7 @@ extension SessionTask {
     func complete(_ result: Result<TransferMetrics?, SessionError>) {
         let url = currentRequest?.url
         // Read before the lock below (it takes the same lock).
-        let delegateSeesMetrics = hasDelegate
+        let delegateSeesMetrics = delegateMayHear(.didFinishCollectingMetrics)
         let (session, contents, metrics) = locked.withLock { inner in
             if case .failure(let error) = result {
                 inner.error = SessionError(error.code, failingURL: error.failingURL ?? url, message: error.message)
@@ -50,7 +50,7 @@ extension SessionTask {
                 // The handler had the end; only a task's own delegate hears it too.
                 self.callTaskDelegate { $0.urlSession(session, task: self, didCompleteWithError: error) }
             } else {
-                self.callDelegate { $0.urlSession(session, task: self, didCompleteWithError: error) }
+                self.callDelegate(.didCompleteWithError) { $0.urlSession(session, task: self, didCompleteWithError: error) }
             }
             self.acknowledgeInBackground()
             self.locked.withLock {
@@ -61,19 +61,32 @@ extension SessionTask {
         let ledKey = locked.withLock { $0.machine.endLead() }
         // The end runs off the transport's thread and never inside resume():
         // on the Swift task awaiting this one (the async APIs), else on the
-        // task's own delegate context. Cache writes go with it.
-        if !hasDelegate {
+        // task's own delegate context. Cache writes go with it. A delegate
+        // known to lack every method the end calls is as none.
+        // (A job still queued for the delegate must not be overtaken.)
+        let endsWithDelegate =
+            hasDelegate
+            && (sink.asksDelegate || delegateMayHear(.didFinishCollectingMetrics)
+                || (!sink.deliversToHandler && delegateMayHear(.didCompleteWithError)) || !events.isIdle)
+        if !endsWithDelegate {
             let end: @Sendable () -> Void = { [self] in
                 if error == nil { _ = self.updateCache(session: session, body: buffer) }
                 if let ledKey { session.leaveInFlight(key: ledKey) }
                 finish()
             }
             if let runner = completionRunner { runner(end) } else { events.enqueueSync(end) }
-        } else {
+        } else if sink.asksDelegate {
+            // willCacheResponse may be asked: an async job.
             events.enqueue { [self] in
                 if error == nil, let candidate = self.updateCache(session: session, body: buffer) {
                     await self.offerToCache(candidate, session: session)
                 }
+                if let ledKey { session.leaveInFlight(key: ledKey) }
+                finish()
+            }
+        } else {
+            events.enqueueSync { [self] in
+                if error == nil { _ = self.updateCache(session: session, body: buffer) }
                 if let ledKey { session.leaveInFlight(key: ledKey) }
                 finish()
             }
