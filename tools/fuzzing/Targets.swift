@@ -118,6 +118,33 @@ let targets: [FuzzTarget] = [
             }
         }
     },
+    FuzzTarget(name: "websocket-frame") { data in
+        // RFC 6455 frames from a peer (issue 22): bytes in any split read
+        // as bytes whole; the reader never traps, never reads after an end,
+        // text is valid UTF-8, and each message frames again to itself.
+        // The first byte picks the role and where the rest is split.
+        let role: WebSocketReader.Role = (data.first ?? 0) & 1 == 0 ? .client : .server
+        let bytes = Array(data.dropFirst())
+        let cut = data.isEmpty ? 0 : Int(data[data.startIndex] >> 1) % (bytes.count + 1)
+        var whole = WebSocketReader(role: role, maximumMessageSize: 1 << 16)
+        let once = bytes.withUnsafeBytes { whole.read($0) }
+        var split = WebSocketReader(role: role, maximumMessageSize: 1 << 16)
+        var pieces: [WebSocketReader.Event] = []
+        for piece in [bytes[..<cut], bytes[cut...]] { pieces += piece.withUnsafeBytes { split.read($0) } }
+        invariant(once == pieces, "a split changes nothing")
+        for (index, event) in once.enumerated() {
+            switch event {
+            case .close, .failed: invariant(index == once.count - 1, "nothing after an end")
+            case .text(let text):
+                var again = WebSocketReader(role: .client, maximumMessageSize: 1 << 16)
+                let frame = Array(text.utf8).withUnsafeBytes { WebSocketFrame.encode(.text, payload: $0, mask: nil) }
+                invariant(frame.withUnsafeBytes { again.read($0) } == [event], "a text message frames again to itself")
+            case .binary(let payload):
+                invariant(payload.count <= 1 << 16, "a message within the maximum")
+            default: break
+            }
+        }
+    },
     FuzzTarget(name: "stored-blob") { data in
         if let fields = FieldCoding.decodeFields(data) {
             invariant(FieldCoding.decodeFields(FieldCoding.encode(fields)) == fields, "encode(decode(x)) decodes to the same fields")
