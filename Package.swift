@@ -38,6 +38,12 @@ let package = Package(
             pkgConfig: "libcrypto",
             providers: [.apt(["libssl-dev"])]
         ),
+        // Stream tasks: TLS begun on an open connection (STARTTLS).
+        .systemLibrary(
+            name: "CTLS",
+            pkgConfig: "libssl",
+            providers: [.apt(["libssl-dev"])]
+        ),
         .systemLibrary(
             name: "CSQLite",
             pkgConfig: "sqlite3",
@@ -80,6 +86,13 @@ let package = Package(
             dependencies: ["CCurl", "Locking"],
             swiftSettings: strictSwift
         ),
+        // Stream tasks' connections: sockets, a thread per connection, TLS
+        // through OpenSSL; the only code importing CTLS.
+        .target(
+            name: "Streams",
+            dependencies: ["CTLS", "Locking"],
+            swiftSettings: strictSwift
+        ),
 
         // MARK: The library
         .target(
@@ -87,6 +100,7 @@ let package = Package(
             dependencies: [
                 "Storage",
                 "Transport",
+                "Streams",
                 "Migrations",
                 "Locking",
                 .product(name: "Logging", package: "swift-log"),

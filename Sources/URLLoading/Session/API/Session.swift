@@ -66,6 +66,9 @@ public final class Session: Sendable, CustomStringConvertible {
         var delegate: (any SessionDelegate)?
         var sessionDescription: String?
         var tasks: [Int: SessionTask] = [:]
+        /// Stream tasks until they end: kept alive, as Apple's session keeps
+        /// its running tasks, and cancelled by `invalidateAndCancel()`.
+        var streamTasks: [Int: SessionStreamTask] = [:]
         var nextIdentifier = 1
         var invalidating = false
         /// `invalidateAndCancel()` was called: no task is listed any more.
@@ -335,6 +338,7 @@ public final class Session: Sendable, CustomStringConvertible {
             return (Array(state.tasks.values), state.tasks.isEmpty)
         }
         tasks.forEach { $0.cancel() }
+        cancelStreamTasks()
         // Otherwise the last cancelled task's completion invalidates.
         if now { invalidate() }
     }

@@ -161,6 +161,16 @@ public protocol SessionDelegate: AnyObject, Sendable {
     /// The download is complete; the file at `location` is deleted when this returns.
     func urlSession(_ session: Session, downloadTask: SessionTask, didFinishDownloadingTo location: URL)
 
+    // MARK: Stream tasks (Apple's URLSessionStreamDelegate)
+
+    /// The peer ended its side of a stream task's connection: a read saw the end.
+    func urlSession(_ session: Session, readClosedFor streamTask: SessionStreamTask)
+    /// The stream task's write side was closed (`closeWrite()`).
+    func urlSession(_ session: Session, writeClosedFor streamTask: SessionStreamTask)
+    /// Never sent on Linux: the system has no route monitor to say that a
+    /// better route than the connection's exists. Kept for source compatibility.
+    func urlSession(_ session: Session, betterRouteDiscoveredFor streamTask: SessionStreamTask)
+
     // MARK: Background sessions
 
     /// Every event that waited for this background session when it attached
@@ -175,6 +185,8 @@ public protocol SessionTaskDelegate: SessionDelegate {}
 public protocol SessionDataDelegate: SessionTaskDelegate {}
 /// Apple's `URLSessionDownloadDelegate` (see `SessionTaskDelegate`).
 public protocol SessionDownloadDelegate: SessionTaskDelegate {}
+/// Apple's `URLSessionStreamDelegate` (see `SessionTaskDelegate`).
+public protocol SessionStreamDelegate: SessionTaskDelegate {}
 
 extension SessionDelegate {
     public func urlSession(_ session: Session, didBecomeInvalidWithError error: (any Error)?) { DelegateFallback.unhandled() }
@@ -194,6 +206,9 @@ extension SessionDelegate {
     }
 
     public func urlSession(_ session: Session, didCreateTask task: SessionTask) { DelegateFallback.unhandled() }
+    public func urlSession(_ session: Session, readClosedFor streamTask: SessionStreamTask) { DelegateFallback.unhandled() }
+    public func urlSession(_ session: Session, writeClosedFor streamTask: SessionStreamTask) { DelegateFallback.unhandled() }
+    public func urlSession(_ session: Session, betterRouteDiscoveredFor streamTask: SessionStreamTask) { DelegateFallback.unhandled() }
     public func urlSession(
         _ session: Session, task: SessionTask, willPerformHTTPRedirection response: HTTPURLResponse,
         newRequest request: URLRequest

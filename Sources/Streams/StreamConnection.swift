@@ -1,0 +1,176 @@
+package import Foundation
+import Locking
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A TCP connection a stream task owns (Apple's `URLSessionStreamTask`'s
+/// transport): reads, writes, half-closes and TLS begun or ended on the
+/// open connection, each an operation in a queue, carried out by the
+/// connection's own thread, which runs sockets and OpenSSL only. Reads are
+/// served in order, writes in order, the two side by side; TLS's start and
+/// end wait for every operation before them. Completions are called on
+/// that thread: the owner hands them to the user's context.
+package final class StreamConnection: Sendable {
+    /// Where to connect.
+    package struct Endpoint: Sendable {
+        package var host: String
+        package var port: Int
+        /// An `http://` proxy that tunnels the connection (`CONNECT`).
+        package var proxy: URL?
+        /// How TLS, when started, checks the peer.
+        package var tls: TLSOptions
+        /// Bound on the connect (and the proxy's answer).
+        package var connectTimeout: Duration
+
+        package init(host: String, port: Int, proxy: URL?, tls: TLSOptions, connectTimeout: Duration) {
+            self.host = host
+            self.port = port
+            self.proxy = proxy
+            self.tls = tls
+            self.connectTimeout = connectTimeout
+        }
+    }
+
+    /// A read's result: the bytes, and whether the peer ended its side.
+    package typealias ReadCompletion = @Sendable (Result<(data: Data, atEOF: Bool), StreamError>) -> Void
+    /// A write's, a TLS start's or a close's result.
+    package typealias Completion = @Sendable (StreamError?) -> Void
+
+    enum Operation {
+        case read(minimum: Int, maximum: Int, deadline: ContinuousClock.Instant?, ReadCompletion)
+        case write(Data, deadline: ContinuousClock.Instant?, Completion)
+        case closeWrite(Completion)
+        case closeRead
+        case startTLS(serverName: String, Completion)
+        case stopTLS(Completion)
+
+        /// Waits for every operation before it.
+        var isBarrier: Bool {
+            switch self {
+            case .startTLS, .stopTLS: true
+            default: false
+            }
+        }
+        var isRead: Bool {
+            switch self {
+            case .read, .closeRead: true
+            default: false
+            }
+        }
+    }
+
+    let channel = StreamChannel()
+
+    /// Starts the connection's thread, which connects to `endpoint`; then
+    /// `connected` is called once with nil or why it failed.
+    package init(_ endpoint: Endpoint, connected: @escaping Completion) {
+        let worker = StreamWorker(channel: channel, endpoint: endpoint)
+        let thread = Thread { worker.run(connected: connected) }
+        thread.name = "urlloading.stream"
+        thread.start()
+    }
+
+    /// Nobody can ask anything of the connection any more: it closes.
+    deinit {
+        cancel(StreamError(.cancelled, "the stream task was released"))
+    }
+
+    /// Reads at least `minimum` bytes (fewer at the end of the stream) and
+    /// at most `maximum`, within `timeout` (nil: none).
+    package func read(minimum: Int, maximum: Int, timeout: Duration?, completion: @escaping ReadCompletion) {
+        let maximum = max(1, maximum)
+        channel.enqueue(.read(minimum: min(max(0, minimum), maximum), maximum: maximum, deadline: timeout.map { .now + $0 }, completion))
+    }
+
+    /// Writes all of `data` within `timeout` (nil: none).
+    package func write(_ data: Data, timeout: Duration?, completion: @escaping Completion) {
+        channel.enqueue(.write(data, deadline: timeout.map { .now + $0 }, completion))
+    }
+
+    /// Ends the write side once earlier writes are done (close_notify first
+    /// under TLS); `completion` hears when it is closed.
+    package func closeWrite(completion: @escaping Completion) { channel.enqueue(.closeWrite(completion)) }
+
+    /// Ends the read side once earlier reads are done; later reads fail.
+    package func closeRead() { channel.enqueue(.closeRead) }
+
+    /// Begins TLS once every earlier operation is done, checking the
+    /// server's certificate for `serverName`.
+    package func startTLS(serverName: String, completion: @escaping Completion) {
+        channel.enqueue(.startTLS(serverName: serverName, completion))
+    }
+
+    /// Ends TLS (close_notify) once every earlier operation is done; the
+    /// connection goes on in the clear.
+    package func stopTLS(completion: @escaping Completion) { channel.enqueue(.stopTLS(completion)) }
+
+    /// Fails every queued operation with `reason` and closes the connection.
+    package func cancel(_ reason: StreamError = StreamError(.cancelled, "cancelled")) {
+        channel.shared.withLock { state in
+            if state.cancelled == nil { state.cancelled = reason }
+        }
+        channel.signal()
+    }
+}
+
+/// What the owner's threads and the connection's thread share: the queue
+/// of operations (behind one lock) and the eventfd that wakes the thread.
+final class StreamChannel: Sendable {
+    struct Shared {
+        var operations: [StreamConnection.Operation] = []
+        var cancelled: StreamError?
+        var ended = false
+    }
+
+    let shared = Lock(Shared())
+    /// A pipe's read end (polled by the thread) and write end (signalled).
+    let wake: Int32
+    private let waker: Int32
+
+    init() {
+        var ends: [Int32] = [-1, -1]
+        if pipe(&ends) == 0 {
+            for end in ends {
+                _ = fcntl(end, F_SETFD, FD_CLOEXEC)
+                _ = fcntl(end, F_SETFL, fcntl(end, F_GETFL) | O_NONBLOCK)
+            }
+        }
+        (wake, waker) = (ends[0], ends[1])
+    }
+
+    deinit {
+        if wake >= 0 { close(wake) }
+        if waker >= 0 { close(waker) }
+    }
+
+    /// Queues an operation; after the end it fails at once.
+    func enqueue(_ operation: StreamConnection.Operation) {
+        let failure = shared.withLock { state -> StreamError? in
+            if let reason = state.cancelled ?? (state.ended ? StreamError(.closed, "the connection is closed") : nil) { return reason }
+            state.operations.append(operation)
+            return nil
+        }
+        guard let failure else { return signal() }
+        Self.fail(operation, failure)
+    }
+
+    func signal() {
+        var one: UInt8 = 1
+        _ = write(waker, &one, 1)
+    }
+
+    /// Empties the pipe after a wake-up.
+    func drain() {
+        var bytes = [UInt8](repeating: 0, count: 64)
+        while read(wake, &bytes, bytes.count) > 0 {}
+    }
+
+    static func fail(_ operation: StreamConnection.Operation, _ error: StreamError) {
+        switch operation {
+        case .read(_, _, _, let completion): completion(.failure(error))
+        case .write(_, _, let completion), .startTLS(_, let completion), .stopTLS(let completion), .closeWrite(let completion): completion(error)
+        case .closeRead: break
+        }
+    }
+}

@@ -1,0 +1,353 @@
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The connection's thread: connects, then carries out the queued
+/// operations without blocking on any one of them (poll on the socket and
+/// the wake-up eventfd), until cancelled.
+///
+/// Everything but `channel` is touched by that one thread only, which is
+/// why the class may cross to it.
+final class StreamWorker: @unchecked Sendable {
+    private let channel: StreamChannel
+    private let endpoint: StreamConnection.Endpoint
+    private var descriptor: Int32 = -1
+    private var operations: [StreamConnection.Operation] = []
+    /// Bytes read and not yet handed to a read.
+    private var buffer = Data()
+    private var atEOF = false
+    private var readFailure: StreamError?
+    private var readClosed = false
+    private var writeClosed = false
+    /// Bytes of the first queued write already sent.
+    private var written = 0
+    private var tls: TLSChannel?
+    private var handshaking = false
+    /// What the socket must become before the blocked step can go on.
+    private var wantsRead = false
+    private var wantsWrite = false
+    private static let chunk = 64 << 10
+
+    init(channel: StreamChannel, endpoint: StreamConnection.Endpoint) {
+        self.channel = channel
+        self.endpoint = endpoint
+    }
+
+    func run(connected: StreamConnection.Completion) {
+        do {
+            descriptor = try StreamSocket.connect(
+                host: endpoint.host, port: endpoint.port, proxy: endpoint.proxy, deadline: .now + endpoint.connectTimeout)
+        } catch {
+            connected(error)
+            end(error)
+            return
+        }
+        connected(nil)
+        loop()
+    }
+
+    private func loop() {
+        while true {
+            let (new, cancelled) = channel.shared.withLock { state in
+                defer { state.operations = [] }
+                return (state.operations, state.cancelled)
+            }
+            operations += new
+            if let cancelled { return end(cancelled) }
+            wantsRead = false
+            wantsWrite = false
+            while step() {}
+            let now = ContinuousClock.now
+            expire(now)
+            var entries = [pollfd(fd: channel.wake, events: Int16(POLLIN), revents: 0)]
+            let events = (wantsRead ? Int16(POLLIN) : 0) | (wantsWrite ? Int16(POLLOUT) : 0)
+            if events != 0 { entries.append(pollfd(fd: descriptor, events: events, revents: 0)) }
+            let timeout = nextDeadline().map { StreamSocket.milliseconds(now.duration(to: $0)) } ?? -1
+            _ = poll(&entries, nfds_t(entries.count), timeout)
+            if entries[0].revents != 0 { channel.drain() }
+        }
+    }
+
+    /// Does one piece of work that needs no waiting; false when none is left.
+    private func step() -> Bool {
+        let barrier = operations.firstIndex { $0.isBarrier } ?? operations.count
+        if barrier == 0, let first = operations.first { return runBarrier(first) }
+        if let index = operations[..<barrier].firstIndex(where: \.isRead), readStep(index) { return true }
+        // (Looked up anew: a read step may have taken an operation out.)
+        let end = operations.firstIndex { $0.isBarrier } ?? operations.count
+        if let index = operations[..<end].firstIndex(where: { !$0.isRead }), writeStep(index) { return true }
+        return false
+    }
+
+    private func complete(_ index: Int) -> StreamConnection.Operation {
+        operations.remove(at: index)
+    }
+
+    // MARK: Reads
+
+    private func readStep(_ index: Int) -> Bool {
+        switch operations[index] {
+        case .closeRead:
+            _ = complete(index)
+            readClosed = true
+            if tls == nil { _ = shutdown(descriptor, Int32(SHUT_RD)) }
+            return true
+        case .read(let minimum, let maximum, _, let completion):
+            if readClosed {
+                _ = complete(index)
+                completion(.failure(StreamError(.closed, "the read side is closed")))
+                return true
+            }
+            if !buffer.isEmpty, buffer.count >= max(1, minimum) || atEOF || readFailure != nil {
+                _ = complete(index)
+                let taken = Data(buffer.prefix(maximum))
+                buffer.removeFirst(taken.count)
+                completion(.success((taken, atEOF && buffer.isEmpty)))
+                return true
+            }
+            if atEOF {
+                _ = complete(index)
+                completion(.success((Data(), true)))
+                return true
+            }
+            if let readFailure {
+                _ = complete(index)
+                completion(.failure(readFailure))
+                return true
+            }
+            return fill()
+        default:
+            return false
+        }
+    }
+
+    /// Reads what the socket has into the buffer; true when something changed.
+    private func fill() -> Bool {
+        var chunk = [UInt8](repeating: 0, count: Self.chunk)
+        if let tls {
+            let step = chunk.withUnsafeMutableBytes { tls.read(into: $0) }
+            switch step {
+            case .done(let count):
+                buffer.append(contentsOf: chunk[0..<count])
+                return true
+            case .wantRead: wantsRead = true
+            case .wantWrite: wantsWrite = true
+            case .closed: atEOF = true
+            case .failed(let reason): readFailure = StreamError(.tls, reason)
+            }
+            return atEOF || readFailure != nil
+        }
+        let count = chunk.withUnsafeMutableBytes { recv(descriptor, $0.baseAddress, $0.count, 0) }
+        if count > 0 {
+            buffer.append(contentsOf: chunk[0..<count])
+            return true
+        }
+        if count == 0 {
+            atEOF = true
+            return true
+        }
+        if errno == EAGAIN || errno == EINTR {
+            wantsRead = true
+            return false
+        }
+        readFailure = StreamError(.io, "reading failed: \(String(cString: strerror(errno)))")
+        return true
+    }
+
+    // MARK: Writes
+
+    private func writeStep(_ index: Int) -> Bool {
+        switch operations[index] {
+        case .closeWrite(let completion):
+            if let tls, !writeClosed {
+                switch tls.shutdown() {
+                case .wantWrite:
+                    wantsWrite = true
+                    return false
+                case .wantRead, .done, .closed, .failed: break
+                }
+            }
+            _ = complete(index)
+            writeClosed = true
+            _ = shutdown(descriptor, Int32(SHUT_WR))
+            completion(nil)
+            return true
+        case .write(let data, _, let completion):
+            if writeClosed {
+                _ = complete(index)
+                completion(StreamError(.closed, "the write side is closed"))
+                return true
+            }
+            while written < data.count {
+                switch send(data, from: written) {
+                case .sent(let count): written += count
+                case .wait: return false
+                case .failed(let error):
+                    _ = complete(index)
+                    written = 0
+                    completion(error)
+                    return true
+                }
+            }
+            _ = complete(index)
+            written = 0
+            completion(nil)
+            return true
+        default:
+            return false
+        }
+    }
+
+    private enum Sent {
+        case sent(Int)
+        /// The socket (or TLS) must become ready first.
+        case wait
+        case failed(StreamError)
+    }
+
+    /// Sends from `offset`.
+    private func send(_ data: Data, from offset: Int) -> Sent {
+        data.withUnsafeBytes { (raw: UnsafeRawBufferPointer) -> Sent in
+            let rest = UnsafeRawBufferPointer(rebasing: raw[offset...])
+            if let tls {
+                switch tls.write(rest) {
+                case .done(let count): return .sent(count)
+                case .wantRead:
+                    wantsRead = true
+                    return .wait
+                case .wantWrite:
+                    wantsWrite = true
+                    return .wait
+                case .closed: return .failed(StreamError(.closed, "the peer ended TLS"))
+                case .failed(let reason): return .failed(StreamError(.tls, reason))
+                }
+            }
+            let count = Glibc.send(descriptor, rest.baseAddress, rest.count, Int32(MSG_NOSIGNAL))
+            if count >= 0 { return .sent(count) }
+            if errno == EAGAIN || errno == EINTR {
+                wantsWrite = true
+                return .wait
+            }
+            return .failed(StreamError(.closed, "writing failed: \(String(cString: strerror(errno)))"))
+        }
+    }
+
+    // MARK: TLS
+
+    private func runBarrier(_ operation: StreamConnection.Operation) -> Bool {
+        switch operation {
+        case .startTLS(let serverName, let completion):
+            if !handshaking {
+                guard tls == nil else {
+                    _ = complete(0)
+                    completion(StreamError(.tls, "TLS is already on"))
+                    return true
+                }
+                do {
+                    tls = try TLSChannel(descriptor: descriptor, serverName: serverName, options: endpoint.tls)
+                    handshaking = true
+                } catch {
+                    _ = complete(0)
+                    completion(error)
+                    return true
+                }
+            }
+            switch tls?.handshake() ?? .failed("no TLS") {
+            case .done:
+                handshaking = false
+                _ = complete(0)
+                completion(nil)
+                return true
+            case .wantRead:
+                wantsRead = true
+                return false
+            case .wantWrite:
+                wantsWrite = true
+                return false
+            case .closed:
+                return failHandshake(StreamError(.tls, "the server closed the connection during the TLS handshake"), completion)
+            case .failed(let reason):
+                return failHandshake(StreamError(.tls, reason), completion)
+            }
+        case .stopTLS(let completion):
+            guard let tls else {
+                _ = complete(0)
+                completion(StreamError(.tls, "TLS is not on"))
+                return true
+            }
+            if case .wantWrite = tls.shutdown() {
+                wantsWrite = true
+                return false
+            }
+            self.tls = nil
+            _ = complete(0)
+            completion(nil)
+            return true
+        default:
+            return false
+        }
+    }
+
+    /// A failed handshake leaves nothing usable: the connection ends.
+    private func failHandshake(_ error: StreamError, _ completion: StreamConnection.Completion) -> Bool {
+        handshaking = false
+        tls = nil
+        _ = complete(0)
+        completion(error)
+        channel.shared.withLock { state in
+            if state.cancelled == nil { state.cancelled = StreamError(.closed, "the connection ended after a failed TLS handshake") }
+        }
+        channel.signal()
+        return false
+    }
+
+    // MARK: Time and the end
+
+    private func nextDeadline() -> ContinuousClock.Instant? {
+        operations.compactMap { operation -> ContinuousClock.Instant? in
+            switch operation {
+            case .read(_, _, let deadline, _): deadline
+            case .write(_, let deadline, _): deadline
+            default: nil
+            }
+        }.min()
+    }
+
+    private func expire(_ now: ContinuousClock.Instant) {
+        var index = 0
+        while index < operations.count {
+            switch operations[index] {
+            case .read(_, _, let deadline?, let completion) where deadline <= now:
+                _ = complete(index)
+                completion(.failure(StreamError(.timedOut, "the read timed out")))
+            case .write(_, let deadline?, let completion) where deadline <= now:
+                _ = complete(index)
+                // The first write's partly sent bytes go with it.
+                if !operations[..<index].contains(where: { !$0.isRead }) { written = 0 }
+                completion(StreamError(.timedOut, "the write timed out"))
+            default:
+                index += 1
+            }
+        }
+    }
+
+    /// Fails what is queued, now and later, and closes the socket.
+    private func end(_ reason: StreamError) {
+        tls = nil
+        if descriptor >= 0 {
+            close(descriptor)
+            descriptor = -1
+        }
+        let left = channel.shared.withLock { state in
+            defer {
+                state.operations = []
+                state.ended = true
+                if state.cancelled == nil { state.cancelled = reason }
+            }
+            return state.operations
+        }
+        for operation in operations + left { StreamChannel.fail(operation, reason) }
+        operations = []
+    }
+}

@@ -1,0 +1,46 @@
+import Foundation
+import Streams
+
+/// A stream task as its own closures hold it: weakly, so that the
+/// operations it queued do not keep it alive.
+struct WeakStreamTask: Sendable {
+    weak var task: SessionStreamTask?
+}
+
+extension Session {
+    /// A TCP connection to `hostname`:`port` (Apple's
+    /// `streamTask(withHostName:port:)`), opened at `resume()`. The
+    /// session's proxy, trusted roots, TLS versions and
+    /// `timeoutIntervalForRequest` (as the connect bound) apply.
+    public func streamTask(withHostName hostname: String, port: Int) -> SessionStreamTask {
+        let settings = self.settings
+        let endpoint = StreamConnection.Endpoint(
+            host: hostname, port: port, proxy: settings.proxyURL,
+            tls: TLSOptions(
+                rootsFile: settings.trustRootsFile, minimumVersion: settings.tlsMinimumSupportedVersion,
+                maximumVersion: settings.tlsMaximumSupportedVersion),
+            connectTimeout: .milliseconds(Int64(min(max(settings.timeoutIntervalForRequest, 0.001), 31_536_000) * 1000)))
+        let (task, cancelled) = state.withLock { state -> (SessionStreamTask, Bool) in
+            let task = SessionStreamTask(session: self, identifier: state.nextIdentifier, host: hostname, port: port, endpoint: endpoint)
+            state.nextIdentifier += 1
+            state.streamTasks[task.taskIdentifier] = task
+            return (task, state.invalidating || state.invalidated)
+        }
+        // A session being invalidated runs no new task.
+        if cancelled { task.cancel() }
+        return task
+    }
+
+    func cancelStreamTasks() {
+        let tasks = state.withLock { state in
+            defer { state.streamTasks = [:] }
+            return Array(state.streamTasks.values)
+        }
+        tasks.forEach { $0.cancel() }
+    }
+
+    /// A stream task ended: the session lets go of it.
+    func streamTaskEnded(_ identifier: Int) {
+        _ = state.withLock { $0.streamTasks.removeValue(forKey: identifier) }
+    }
+}
