@@ -6,6 +6,8 @@
 #include <openssl/ssl.h>
 #include <openssl/err.h>
 #include <openssl/x509v3.h>
+#include <openssl/sha.h>
+#include <openssl/rand.h>
 
 // Macros in OpenSSL's headers, as functions Swift can call.
 static inline long ctls_set_server_name(SSL *ssl, const char *name) {

@@ -27,7 +27,8 @@ final class StreamWorker: @unchecked Sendable {
     /// What the socket must become before the blocked step can go on.
     private var wantsRead = false
     private var wantsWrite = false
-    private static let chunk = 64 << 10
+    /// Where reads land before they join the buffer.
+    private var chunk = [UInt8](repeating: 0, count: 64 << 10)
 
     init(channel: StreamChannel, endpoint: StreamConnection.Endpoint) {
         self.channel = channel
@@ -101,8 +102,14 @@ final class StreamWorker: @unchecked Sendable {
             }
             if !buffer.isEmpty, buffer.count >= max(1, minimum) || atEOF || readFailure != nil {
                 _ = complete(index)
-                let taken = Data(buffer.prefix(maximum))
-                buffer.removeFirst(taken.count)
+                let taken: Data
+                if buffer.count <= maximum {
+                    taken = buffer
+                    buffer = Data()
+                } else {
+                    taken = Data(buffer.prefix(maximum))
+                    buffer = Data(buffer.dropFirst(maximum))
+                }
                 completion(.success((taken, atEOF && buffer.isEmpty)))
                 return true
             }
@@ -124,12 +131,11 @@ final class StreamWorker: @unchecked Sendable {
 
     /// Reads what the socket has into the buffer; true when something changed.
     private func fill() -> Bool {
-        var chunk = [UInt8](repeating: 0, count: Self.chunk)
         if let tls {
             let step = chunk.withUnsafeMutableBytes { tls.read(into: $0) }
             switch step {
             case .done(let count):
-                buffer.append(contentsOf: chunk[0..<count])
+                keep(count)
                 return true
             case .wantRead: wantsRead = true
             case .wantWrite: wantsWrite = true
@@ -140,7 +146,7 @@ final class StreamWorker: @unchecked Sendable {
         }
         let count = chunk.withUnsafeMutableBytes { recv(descriptor, $0.baseAddress, $0.count, 0) }
         if count > 0 {
-            buffer.append(contentsOf: chunk[0..<count])
+            keep(count)
             return true
         }
         if count == 0 {
@@ -153,6 +159,14 @@ final class StreamWorker: @unchecked Sendable {
         }
         readFailure = StreamError(.io, "reading failed: \(String(cString: strerror(errno)))")
         return true
+    }
+
+    /// Appends the first `count` bytes of `chunk` to the buffer (through
+    /// the pointer: Data's generic append walks an array byte by byte).
+    private func keep(_ count: Int) {
+        chunk.withUnsafeBytes { raw in
+            if let base = raw.baseAddress { buffer.append(base.assumingMemoryBound(to: UInt8.self), count: count) }
+        }
     }
 
     // MARK: Writes

@@ -83,7 +83,7 @@ public enum ChildProcess {
         // Process is not Sendable; this class only reads it after it ran, and
         // `wait` is the one place that blocks on it.
         private let process: Process
-        private let outputPath: URL?
+        let outputPath: URL?
         private let errorPath: URL
         private let lines: AsyncStream<String>?
         /// Signalled once when the child ended (Process's own wait spins

@@ -13,13 +13,7 @@ extension Session {
     /// session's proxy, trusted roots, TLS versions and
     /// `timeoutIntervalForRequest` (as the connect bound) apply.
     public func streamTask(withHostName hostname: String, port: Int) -> SessionStreamTask {
-        let settings = self.settings
-        let endpoint = StreamConnection.Endpoint(
-            host: hostname, port: port, proxy: settings.proxyURL,
-            tls: TLSOptions(
-                rootsFile: settings.trustRootsFile, minimumVersion: settings.tlsMinimumSupportedVersion,
-                maximumVersion: settings.tlsMaximumSupportedVersion),
-            connectTimeout: .milliseconds(Int64(min(max(settings.timeoutIntervalForRequest, 0.001), 31_536_000) * 1000)))
+        let endpoint = streamEndpoint(host: hostname, port: port)
         let (task, cancelled) = state.withLock { state -> (SessionStreamTask, Bool) in
             let task = SessionStreamTask(session: self, identifier: state.nextIdentifier, host: hostname, port: port, endpoint: endpoint)
             state.nextIdentifier += 1
@@ -32,11 +26,27 @@ extension Session {
     }
 
     func cancelStreamTasks() {
-        let tasks = state.withLock { state in
-            defer { state.streamTasks = [:] }
-            return Array(state.streamTasks.values)
+        let (tasks, webSockets) = state.withLock { state in
+            defer {
+                state.streamTasks = [:]
+                state.webSocketTasks = [:]
+            }
+            return (Array(state.streamTasks.values), Array(state.webSocketTasks.values))
         }
         tasks.forEach { $0.cancel() }
+        webSockets.forEach { $0.cancel() }
+    }
+
+    /// Where a stream (or WebSocket) task connects: the session's proxy,
+    /// trusted roots, TLS versions, and `timeoutIntervalForRequest` as the
+    /// connect bound.
+    func streamEndpoint(host: String, port: Int) -> StreamConnection.Endpoint {
+        StreamConnection.Endpoint(
+            host: host, port: port, proxy: settings.proxyURL,
+            tls: TLSOptions(
+                rootsFile: settings.trustRootsFile, minimumVersion: settings.tlsMinimumSupportedVersion,
+                maximumVersion: settings.tlsMaximumSupportedVersion),
+            connectTimeout: .milliseconds(Int64(min(max(settings.timeoutIntervalForRequest, 0.001), 31_536_000) * 1000)))
     }
 
     /// A stream task ended: the session lets go of it.

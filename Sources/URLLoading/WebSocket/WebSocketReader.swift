@@ -244,7 +244,8 @@ struct WebSocketReader: Sendable {
         if current.isText, !current.compressed, !current.validator.feed(bytes) {
             return .failed(code: WebSocketFrame.Code.invalidFramePayloadData, reason: "a text message that is not UTF-8")
         }
-        current.bytes.append(contentsOf: bytes)
+        // Through the pointer: Data's generic append walks a buffer byte by byte.
+        if let base = bytes.baseAddress { current.bytes.append(base.assumingMemoryBound(to: UInt8.self), count: bytes.count) }
         return nil
     }
 

@@ -69,6 +69,8 @@ public final class Session: Sendable, CustomStringConvertible {
         /// Stream tasks until they end: kept alive, as Apple's session keeps
         /// its running tasks, and cancelled by `invalidateAndCancel()`.
         var streamTasks: [Int: SessionStreamTask] = [:]
+        /// WebSocket tasks until they end (as stream tasks).
+        var webSocketTasks: [Int: SessionWebSocketTask] = [:]
         var nextIdentifier = 1
         var invalidating = false
         /// `invalidateAndCancel()` was called: no task is listed any more.

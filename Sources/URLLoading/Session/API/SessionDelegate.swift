@@ -171,6 +171,13 @@ public protocol SessionDelegate: AnyObject, Sendable {
     /// better route than the connection's exists. Kept for source compatibility.
     func urlSession(_ session: Session, betterRouteDiscoveredFor streamTask: SessionStreamTask)
 
+    // MARK: WebSocket tasks (Apple's URLSessionWebSocketDelegate)
+
+    /// The server accepted the handshake, choosing `protocol` (nil: none).
+    func urlSession(_ session: Session, webSocketTask: SessionWebSocketTask, didOpenWithProtocol protocol: String?)
+    /// The server's close frame came (or the closing handshake was given up on).
+    func urlSession(_ session: Session, webSocketTask: SessionWebSocketTask, didCloseWith closeCode: SessionWebSocketTask.CloseCode, reason: Data?)
+
     // MARK: Background sessions
 
     /// Every event that waited for this background session when it attached
@@ -187,6 +194,8 @@ public protocol SessionDataDelegate: SessionTaskDelegate {}
 public protocol SessionDownloadDelegate: SessionTaskDelegate {}
 /// Apple's `URLSessionStreamDelegate` (see `SessionTaskDelegate`).
 public protocol SessionStreamDelegate: SessionTaskDelegate {}
+/// Apple's `URLSessionWebSocketDelegate` (see `SessionTaskDelegate`).
+public protocol SessionWebSocketDelegate: SessionTaskDelegate {}
 
 extension SessionDelegate {
     public func urlSession(_ session: Session, didBecomeInvalidWithError error: (any Error)?) { DelegateFallback.unhandled() }
@@ -209,6 +218,10 @@ extension SessionDelegate {
     public func urlSession(_ session: Session, readClosedFor streamTask: SessionStreamTask) { DelegateFallback.unhandled() }
     public func urlSession(_ session: Session, writeClosedFor streamTask: SessionStreamTask) { DelegateFallback.unhandled() }
     public func urlSession(_ session: Session, betterRouteDiscoveredFor streamTask: SessionStreamTask) { DelegateFallback.unhandled() }
+    public func urlSession(_ session: Session, webSocketTask: SessionWebSocketTask, didOpenWithProtocol protocol: String?) { DelegateFallback.unhandled() }
+    public func urlSession(
+        _ session: Session, webSocketTask: SessionWebSocketTask, didCloseWith closeCode: SessionWebSocketTask.CloseCode, reason: Data?
+    ) { DelegateFallback.unhandled() }
     public func urlSession(
         _ session: Session, task: SessionTask, willPerformHTTPRedirection response: HTTPURLResponse,
         newRequest request: URLRequest

@@ -1,0 +1,226 @@
+public import Foundation
+import Streams
+
+/// Messages, pings and the closing handshake.
+extension SessionWebSocketTask {
+    /// Sends a message; the handler hears nil once the system took it.
+    public func send(_ message: Message, completionHandler: @escaping @Sendable ((any Error)?) -> Void) {
+        let frame: [UInt8] =
+            switch message {
+            case .string(let text): Array(text.utf8).withUnsafeBytes { WebSocketFrame.encode(.text, payload: $0, mask: WebSocketFrame.randomMask()) }
+            case .data(let data): data.withUnsafeBytes { WebSocketFrame.encode(.binary, payload: $0, mask: WebSocketFrame.randomMask()) }
+            }
+        submit(frame, done: completionHandler)
+    }
+
+    /// Sends a message as `send(_:completionHandler:)` does.
+    public func send(_ message: Message) async throws {
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+            send(message) { error in
+                if let error { continuation.resume(throwing: error) } else { continuation.resume() }
+            }
+        }
+    }
+
+    /// The next message, in the order they came; fails once the connection closed.
+    public func receive(completionHandler: @escaping @Sendable (Result<Message, any Error>) -> Void) {
+        let now = inner.withLock { inner -> Result<Message, any Error>? in
+            if !inner.received.isEmpty { return .success(inner.received.removeFirst()) }
+            if inner.phase == .closed || inner.phase == .closing { return .failure(Self.notConnected(inner, url: originalRequest?.url)) }
+            inner.receivers.append(completionHandler)
+            return nil
+        }
+        if let now { events.enqueueSync { completionHandler(now) } }
+    }
+
+    /// The next message, as `receive(completionHandler:)` gives it.
+    public func receive() async throws -> Message {
+        try await withCheckedThrowingContinuation { continuation in
+            receive { continuation.resume(with: $0) }
+        }
+    }
+
+    /// Sends a ping; the handler hears nil when the pong came, or why not.
+    public func sendPing(pongReceiveHandler: @escaping @Sendable ((any Error)?) -> Void) {
+        let frame = Digests.randomBytes(4).withUnsafeBytes { WebSocketFrame.encode(.ping, payload: $0, mask: WebSocketFrame.randomMask()) }
+        let queued = inner.withLock { inner -> Bool in
+            guard inner.phase == .open || inner.phase == .connecting else { return false }
+            inner.pongs.append(pongReceiveHandler)
+            return true
+        }
+        guard queued else {
+            let error = inner.withLock { Self.notConnected($0, url: originalRequest?.url) }
+            events.enqueueSync { pongReceiveHandler(error) }
+            return
+        }
+        submit(frame) { _ in }
+    }
+
+    /// Starts the closing handshake with `closeCode` and `reason` (at most
+    /// 123 bytes are sent): the server's close frame is awaited for a few
+    /// seconds, then the connection closes.
+    public func cancel(with closeCode: CloseCode, reason: Data?) {
+        let reasonText = reason.flatMap { String(data: $0, encoding: .utf8) } ?? ""
+        let code = closeCode == .invalid ? nil : UInt16(clamping: closeCode.rawValue)
+        let (connection, wasOpen) = inner.withLock { inner -> (StreamConnection?, Bool) in
+            guard inner.phase == .open else { return (inner.connection, false) }
+            inner.phase = .closing
+            inner.closeCode = closeCode
+            inner.closeCodeValue = code
+            inner.closeReason = reason
+            return (inner.connection, true)
+        }
+        guard wasOpen, let connection else {
+            end(SessionError(.cancelled, failingURL: originalRequest?.url, message: "the WebSocket task was cancelled"))
+            return
+        }
+        let payload = WebSocketFrame.closePayload(code: code, reason: reasonText)
+        let frame = payload.withUnsafeBytes { WebSocketFrame.encode(.close, payload: $0, mask: WebSocketFrame.randomMask()) }
+        write(frame, on: connection) { _ in }
+        let owner = WeakWebSocketTask(task: self)
+        DispatchQueue.global().asyncAfter(deadline: .now() + .seconds(Int(Self.closeWait.components.seconds))) {
+            owner.task?.finish(nil)
+        }
+    }
+
+    /// Closes the connection at once: pending receives fail with `cancelled`.
+    public func cancel() {
+        end(SessionError(.cancelled, failingURL: originalRequest?.url, message: "the WebSocket task was cancelled"))
+    }
+
+    // MARK: Reading
+
+    /// Bytes from the connection: what they complete is acted on, then the
+    /// next read (unless the connection is closing).
+    func took(_ bytes: Data, atEOF: Bool, connection: StreamConnection) {
+        var replies: [[UInt8]] = []
+        var deliveries: [@Sendable () -> Void] = []
+        var closing: (reply: [UInt8]?, error: SessionError?)?
+        let url = originalRequest?.url
+        inner.withLock { inner in
+            guard var reader = inner.reader else { return }
+            let events = bytes.withUnsafeBytes { reader.read($0) }
+            inner.reader = reader
+            for event in events {
+                switch event {
+                case .text(let text): deliver(.string(text), &inner, &deliveries)
+                case .binary(let data): deliver(.data(data), &inner, &deliveries)
+                case .ping(let payload):
+                    replies.append(payload.withUnsafeBytes { WebSocketFrame.encode(.pong, payload: $0, mask: WebSocketFrame.randomMask()) })
+                case .pong:
+                    if !inner.pongs.isEmpty {
+                        let handler = inner.pongs.removeFirst()
+                        deliveries.append { handler(nil) }
+                    }
+                case .close(let code, let reason):
+                    let initiatedByServer = inner.phase == .open
+                    if initiatedByServer {
+                        inner.closeCode = CloseCode(number: code)
+                        inner.closeCodeValue = code
+                        inner.closeReason = reason.isEmpty ? nil : Data(reason.utf8)
+                    }
+                    inner.phase = .closed
+                    // The server's code goes back (§5.5.1), unless we closed first.
+                    let reply = WebSocketFrame.closePayload(code: code, reason: "")
+                    closing = (initiatedByServer ? reply.withUnsafeBytes { WebSocketFrame.encode(.close, payload: $0, mask: WebSocketFrame.randomMask()) } : nil, nil)
+                case .failed(let code, let reason):
+                    inner.closeCode = CloseCode(number: code)
+                    inner.closeCodeValue = code
+                    inner.phase = .closed
+                    let payload = WebSocketFrame.closePayload(code: code, reason: "")
+                    closing = (
+                        payload.withUnsafeBytes { WebSocketFrame.encode(.close, payload: $0, mask: WebSocketFrame.randomMask()) },
+                        SessionError(.badServerResponse, failingURL: url, message: "the server broke the WebSocket protocol: \(reason)")
+                    )
+                case .compressed:
+                    inner.phase = .closed
+                    closing = (nil, SessionError(.badServerResponse, failingURL: url, message: "a compressed message without permessage-deflate"))
+                }
+            }
+        }
+        for reply in replies { write(reply, on: connection) { _ in } }
+        for delivery in deliveries { events.enqueueSync(delivery) }
+        if let closing {
+            if let reply = closing.reply {
+                let owner = WeakWebSocketTask(task: self)
+                write(reply, on: connection) { _ in owner.task?.finish(closing.error) }
+            } else {
+                finish(closing.error)
+            }
+            return
+        }
+        if atEOF { return lost("the server closed the connection without a close frame") }
+        readFrames(connection)
+    }
+
+    private func deliver(_ message: Message, _ inner: inout Inner, _ deliveries: inout [@Sendable () -> Void]) {
+        guard !inner.receivers.isEmpty else { return inner.received.append(message) }
+        let receiver = inner.receivers.removeFirst()
+        deliveries.append { receiver(.success(message)) }
+    }
+
+    /// The connection ended without a closing handshake: 1006.
+    func lost(_ reason: String) {
+        inner.withLock { inner in
+            if inner.closeCode == .invalid {
+                inner.closeCode = .abnormalClosure
+                inner.closeCodeValue = 1006
+            }
+        }
+        end(SessionError(.networkConnectionLost, failingURL: originalRequest?.url, message: reason))
+    }
+
+    // MARK: The end
+
+    /// The closing handshake is done (or given up on): the delegate hears
+    /// the close, waiting receives fail, the connection goes.
+    func finish(_ error: SessionError?) {
+        // Once: the close wait's timer may come after the server's frame.
+        guard inner.withLock({ $0.connection != nil }) else { return }
+        let session = self.session
+        let (code, reason) = inner.withLock { ($0.closeCode, $0.closeReason) }
+        if let session, let delegate = session.delegate, error == nil, inner.withLock({ $0.error == nil }) {
+            events.enqueueSync { [self] in delegate.urlSession(session, webSocketTask: self, didCloseWith: code, reason: reason) }
+        }
+        end(error ?? SessionError(.networkConnectionLost, failingURL: originalRequest?.url, message: "the WebSocket connection is closed"), recordsError: error != nil)
+    }
+
+    /// Ends the task: the connection closes, whatever waits fails.
+    func end(_ error: SessionError, recordsError: Bool = true) {
+        let (connection, receivers, pongs, unsent) = inner.withLock { inner in
+            let taken = (inner.connection, inner.receivers, inner.pongs, inner.unsent)
+            inner.phase = .closed
+            if recordsError, inner.error == nil { inner.error = error }
+            inner.connection = nil
+            inner.receivers = []
+            inner.pongs = []
+            inner.unsent = []
+            return taken
+        }
+        connection?.cancel(StreamError(.closed, error.message))
+        let failure = error.urlError
+        for receiver in receivers { events.enqueueSync { receiver(.failure(failure)) } }
+        for pong in pongs { events.enqueueSync { pong(failure) } }
+        for (_, done) in unsent { events.enqueueSync { done(failure) } }
+        session?.webSocketTaskEnded(taskIdentifier)
+    }
+
+    /// Writes a frame now, or after the handshake; fails after the end.
+    private func submit(_ frame: [UInt8], done: @escaping @Sendable ((any Error)?) -> Void) {
+        let (connection, failure) = inner.withLock { inner -> (StreamConnection?, (any Error)?) in
+            switch inner.phase {
+            case .suspended, .connecting:
+                inner.unsent.append((frame, done))
+                return (nil, nil)
+            case .open: return (inner.connection, nil)
+            case .closing, .closed: return (nil, Self.notConnected(inner, url: originalRequest?.url))
+            }
+        }
+        if let failure { return events.enqueueSync { done(failure) } }
+        if let connection { write(frame, on: connection, done: done) }
+    }
+
+    static func notConnected(_ inner: Inner, url: URL?) -> any Error {
+        (inner.error ?? SessionError(.networkConnectionLost, failingURL: url, message: "the WebSocket connection is closed")).urlError
+    }
+}
