@@ -38,6 +38,12 @@ let package = Package(
             pkgConfig: "libcrypto",
             providers: [.apt(["libssl-dev"])]
         ),
+        // WebSocket permessage-deflate (RFC 7692).
+        .systemLibrary(
+            name: "CZlib",
+            pkgConfig: "zlib",
+            providers: [.apt(["zlib1g-dev"])]
+        ),
         // Stream tasks: TLS begun on an open connection (STARTTLS).
         .systemLibrary(
             name: "CTLS",
@@ -90,7 +96,7 @@ let package = Package(
         // through OpenSSL; the only code importing CTLS.
         .target(
             name: "Streams",
-            dependencies: ["CTLS", "Locking"],
+            dependencies: ["CTLS", "CZlib", "Locking"],
             swiftSettings: strictSwift
         ),
 
@@ -175,7 +181,7 @@ let package = Package(
         ),
         .testTarget(
             name: "URLLoadingTests",
-            dependencies: ["URLLoading", "TestSupport", "Locking", "urlloading-test-helper"],
+            dependencies: ["URLLoading", "Streams", "TestSupport", "Locking", "urlloading-test-helper"],
             swiftSettings: strictSwift
         ),
         .testTarget(

@@ -10,11 +10,15 @@ import Foundation
 /// `X-Test` field, then echoes; `/close/<code>` closes with that code and
 /// the reason "bye"; `/ping` pings the client and says "pong-received".
 /// Paths on `rawPort`: `/masked` (a masked frame), `/bad-utf8`,
-/// `/big-control` (a 126-byte ping), `/bad-accept`, `/no-upgrade`; the
+/// `/big-control` (a 126-byte ping), `/bad-accept`, `/no-upgrade`; on
+/// `deflatePort`, the same paths as `port` with permessage-deflate, and
+/// `/extensions` first says which extensions were agreed; the
 /// close code the client sends back is appended to `closesFile`.
 public final class TestWebSocketServer: Sendable {
     public let port: Int
     public let rawPort: Int
+    /// The same paths as `port`, with permessage-deflate accepted.
+    public let deflatePort: Int
     /// "<path> <code>" per close frame the raw server read.
     public let closesFile: String
     /// The server's log (its standard output and error).
@@ -22,9 +26,10 @@ public final class TestWebSocketServer: Sendable {
     private let process: ChildProcess.Running
     private let directory: URL
 
-    private init(port: Int, rawPort: Int, closesFile: String, logFile: String, process: ChildProcess.Running, directory: URL) {
+    private init(port: Int, rawPort: Int, deflatePort: Int, closesFile: String, logFile: String, process: ChildProcess.Running, directory: URL) {
         self.port = port
         self.rawPort = rawPort
+        self.deflatePort = deflatePort
         self.closesFile = closesFile
         self.logFile = logFile
         self.process = process
@@ -57,14 +62,14 @@ public final class TestWebSocketServer: Sendable {
             ((try? String(contentsOfFile: ports, encoding: .utf8)) ?? "").hasSuffix("\n")
         }
         let numbers = ((try? String(contentsOfFile: ports, encoding: .utf8)) ?? "").split(whereSeparator: \.isWhitespace).compactMap { Int($0) }
-        guard found, numbers.count == 2 else {
+        guard found, numbers.count == 3 else {
             process.kill(SIGKILL)
             _ = try? await process.wait()
             try? FileManager.default.removeItem(at: directory)
             throw TestOriginError(message: "the WebSocket server did not start; its log: \(process.outputPath?.path ?? "none")")
         }
         return TestWebSocketServer(
-            port: numbers[0], rawPort: numbers[1], closesFile: closes, logFile: process.outputPath?.path ?? "", process: process, directory: directory)
+            port: numbers[0], rawPort: numbers[1], deflatePort: numbers[2], closesFile: closes, logFile: process.outputPath?.path ?? "", process: process, directory: directory)
     }
 
     /// The close codes the raw server read, by path.
@@ -99,6 +104,8 @@ public final class TestWebSocketServer: Sendable {
             if path.startswith("/close/"):
                 await ws.close(code=int(path[7:]), reason="bye")
                 return
+            if path == "/extensions":
+                await ws.send(",".join(e.name for e in ws.extensions) or "none")
             if path == "/hello":
                 await ws.send(ws.subprotocol or "none")
                 await ws.send(ws.request_headers.get("X-Test", "absent"))
@@ -156,9 +163,11 @@ public final class TestWebSocketServer: Sendable {
             server = await websockets.serve(handler, "127.0.0.1", 0, subprotocols=["chat", "superchat"], max_size=None,
                                             compression=None, ping_interval=None)
             rawserver = await asyncio.start_server(raw, "127.0.0.1", 0)
+            deflating = await websockets.serve(handler, "127.0.0.1", 0, max_size=None, compression="deflate", ping_interval=None)
             port = server.sockets[0].getsockname()[1]
             rawport = rawserver.sockets[0].getsockname()[1]
-            with open(ports_file + ".tmp", "w") as f: f.write("%d %d\n" % (port, rawport))
+            deflateport = deflating.sockets[0].getsockname()[1]
+            with open(ports_file + ".tmp", "w") as f: f.write("%d %d %d\n" % (port, rawport, deflateport))
             os.rename(ports_file + ".tmp", ports_file)
             print("serving", port, rawport, flush=True)
             await asyncio.Future()

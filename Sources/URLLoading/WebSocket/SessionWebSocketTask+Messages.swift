@@ -5,12 +5,10 @@ import Streams
 extension SessionWebSocketTask {
     /// Sends a message; the handler hears nil once the system took it.
     public func send(_ message: Message, completionHandler: @escaping @Sendable ((any Error)?) -> Void) {
-        let frame: [UInt8] =
-            switch message {
-            case .string(let text): Array(text.utf8).withUnsafeBytes { WebSocketFrame.encode(.text, payload: $0, mask: WebSocketFrame.randomMask()) }
-            case .data(let data): data.withUnsafeBytes { WebSocketFrame.encode(.binary, payload: $0, mask: WebSocketFrame.randomMask()) }
-            }
-        submit(frame, done: completionHandler)
+        switch message {
+        case .string(let text): submit(Unsent(opcode: .text, payload: Data(text.utf8), done: completionHandler))
+        case .data(let data): submit(Unsent(opcode: .binary, payload: data, done: completionHandler))
+        }
     }
 
     /// Sends a message as `send(_:completionHandler:)` does.
@@ -42,7 +40,6 @@ extension SessionWebSocketTask {
 
     /// Sends a ping; the handler hears nil when the pong came, or why not.
     public func sendPing(pongReceiveHandler: @escaping @Sendable ((any Error)?) -> Void) {
-        let frame = Digests.randomBytes(4).withUnsafeBytes { WebSocketFrame.encode(.ping, payload: $0, mask: WebSocketFrame.randomMask()) }
         let queued = inner.withLock { inner -> Bool in
             guard inner.phase == .open || inner.phase == .connecting else { return false }
             inner.pongs.append(pongReceiveHandler)
@@ -53,7 +50,7 @@ extension SessionWebSocketTask {
             events.enqueueSync { pongReceiveHandler(error) }
             return
         }
-        submit(frame) { _ in }
+        submit(Unsent(opcode: .ping, payload: Data(Digests.randomBytes(4))) { _ in })
     }
 
     /// Starts the closing handshake with `closeCode` and `reason` (at most
@@ -132,9 +129,19 @@ extension SessionWebSocketTask {
                         payload.withUnsafeBytes { WebSocketFrame.encode(.close, payload: $0, mask: WebSocketFrame.randomMask()) },
                         SessionError(.badServerResponse, failingURL: url, message: "the server broke the WebSocket protocol: \(reason)")
                     )
-                case .compressed:
-                    inner.phase = .closed
-                    closing = (nil, SessionError(.badServerResponse, failingURL: url, message: "a compressed message without permessage-deflate"))
+                case .compressed(let payload, let isText):
+                    switch Self.inflate(payload, isText: isText, &inner) {
+                    case .success(let message): deliver(message, &inner, &deliveries)
+                    case .failure(let failure):
+                        inner.closeCode = CloseCode(number: failure.code)
+                        inner.closeCodeValue = failure.code
+                        inner.phase = .closed
+                        let close = WebSocketFrame.closePayload(code: failure.code, reason: "")
+                        closing = (
+                            close.withUnsafeBytes { WebSocketFrame.encode(.close, payload: $0, mask: WebSocketFrame.randomMask()) },
+                            SessionError(.badServerResponse, failingURL: url, message: "the server broke the WebSocket protocol: \(failure.reason)")
+                        )
+                    }
                 }
             }
         }
@@ -151,6 +158,30 @@ extension SessionWebSocketTask {
         }
         if atEOF { return lost("the server closed the connection without a close frame") }
         readFrames(connection)
+    }
+
+    private struct InflateFailure: Error {
+        let code: UInt16
+        let reason: String
+    }
+
+    /// A compressed message inflated (within the maximum) and, for text, checked.
+    private static func inflate(_ payload: Data, isText: Bool, _ inner: inout Inner) -> Result<Message, InflateFailure> {
+        guard let deflate = inner.deflate else {
+            return .failure(InflateFailure(code: WebSocketFrame.Code.protocolError, reason: "a compressed message without permessage-deflate"))
+        }
+        let inflated = deflate.decompressor.decompress(payload, limit: inner.maximumMessageSize)
+        if deflate.parameters.serverNoContextTakeover { deflate.decompressor.reset() }
+        switch inflated {
+        case .failure(.tooBig): return .failure(InflateFailure(code: WebSocketFrame.Code.messageTooBig, reason: "a message over \(inner.maximumMessageSize) bytes inflated"))
+        case .failure(.corrupt): return .failure(InflateFailure(code: WebSocketFrame.Code.invalidFramePayloadData, reason: "a compressed message zlib cannot inflate"))
+        case .success(let data):
+            guard isText else { return .success(.data(data)) }
+            guard UTF8Validator.isValid(data) else {
+                return .failure(InflateFailure(code: WebSocketFrame.Code.invalidFramePayloadData, reason: "a text message that is not UTF-8"))
+            }
+            return .success(.string(String(decoding: data, as: UTF8.self)))
+        }
     }
 
     private func deliver(_ message: Message, _ inner: inout Inner, _ deliveries: inout [@Sendable () -> Void]) {
@@ -201,23 +232,24 @@ extension SessionWebSocketTask {
         let failure = error.urlError
         for receiver in receivers { events.enqueueSync { receiver(.failure(failure)) } }
         for pong in pongs { events.enqueueSync { pong(failure) } }
-        for (_, done) in unsent { events.enqueueSync { done(failure) } }
+        for message in unsent { events.enqueueSync { message.done(failure) } }
         session?.webSocketTaskEnded(taskIdentifier)
     }
 
     /// Writes a frame now, or after the handshake; fails after the end.
-    private func submit(_ frame: [UInt8], done: @escaping @Sendable ((any Error)?) -> Void) {
-        let (connection, failure) = inner.withLock { inner -> (StreamConnection?, (any Error)?) in
+    private func submit(_ message: Unsent) {
+        let failure = inner.withLock { inner -> (any Error)? in
             switch inner.phase {
             case .suspended, .connecting:
-                inner.unsent.append((frame, done))
-                return (nil, nil)
-            case .open: return (inner.connection, nil)
-            case .closing, .closed: return (nil, Self.notConnected(inner, url: originalRequest?.url))
+                inner.unsent.append(message)
+                return nil
+            case .open:
+                if let connection = inner.connection { writeFrame(message, &inner, on: connection) }
+                return nil
+            case .closing, .closed: return Self.notConnected(inner, url: originalRequest?.url)
             }
         }
-        if let failure { return events.enqueueSync { done(failure) } }
-        if let connection { write(frame, on: connection, done: done) }
+        if let failure { events.enqueueSync { message.done(failure) } }
     }
 
     static func notConnected(_ inner: Inner, url: URL?) -> any Error {

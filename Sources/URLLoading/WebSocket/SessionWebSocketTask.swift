@@ -41,8 +41,10 @@ public final class SessionWebSocketTask: Sendable, Hashable, CustomStringConvert
         var received: [Message] = []
         var receivers: [@Sendable (Result<Message, any Error>) -> Void] = []
         var pongs: [@Sendable ((any Error)?) -> Void] = []
-        /// Frames (and their handlers) waiting for the handshake.
-        var unsent: [(frame: [UInt8], done: @Sendable ((any Error)?) -> Void)] = []
+        /// Messages and pings (and their handlers) waiting for the handshake.
+        var unsent: [Unsent] = []
+        /// permessage-deflate, when the server accepted it.
+        var deflate: Deflate?
         var closeCode = CloseCode.invalid
         var closeCodeValue: UInt16?
         var closeReason: Data?
@@ -52,6 +54,20 @@ public final class SessionWebSocketTask: Sendable, Hashable, CustomStringConvert
     }
 
     let inner = Lock(Inner())
+
+    /// A frame to write once the connection is open.
+    struct Unsent: Sendable {
+        var opcode: WebSocketFrame.Opcode
+        var payload: Data
+        var done: @Sendable ((any Error)?) -> Void
+    }
+
+    /// Both directions of permessage-deflate (RFC 7692), used under `inner`'s lock.
+    struct Deflate: Sendable {
+        let compressor: MessageDeflate
+        let decompressor: MessageDeflate
+        let parameters: DeflateParameters
+    }
 
     init(session: Session, identifier: Int, request: URLRequest, protocols: [String], endpoint: StreamConnection.Endpoint) {
         self.session = session
@@ -119,7 +135,7 @@ public final class SessionWebSocketTask: Sendable, Hashable, CustomStringConvert
         }
         let key = WebSocketHandshake.makeKey()
         let fields = (originalRequest?.allHTTPHeaderFields ?? [:]).sorted { $0.key < $1.key }.map { (name: $0.key, value: $0.value) }
-        let request = WebSocketHandshake.request(url: url, key: key, protocols: protocols, fields: additionalFields + fields)
+        let request = WebSocketHandshake.request(url: url, key: key, protocols: protocols, fields: additionalFields + fields, offersDeflate: true)
         connection.write(Data(request), timeout: nil) { _ in }
         readHead(connection, key: key, gathered: [])
     }
@@ -148,7 +164,7 @@ public final class SessionWebSocketTask: Sendable, Hashable, CustomStringConvert
                     }
                     return task.readHead(connection, key: key, gathered: bytes)
                 }
-                switch WebSocketHandshake.check(head: Array(bytes[..<end]), key: key, protocols: task.protocols) {
+                switch WebSocketHandshake.check(head: Array(bytes[..<end]), key: key, protocols: task.protocols, offeredDeflate: true) {
                 case .failure(let failure):
                     task.end(SessionError(.badServerResponse, failingURL: task.originalRequest?.url, message: "the WebSocket handshake failed: \(failure.reason)"))
                 case .success(let answer):
@@ -159,19 +175,49 @@ public final class SessionWebSocketTask: Sendable, Hashable, CustomStringConvert
     }
 
     private func opened(_ answer: WebSocketHandshake.Answer, connection: StreamConnection, leftover: Data) {
-        let unsent = inner.withLock { inner -> [(frame: [UInt8], done: @Sendable ((any Error)?) -> Void)] in
-            guard inner.phase == .connecting else { return [] }
+        let deflate = answer.deflate.flatMap { parameters -> Deflate? in
+            guard let compressor = MessageDeflate(inflating: false, windowBits: parameters.clientMaxWindowBits),
+                let decompressor = MessageDeflate(inflating: true, windowBits: 15)
+            else { return nil }
+            return Deflate(compressor: compressor, decompressor: decompressor, parameters: parameters)
+        }
+        let opened = inner.withLock { inner -> Bool in
+            guard inner.phase == .connecting else { return false }
             inner.phase = .open
             inner.selectedProtocol = answer.selectedProtocol
-            defer { inner.unsent = [] }
-            return inner.unsent
+            inner.deflate = deflate
+            inner.reader = WebSocketReader(role: .client, maximumMessageSize: inner.maximumMessageSize, allowsCompression: deflate != nil)
+            // In order, under the lock: a compressed message's window follows the one before.
+            for message in inner.unsent { writeFrame(message, &inner, on: connection) }
+            inner.unsent = []
+            return true
+        }
+        guard opened else { return }
+        if answer.deflate != nil, deflate == nil {
+            return end(SessionError(.unknown, failingURL: originalRequest?.url, message: "zlib could not start permessage-deflate"))
         }
         if let session, let delegate = session.delegate {
             let chosen = answer.selectedProtocol
             events.enqueueSync { [self] in delegate.urlSession(session, webSocketTask: self, didOpenWithProtocol: chosen) }
         }
-        for (frame, done) in unsent { write(frame, on: connection, done: done) }
         if !leftover.isEmpty { took(leftover, atEOF: false, connection: connection) } else { readFrames(connection) }
+    }
+
+    /// Encodes (compressing a message when permessage-deflate is on) and
+    /// writes one frame; called under `inner`'s lock so that frames keep
+    /// the order their compression window assumed.
+    func writeFrame(_ message: Unsent, _ inner: inout Inner, on connection: StreamConnection) {
+        var payload = message.payload
+        var compressed = false
+        if !message.opcode.isControl, let deflate = inner.deflate {
+            payload = deflate.compressor.compress(payload)
+            if deflate.parameters.clientNoContextTakeover { deflate.compressor.reset() }
+            compressed = true
+        }
+        let frame = payload.withUnsafeBytes {
+            WebSocketFrame.encode(message.opcode, payload: $0, compressed: compressed, mask: WebSocketFrame.randomMask())
+        }
+        write(frame, on: connection, done: message.done)
     }
 
     /// Writes a frame; `done` hears the result on the task's context.

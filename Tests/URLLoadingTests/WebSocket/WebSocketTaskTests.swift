@@ -4,6 +4,7 @@ import FoundationNetworking
 #endif
 import Locking
 import Testing
+import Streams
 import TestSupport
 @testable import URLLoading
 
@@ -153,5 +154,58 @@ struct WebSocketTaskTests {
         refused.resume()
         await #expect(throws: URLError.self) { _ = try await refused.receive() }
         #expect((refused.error as? URLError)?.code == .cannotConnectToHost)
+    }
+
+    @Test("permessage-deflate: offered, agreed with the server, every message compressed both ways with the window kept; big and repeated messages echo whole")
+    func deflate() async throws {
+        guard let server = try await Self.server() else { return }
+        let session = Session(configuration: .ephemeral)
+        let task = session.webSocketTask(with: URL(string: "ws://127.0.0.1:\(server.deflatePort)/extensions")!)
+        task.maximumMessageSize = 32 << 20
+        task.resume()
+        #expect(try await task.receive() == .string("permessage-deflate"))
+        let text = String(repeating: "the same words again and again, ", count: 40_000)
+        var messages: [SessionWebSocketTask.Message] = (0..<40).map { .string("message \($0) \(text.prefix($0 * 50))") }
+        messages += [.string(text), .data(Data(TestOrigin.pattern(offset: 9, count: 5 << 20))), .data(Data()), .string("é✓")]
+        do {
+            for message in messages { try await task.send(message) }
+            for message in messages { #expect(try await task.receive() == message) }
+        } catch {
+            Issue.record("closed with \(task.closeCodeValue.map { "\($0)" } ?? "no code"): \(error)")
+        }
+        task.cancel(with: .normalClosure, reason: nil)
+        #expect(await eventually { task.state == SessionTask.State.completed })
+        await server.shutdown()
+    }
+
+    @Test("permessage-deflate's answer: parameters read, anything else refused; a compression bomb stops at the limit")
+    func deflateParameters() throws {
+        #expect(DeflateParameters("permessage-deflate") == DeflateParameters(serverNoContextTakeover: false, clientNoContextTakeover: false, serverMaxWindowBits: 15, clientMaxWindowBits: 15))
+        #expect(
+            DeflateParameters("permessage-deflate; server_no_context_takeover; client_max_window_bits=\"10\"; server_max_window_bits=9")
+                == DeflateParameters(serverNoContextTakeover: true, clientNoContextTakeover: false, serverMaxWindowBits: 9, clientMaxWindowBits: 10))
+        for refused in [
+            "x-webkit-deflate-frame", "permessage-deflate, permessage-deflate", "permessage-deflate; client_max_window_bits=16",
+            "permessage-deflate; server_no_context_takeover; server_no_context_takeover", "permessage-deflate; unknown", "permessage-deflate; ;",
+            "permessage-deflate; server_no_context_takeover=1", "permessage-deflate; client_max_window_bits=99999999999999999999",
+        ] {
+            #expect(DeflateParameters(refused) == nil, "\(refused)")
+        }
+        let compressor = try #require(MessageDeflate(inflating: false, windowBits: 15))
+        let decompressor = try #require(MessageDeflate(inflating: true, windowBits: 15))
+        let zeros = Data(count: 8 << 20)
+        let squeezed = compressor.compress(zeros)
+        #expect(squeezed.count < 20_000)
+        #expect(decompressor.decompress(squeezed, limit: 1 << 20) == .failure(.tooBig))
+        let again = try #require(MessageDeflate(inflating: true, windowBits: 15))
+        #expect(again.decompress(squeezed, limit: 8 << 20) == .success(zeros))
+        #expect(try #require(MessageDeflate(inflating: true, windowBits: 15)).decompress(Data([0xFF, 0xFF, 0xFF]), limit: 100) == .failure(.corrupt))
+        // An empty message after another compresses to one byte that inflates to nothing.
+        let sender = try #require(MessageDeflate(inflating: false, windowBits: 15))
+        let receiver = try #require(MessageDeflate(inflating: true, windowBits: 15))
+        #expect(receiver.decompress(sender.compress(Data("first".utf8)), limit: 100) == .success(Data("first".utf8)))
+        let empty = sender.compress(Data())
+        #expect(empty == Data([0x00]))
+        #expect(receiver.decompress(empty, limit: 100) == .success(Data()))
     }
 }
