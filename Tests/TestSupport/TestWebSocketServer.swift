@@ -7,7 +7,9 @@ import Foundation
 ///
 /// Paths on `port`: `/echo` echoes every message (text as text); `/hello`
 /// first sends the chosen subprotocol (or "none") and the request's
-/// `X-Test` field, then echoes; `/close/<code>` closes with that code and
+/// `X-Test` field, then echoes; `/cookie` first sends the request's
+/// `Cookie` field (every answer on `port` sets `from=server`);
+/// `/close/<code>` closes with that code and
 /// the reason "bye"; `/ping` pings the client and says "pong-received".
 /// Paths on `rawPort`: `/masked` (a masked frame), `/bad-utf8`,
 /// `/big-control` (a 126-byte ping), `/bad-accept`, `/no-upgrade`; on
@@ -104,6 +106,8 @@ public final class TestWebSocketServer: Sendable {
             if path.startswith("/close/"):
                 await ws.close(code=int(path[7:]), reason="bye")
                 return
+            if path == "/cookie":
+                await ws.send(ws.request_headers.get("Cookie", "none"))
             if path == "/extensions":
                 await ws.send(",".join(e.name for e in ws.extensions) or "none")
             if path == "/hello":
@@ -161,7 +165,8 @@ public final class TestWebSocketServer: Sendable {
 
         async def main():
             server = await websockets.serve(handler, "127.0.0.1", 0, subprotocols=["chat", "superchat"], max_size=None,
-                                            compression=None, ping_interval=None)
+                                            compression=None, ping_interval=None,
+                                            extra_headers=[("Set-Cookie", "from=server; Path=/")])
             rawserver = await asyncio.start_server(raw, "127.0.0.1", 0)
             deflating = await websockets.serve(handler, "127.0.0.1", 0, max_size=None, compression="deflate", ping_interval=None)
             port = server.sockets[0].getsockname()[1]

@@ -134,10 +134,42 @@ public final class SessionWebSocketTask: Sendable, Hashable, CustomStringConvert
             }
         }
         let key = WebSocketHandshake.makeKey()
-        let fields = (originalRequest?.allHTTPHeaderFields ?? [:]).sorted { $0.key < $1.key }.map { (name: $0.key, value: $0.value) }
-        let request = WebSocketHandshake.request(url: url, key: key, protocols: protocols, fields: additionalFields + fields, offersDeflate: true)
-        connection.write(Data(request), timeout: nil) { _ in }
+        let given = additionalFields + (originalRequest?.allHTTPHeaderFields ?? [:]).sorted { $0.key < $1.key }.map { (name: $0.key, value: $0.value) }
         readHead(connection, key: key, gathered: [])
+        // The cookie store is read on the task's context, never in resume().
+        events.enqueueSync { [self] in
+            let fields = given + (cookieHeader(existing: given).map { [(name: "Cookie", value: $0)] } ?? [])
+            let request = WebSocketHandshake.request(url: url, key: key, protocols: protocols, fields: fields, offersDeflate: true)
+            connection.write(Data(request), timeout: nil) { _ in }
+        }
+    }
+
+    /// The URL cookies are kept under: `ws` is `http`, `wss` is `https` (RFC 6455 §4.1).
+    var cookieURL: URL? {
+        guard let url = originalRequest?.url, var parts = URLComponents(url: url, resolvingAgainstBaseURL: false) else { return nil }
+        switch parts.scheme?.lowercased() {
+        case "ws": parts.scheme = "http"
+        case "wss": parts.scheme = "https"
+        default: break
+        }
+        return parts.url
+    }
+
+    /// The session's cookies for the handshake, unless cookies are off or
+    /// the request sets its own Cookie field.
+    private func cookieHeader(existing fields: [(name: String, value: String)]) -> String? {
+        guard let session, let request = originalRequest, let url = cookieURL, SessionTask.handlesCookies(request, session: session),
+            !fields.contains(where: { $0.name.lowercased() == "cookie" })
+        else { return nil }
+        return session.cookieStore?.cookieHeader(for: url, mainDocumentURL: request.mainDocumentURL)
+    }
+
+    /// Keeps the `Set-Cookie` fields of the server's answer (on the task's context).
+    func storeCookies(_ answer: WebSocketHandshake.Answer) {
+        let values = answer.fields.filter { $0.name.lowercased() == "set-cookie" }.map(\.value)
+        guard !values.isEmpty, let session, let request = originalRequest, let url = cookieURL, SessionTask.handlesCookies(request, session: session)
+        else { return }
+        _ = session.cookieStore?.setCookies(values, for: url, mainDocumentURL: request.mainDocumentURL, policy: session.settings.httpCookieAcceptPolicy)
     }
 
     /// The session's additional header fields the request does not set itself.
@@ -196,6 +228,8 @@ public final class SessionWebSocketTask: Sendable, Hashable, CustomStringConvert
         if answer.deflate != nil, deflate == nil {
             return end(SessionError(.unknown, failingURL: originalRequest?.url, message: "zlib could not start permessage-deflate"))
         }
+        // Cookies first: a message handler may read them.
+        events.enqueueSync { [self] in storeCookies(answer) }
         if let session, let delegate = session.delegate {
             let chosen = answer.selectedProtocol
             events.enqueueSync { [self] in delegate.urlSession(session, webSocketTask: self, didOpenWithProtocol: chosen) }
