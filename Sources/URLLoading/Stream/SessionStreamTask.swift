@@ -16,8 +16,9 @@ import Streams
 public final class SessionStreamTask: Sendable, Hashable, CustomStringConvertible {
     /// Unique within its session (shared with the session's other tasks).
     public let taskIdentifier: Int
-    /// The host and port given to `streamTask(withHostName:port:)`.
+    /// The host given to `streamTask(withHostName:port:)`.
     public let host: String
+    /// The port given to `streamTask(withHostName:port:)`.
     public let port: Int
 
     private weak let session: Session?
@@ -69,9 +70,12 @@ public final class SessionStreamTask: Sendable, Hashable, CustomStringConvertibl
         set { inner.withLock { $0.taskDescription = newValue } }
     }
 
+    /// The task's identifier, host, port and state.
     public var description: String { "SessionStreamTask \(taskIdentifier) \(host):\(port) (\(state))" }
 
+    /// Whether both are the same task.
     public static func == (lhs: SessionStreamTask, rhs: SessionStreamTask) -> Bool { lhs === rhs }
+    /// Hashes the task's identity.
     public func hash(into hasher: inout Hasher) { hasher.combine(ObjectIdentifier(self)) }
 
     /// Opens the connection; operations queued before run after it.

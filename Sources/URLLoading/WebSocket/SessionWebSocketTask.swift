@@ -77,8 +77,11 @@ public final class SessionWebSocketTask: Sendable, Hashable, CustomStringConvert
         self.endpoint = endpoint
     }
 
+    /// Whether both are the same task.
     public static func == (lhs: SessionWebSocketTask, rhs: SessionWebSocketTask) -> Bool { lhs === rhs }
+    /// Hashes the task's identity.
     public func hash(into hasher: inout Hasher) { hasher.combine(ObjectIdentifier(self)) }
+    /// The task's identifier and state (never its URL, which may hold a secret).
     public var description: String { "SessionWebSocketTask \(taskIdentifier) (\(state))" }
 
     /// `running` from `resume()` until the connection closes.
