@@ -185,7 +185,8 @@ public final class SessionWebSocketTask: Sendable, Hashable, CustomStringConvert
     /// Reads until the answer's head is whole, then checks it.
     private func readHead(_ connection: StreamConnection, key: String, gathered: [UInt8]) {
         let owner = WeakWebSocketTask(task: self)
-        let timeout = session.map { Duration.milliseconds(Int64(min(max($0.settings.timeoutIntervalForRequest, 0.001), 31_536_000) * 1000)) }
+        // The session's request timeout, as the connect already uses it.
+        let timeout = endpoint.connectTimeout
         connection.read(minimum: 1, maximum: 16 << 10, timeout: timeout) { result in
             guard let task = owner.task else { return }
             switch result {
