@@ -208,6 +208,7 @@ package final class CurlMulti: Sendable {
                     case .start(let id, let handOff, let body):
                         start(id, handOff.transfer, body)
                     case .cancel(let id):
+                        if let transfer = transfers[id] { transfer.observer.transferWasCancelled(after: transfer.metrics()) }
                         finish(id, .failure(.cancelled))
                     case .unpause(let id):
                         if let transfer = transfers[id] {

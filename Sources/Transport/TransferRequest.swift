@@ -152,6 +152,9 @@ package protocol TransferObserver: AnyObject, Sendable {
     func transferDidReceive(_ chunk: UnsafeRawBufferPointer) -> Bool
     /// Request body bytes were sent so far, of `total` (-1 when unknown).
     func transferDidSendBody(sent: Int64, total: Int64)
+    /// A cancel command ended the transfer: its figures so far, just
+    /// before `transferDidComplete` hears `.cancelled`.
+    func transferWasCancelled(after metrics: TransferMetrics)
     /// The transfer ended: with metrics, or with an error.
     func transferDidComplete(_ result: Result<TransferMetrics, TransferError>)
 }
@@ -159,4 +162,6 @@ package protocol TransferObserver: AnyObject, Sendable {
 extension TransferObserver {
     /// Interim heads are of no interest by default.
     package func transferDidReceiveInterimHead(_ head: ResponseHead) {}
+    /// A cancelled transfer's figures are of no interest by default.
+    package func transferWasCancelled(after metrics: TransferMetrics) {}
 }

@@ -118,6 +118,35 @@ import TestSupport
         try await origin.shutdown()
     }
 
+    @Test("Metrics: a redirect followed while its body is still coming (cut short) has the transport's dates and counts too")
+    func cutShortRedirectMetrics() async throws {
+        let origin = try await TestOrigin.start()
+        let gate = OriginGate()
+        origin.route(
+            "/held",
+            response: ScriptedResponse(
+                status: 302, headers: [HeaderField("Location", "/m")], parts: [.bytes(Array("x".utf8)), .waitFor(gate)],
+                framing: .declaredLength(1000)))
+        origin.route("/m", response: ScriptedResponse(body: "12345"))
+        let delegate = MetricsDelegate()
+        let session = Session(configuration: .ephemeral, delegate: delegate)
+        _ = try await session.data(for: URLRequest(url: origin.url("/held")), delegate: delegate)
+        gate.open()
+        let metrics = try #require(delegate.collected.withLock { $0.first })
+        let first = try #require(metrics.transactionMetrics.first)
+        let phases = [
+            first.fetchStartDate, first.domainLookupStartDate, first.domainLookupEndDate, first.connectStartDate,
+            first.connectEndDate, first.requestStartDate, first.requestEndDate, first.responseStartDate, first.responseEndDate,
+        ]
+        let dates = phases.compactMap { $0 }
+        #expect(dates.count == phases.count && dates == dates.sorted(), "\(phases)")
+        #expect((first.response as? HTTPURLResponse)?.statusCode == 302 && !first.isReusedConnection)
+        #expect(first.countOfResponseHeaderBytesReceived > 0 && first.countOfRequestHeaderBytesSent > 0)
+        #expect(first.remotePort == origin.port && metrics.transactionMetrics.count == 2)
+        session.finishTasksAndInvalidate()
+        try await origin.shutdown()
+    }
+
     @Test("Metrics: a cache hit is a local-cache transaction with its Cache-Status; a miss names it too")
     func cacheHitMetrics() async throws {
         let origin = try await TestOrigin.start()

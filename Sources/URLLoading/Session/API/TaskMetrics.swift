@@ -110,6 +110,9 @@ public struct TaskTransactionMetrics: Sendable {
 
     /// The head `response` is built from when a delegate is to see it.
     var pendingHead: ResponseHead?
+    /// Recorded when the hop was cut short (a redirect or challenge answered
+    /// before its transfer ended): the transport's figures are still to come.
+    var awaitsTransportFigures = false
 }
 
 /// Apple's nested names.

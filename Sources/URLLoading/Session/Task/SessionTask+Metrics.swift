@@ -19,48 +19,16 @@ extension SessionTask {
         var transaction = TaskTransactionMetrics(request: request, response: final, fetchType: .networkLoad, cacheStatus: inner.machine.cache.status)
         if final == nil { transaction.pendingHead = record.head }
         guard let metrics else {
-            // Cut short: what the task itself saw.
+            // Cut short: what the task itself saw, until the transport's
+            // figures for the hop arrive (`fillCutShort`).
             transaction.fetchStartDate = record.startedAt
             transaction.responseStartDate = record.headDate
             transaction.isProxyConnection = record.viaProxy
             transaction.networkProtocolName = record.head.flatMap { alpnName($0.httpVersion) }
+            transaction.awaitsTransportFigures = true
             return transaction
         }
-        // libcurl gives seconds from the transfer's start to each phase's end, cumulative.
-        let end = metrics.endDate ?? Date()
-        let start = end.addingTimeInterval(-max(0, metrics.total))
-        func at(_ seconds: Double) -> Date { start.addingTimeInterval(max(0, seconds)) }
-        transaction.fetchStartDate = start
-        if !metrics.reusedConnection {
-            transaction.domainLookupStartDate = start
-            transaction.domainLookupEndDate = at(metrics.nameLookup)
-            transaction.connectStartDate = at(metrics.nameLookup)
-            if metrics.tlsHandshake > 0 {
-                transaction.secureConnectionStartDate = at(metrics.connect)
-                transaction.secureConnectionEndDate = at(metrics.tlsHandshake)
-            }
-            transaction.connectEndDate = at(max(metrics.connect, metrics.tlsHandshake))
-        }
-        transaction.requestStartDate = at(metrics.requestSent)
-        // libcurl 7.88 does not time the end of the upload: with a body, the response's start bounds it.
-        transaction.requestEndDate = at(metrics.bytesSent > 0 ? metrics.firstByte : metrics.requestSent)
-        transaction.responseStartDate = at(metrics.firstByte)
-        transaction.responseEndDate = end
-        transaction.networkProtocolName = alpnName(metrics.httpVersion)
-        transaction.isProxyConnection = metrics.viaProxy
-        transaction.isReusedConnection = metrics.reusedConnection
-        transaction.countOfRequestHeaderBytesSent = metrics.requestHeaderBytes
-        transaction.countOfRequestBodyBytesSent = metrics.bytesSent
-        transaction.countOfRequestBodyBytesBeforeEncoding = metrics.bytesSent
-        transaction.countOfResponseHeaderBytesReceived = metrics.headerBytes
-        transaction.countOfResponseBodyBytesReceived = metrics.bytesReceived
-        transaction.countOfResponseBodyBytesAfterDecoding = final != nil ? inner.bytesReceived : metrics.bytesReceived
-        transaction.localAddress = metrics.localAddress
-        transaction.localPort = metrics.localPort
-        transaction.remoteAddress = metrics.remoteAddress
-        transaction.remotePort = metrics.remotePort
-        transaction.negotiatedTLSProtocolVersion = metrics.tlsVersion
-        transaction.negotiatedTLSCipherSuite = metrics.tlsCipherSuite
+        transaction.fill(metrics, bodyBytesAfterDecoding: final != nil ? inner.bytesReceived : metrics.bytesReceived)
         return transaction
     }
 
@@ -111,5 +79,48 @@ extension TaskTransactionMetrics {
         countOfResponseBodyBytesReceived = 0
         countOfResponseBodyBytesAfterDecoding = 0
         self.cacheStatus = cacheStatus
+    }
+}
+
+extension TaskTransactionMetrics {
+    /// Dates and counts from libcurl's figures for the exchange.
+    mutating func fill(_ metrics: TransferMetrics, bodyBytesAfterDecoding: Int64) {
+        awaitsTransportFigures = false
+        // libcurl gives seconds from the transfer's start to each phase's end, cumulative.
+        let end = metrics.endDate ?? Date()
+        let start = end.addingTimeInterval(-max(0, metrics.total))
+        func at(_ seconds: Double) -> Date { start.addingTimeInterval(max(0, seconds)) }
+        fetchStartDate = start
+        if !metrics.reusedConnection {
+            domainLookupStartDate = start
+            domainLookupEndDate = at(metrics.nameLookup)
+            connectStartDate = at(metrics.nameLookup)
+            if metrics.tlsHandshake > 0 {
+                secureConnectionStartDate = at(metrics.connect)
+                secureConnectionEndDate = at(metrics.tlsHandshake)
+            }
+            connectEndDate = at(max(metrics.connect, metrics.tlsHandshake))
+        }
+        requestStartDate = at(metrics.requestSent)
+        // libcurl 7.88 does not time the end of the upload: with a body, the response's start bounds it.
+        requestEndDate = at(metrics.bytesSent > 0 ? metrics.firstByte : metrics.requestSent)
+        // A transfer cancelled before its head has no first byte.
+        responseStartDate = metrics.firstByte > 0 ? at(metrics.firstByte) : responseStartDate
+        responseEndDate = end
+        networkProtocolName = SessionTask.alpnName(metrics.httpVersion) ?? networkProtocolName
+        isProxyConnection = metrics.viaProxy
+        isReusedConnection = metrics.reusedConnection
+        countOfRequestHeaderBytesSent = metrics.requestHeaderBytes
+        countOfRequestBodyBytesSent = metrics.bytesSent
+        countOfRequestBodyBytesBeforeEncoding = metrics.bytesSent
+        countOfResponseHeaderBytesReceived = metrics.headerBytes
+        countOfResponseBodyBytesReceived = metrics.bytesReceived
+        countOfResponseBodyBytesAfterDecoding = bodyBytesAfterDecoding
+        localAddress = metrics.localAddress
+        localPort = metrics.localPort
+        remoteAddress = metrics.remoteAddress
+        remotePort = metrics.remotePort
+        negotiatedTLSProtocolVersion = metrics.tlsVersion
+        negotiatedTLSCipherSuite = metrics.tlsCipherSuite
     }
 }

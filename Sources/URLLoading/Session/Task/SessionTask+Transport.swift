@@ -136,10 +136,26 @@ extension SessionTask {
         }
         perform(
             locked.withLock { inner -> [StateMachine.Action] in
-                guard hop == inner.machine.hop, !inner.machine.isFinished else { return [] }
+                guard hop == inner.machine.hop, !inner.machine.isFinished else {
+                    if case .success(let metrics) = result { Self.fillCutShort(&inner, hop: hop, metrics) }
+                    return []
+                }
                 inner.transactions.append(Self.transaction(inner, metrics: try? result.get()))
                 return inner.machine.transferCompleted(result, hop: hop)
             })
+    }
+
+    /// A hop that was cut short by a redirect or a challenge was recorded
+    /// without the transport's figures; they arrive with its end (before the
+    /// next hop's, on the same connection and completion path).
+    static func fillCutShort(_ inner: inout Inner, hop: Int, _ metrics: TransferMetrics) {
+        guard !inner.machine.isFinished, inner.transactions.indices.contains(hop), inner.transactions[hop].awaitsTransportFigures else { return }
+        inner.transactions[hop].fill(metrics, bodyBytesAfterDecoding: metrics.bytesReceived)
+    }
+
+    /// A hop's transfer was cancelled (cut short): its figures so far.
+    func cancelled(after metrics: TransferMetrics, hop: Int) {
+        locked.withLock { Self.fillCutShort(&$0, hop: hop, metrics) }
     }
 
     /// With `waitsForConnectivity`, a host that cannot be found or reached
@@ -184,6 +200,14 @@ final class HopObserver: TransferObserver {
     func transferDidReceiveInterimHead(_ head: ResponseHead) { task.receivedInterim(head, hop: hop) }
     func transferDidReceive(_ chunk: UnsafeRawBufferPointer) -> Bool { task.received(chunk, hop: hop) }
     func transferDidSendBody(sent: Int64, total: Int64) { task.sent(sent, total: total, hop: hop) }
+    func transferWasCancelled(after metrics: TransferMetrics) {
+        if let runner = task.completionRunner {
+            let (task, hop) = (self.task, self.hop)
+            runner { task.cancelled(after: metrics, hop: hop) }
+        } else {
+            task.cancelled(after: metrics, hop: hop)
+        }
+    }
     func transferDidComplete(_ result: Result<TransferMetrics, TransferError>) {
         // The async APIs run the completion's bookkeeping on the awaiting
         // task: the transport's one thread carries every transfer.
