@@ -44,11 +44,13 @@ package final class StreamConnection: Sendable {
         case closeRead
         case startTLS(serverName: String, Completion)
         case stopTLS(Completion)
+        /// Completes once every operation before it is done.
+        case barrier(Completion)
 
         /// Waits for every operation before it.
         var isBarrier: Bool {
             switch self {
-            case .startTLS, .stopTLS: true
+            case .startTLS, .stopTLS, .barrier: true
             default: false
             }
         }
@@ -104,6 +106,10 @@ package final class StreamConnection: Sendable {
     /// Ends TLS (close_notify) once every earlier operation is done; the
     /// connection goes on in the clear.
     package func stopTLS(completion: @escaping Completion) { channel.enqueue(.stopTLS(completion)) }
+
+    /// Calls `completion` once every operation queued before it is done
+    /// (with the reason when the connection ended first).
+    package func afterEarlierOperations(completion: @escaping Completion) { channel.enqueue(.barrier(completion)) }
 
     /// Fails every queued operation with `reason` and closes the connection.
     package func cancel(_ reason: StreamError = StreamError(.cancelled, "cancelled")) {
@@ -169,7 +175,9 @@ final class StreamChannel: Sendable {
     static func fail(_ operation: StreamConnection.Operation, _ error: StreamError) {
         switch operation {
         case .read(_, _, _, let completion): completion(.failure(error))
-        case .write(_, _, let completion), .startTLS(_, let completion), .stopTLS(let completion), .closeWrite(let completion): completion(error)
+        case .write(_, _, let completion), .startTLS(_, let completion), .stopTLS(let completion), .closeWrite(let completion),
+            .barrier(let completion):
+            completion(error)
         case .closeRead: break
         }
     }

@@ -298,6 +298,10 @@ final class StreamWorker: @unchecked Sendable {
             _ = complete(0)
             completion(nil)
             return true
+        case .barrier(let completion):
+            _ = complete(0)
+            completion(nil)
+            return true
         default:
             return false
         }

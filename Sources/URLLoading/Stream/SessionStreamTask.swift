@@ -46,6 +46,8 @@ public final class SessionStreamTask: Sendable, Hashable, CustomStringConvertibl
         /// The read side saw the end; the write side was closed.
         var readEnded = false
         var writeEnded = false
+        /// `captureStreams()` handed the connection over.
+        var captured = false
     }
 
     private let inner = Lock(Inner())
@@ -223,6 +225,47 @@ public final class SessionStreamTask: Sendable, Hashable, CustomStringConvertibl
         }
     }
 
+    /// Once the reads and writes queued before it are done, hands the
+    /// connection over as an `InputStream` and `OutputStream` through the
+    /// delegate's `urlSession(_:streamTask:didBecome:outputStream:)`; the
+    /// task is then complete and later operations fail.
+    ///
+    /// On Linux the streams are this package's subclasses: reads and writes
+    /// block until done; scheduled in a run loop with a delegate, they post
+    /// their events there.
+    public func captureStreams() {
+        let owner = WeakStreamTask(task: self)
+        submit { [events] connection in
+            connection.afterEarlierOperations { failure in
+                events.enqueueSync { owner.task?.handOver(connection, failure) }
+            }
+        } failed: { _ in
+        }
+    }
+
+    /// On the task's context: the streams go to the delegate.
+    private func handOver(_ connection: StreamConnection, _ failure: StreamError?) {
+        if let failure { return fail(failure) }
+        let taken = inner.withLock { inner -> Bool in
+            guard inner.error == nil, !inner.captured else { return false }
+            inner.captured = true
+            inner.state = .completed
+            inner.connection = nil
+            return true
+        }
+        guard taken else { return }
+        let (host, port) = (host, port)
+        let describe: @Sendable (StreamError) -> any Error = { failure in
+            SessionError(Self.code(failure), failingURL: nil, message: "\(host):\(port): \(failure.message)").urlError
+        }
+        let input = StreamTaskInputStream(CapturedInputSource(connection, leftover: []), describe: describe)
+        let output = StreamTaskOutputStream(connection, describe: describe)
+        session?.streamTaskEnded(taskIdentifier)
+        if let session, let delegate = session.delegate {
+            delegate.urlSession(session, streamTask: self, didBecome: input, outputStream: output)
+        }
+    }
+
     // MARK: Running
 
     /// Runs `operation` on the connection, or keeps it until `resume()`;
@@ -230,6 +273,9 @@ public final class SessionStreamTask: Sendable, Hashable, CustomStringConvertibl
     private func submit(_ operation: @escaping @Sendable (StreamConnection) -> Void, failed: @escaping @Sendable (any Error) -> Void) {
         let (connection, ended) = inner.withLock { inner -> (StreamConnection?, SessionError?) in
             if let error = inner.error { return (nil, error) }
+            if inner.captured {
+                return (nil, SessionError(.cancelled, failingURL: nil, message: "the stream task's connection was handed over by captureStreams()"))
+            }
             guard let connection = inner.connection, !inner.handingOn else {
                 inner.waiting.append(Waiting(run: operation, failed: failed))
                 return (nil, nil)

@@ -167,6 +167,10 @@ public protocol SessionDelegate: AnyObject, Sendable {
     func urlSession(_ session: Session, readClosedFor streamTask: SessionStreamTask)
     /// The stream task's write side was closed (`closeWrite()`).
     func urlSession(_ session: Session, writeClosedFor streamTask: SessionStreamTask)
+    /// `captureStreams()` handed the stream task's connection over as a
+    /// pair of streams, after the reads and writes queued before it; the
+    /// task is complete. Streams not kept close the connection.
+    func urlSession(_ session: Session, streamTask: SessionStreamTask, didBecome inputStream: InputStream, outputStream: OutputStream)
     /// Never sent on Linux: the system has no route monitor to say that a
     /// better route than the connection's exists. Kept for source compatibility.
     func urlSession(_ session: Session, betterRouteDiscoveredFor streamTask: SessionStreamTask)
@@ -218,6 +222,9 @@ extension SessionDelegate {
     public func urlSession(_ session: Session, readClosedFor streamTask: SessionStreamTask) { DelegateFallback.unhandled() }
     public func urlSession(_ session: Session, writeClosedFor streamTask: SessionStreamTask) { DelegateFallback.unhandled() }
     public func urlSession(_ session: Session, betterRouteDiscoveredFor streamTask: SessionStreamTask) { DelegateFallback.unhandled() }
+    public func urlSession(_ session: Session, streamTask: SessionStreamTask, didBecome inputStream: InputStream, outputStream: OutputStream) {
+        DelegateFallback.unhandled()
+    }
     public func urlSession(_ session: Session, webSocketTask: SessionWebSocketTask, didOpenWithProtocol protocol: String?) { DelegateFallback.unhandled() }
     public func urlSession(
         _ session: Session, webSocketTask: SessionWebSocketTask, didCloseWith closeCode: SessionWebSocketTask.CloseCode, reason: Data?
