@@ -40,7 +40,7 @@ package final class CurlMulti: Sendable {
 
     /// Identifies a transfer for `cancel` and `unpause`.
     package struct TransferID: Hashable, Sendable {
-        let raw: UInt64
+        package let raw: UInt64
 
         /// An identifier with this number (the transport numbers its
         /// transfers; state-machine tests make their own).

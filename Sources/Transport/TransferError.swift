@@ -17,6 +17,8 @@ package struct TransferError: Error, CustomStringConvertible, Sendable, Equatabl
         case shutDown
         /// No byte moved for the idle timeout (pauses of ours not counted).
         case idleTimeout
+        /// A connection of the session's own (not libcurl's) failed this way.
+        case connection(Failure)
     }
 
     package let kind: Kind
@@ -45,6 +47,11 @@ package struct TransferError: Error, CustomStringConvertible, Sendable, Equatabl
 
     package static func bodyUnreadable(_ message: String) -> TransferError {
         TransferError(kind: .bodyUnreadable, curl: nil, message: message)
+    }
+
+    /// A failure of a connection the session runs itself.
+    package static func connection(_ failure: Failure, _ message: String) -> TransferError {
+        TransferError(kind: .connection(failure), curl: nil, message: message)
     }
 
     package var description: String { message }
@@ -81,6 +88,7 @@ package struct TransferError: Error, CustomStringConvertible, Sendable, Equatabl
         case .bodyUnreadable: return .bodyUnreadable
         case .shutDown: return .shutDown
         case .idleTimeout: return .timedOut
+        case .connection(let failure): return failure
         case .curl: return curl.map { Self.failure(curlCode: $0.code, message: $0.message) } ?? .other
         }
     }

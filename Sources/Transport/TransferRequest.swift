@@ -152,6 +152,10 @@ package protocol TransferObserver: AnyObject, Sendable {
     func transferDidReceive(_ chunk: UnsafeRawBufferPointer) -> Bool
     /// Request body bytes were sent so far, of `total` (-1 when unknown).
     func transferDidSendBody(sent: Int64, total: Int64)
+    /// Asked right after the head by a transfer that can hold the rest (a
+    /// connection of the session's own): false holds it until `unpause`,
+    /// so the connection can still be handed over untouched.
+    func transferMayProceedPastHead() -> Bool
     /// A cancel command ended the transfer: its figures so far, just
     /// before `transferDidComplete` hears `.cancelled`.
     func transferWasCancelled(after metrics: TransferMetrics)
@@ -162,6 +166,8 @@ package protocol TransferObserver: AnyObject, Sendable {
 extension TransferObserver {
     /// Interim heads are of no interest by default.
     package func transferDidReceiveInterimHead(_ head: ResponseHead) {}
+    /// Transfers of libcurl's go on after the head without asking.
+    package func transferMayProceedPastHead() -> Bool { true }
     /// A cancelled transfer's figures are of no interest by default.
     package func transferWasCancelled(after metrics: TransferMetrics) {}
 }

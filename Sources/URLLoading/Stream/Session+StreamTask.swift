@@ -54,3 +54,17 @@ extension Session {
         _ = state.withLock { $0.streamTasks.removeValue(forKey: identifier) }
     }
 }
+
+extension Session {
+    /// A stream task on a connection a data task handed over (`becomeStream`).
+    func adoptStreamTask(host: String, port: Int, endpoint: StreamConnection.Endpoint, connection: StreamConnection, leftover: [UInt8]) -> SessionStreamTask {
+        state.withLock { state in
+            let task = SessionStreamTask(
+                session: self, identifier: state.nextIdentifier, host: host, port: port, endpoint: endpoint, connection: connection,
+                leftover: leftover)
+            state.nextIdentifier += 1
+            state.streamTasks[task.taskIdentifier] = task
+            return task
+        }
+    }
+}

@@ -48,16 +48,32 @@ public final class SessionStreamTask: Sendable, Hashable, CustomStringConvertibl
         var writeEnded = false
         /// `captureStreams()` handed the connection over.
         var captured = false
+        /// Bytes that came before the task had the connection (a data
+        /// task's after its head): reads take them first.
+        var prefix: [UInt8] = []
     }
 
     private let inner = Lock(Inner())
 
-    init(session: Session, identifier: Int, host: String, port: Int, endpoint: StreamConnection.Endpoint) {
+    /// A task that connects at `resume()`; or, given `connection`, one
+    /// that has it already (a data task's, `becomeStream`), running, whose
+    /// reads begin with `leftover`.
+    init(
+        session: Session, identifier: Int, host: String, port: Int, endpoint: StreamConnection.Endpoint,
+        connection: StreamConnection? = nil, leftover: [UInt8] = []
+    ) {
         self.session = session
         self.taskIdentifier = identifier
         self.host = host
         self.port = port
         self.endpoint = endpoint
+        if let connection {
+            inner.withLock { inner in
+                inner.connection = connection
+                inner.state = .running
+                inner.prefix = leftover
+            }
+        }
     }
 
     /// Where the task stands (`running` from `resume()` until it is cancelled or fails).
@@ -130,13 +146,19 @@ public final class SessionStreamTask: Sendable, Hashable, CustomStringConvertibl
     ) {
         let deadline = Self.duration(timeout)
         let owner = WeakStreamTask(task: self)
+        let (minBytes, maxBytes) = (max(0, minBytes), max(1, maxBytes))
+        let early = takePrefix(maxBytes)
+        if !early.isEmpty && early.count >= minBytes {
+            events.enqueueSync { completionHandler(early, false, nil) }
+            return
+        }
         submit { [events] connection in
-            connection.read(minimum: minBytes, maximum: maxBytes, timeout: deadline) { result in
+            connection.read(minimum: minBytes - early.count, maximum: maxBytes - early.count, timeout: deadline) { result in
                 events.enqueueSync {
                     switch result {
                     case .success(let read):
                         if read.atEOF { owner.task?.sideClosed(.read) }
-                        completionHandler(read.data, read.atEOF, nil)
+                        completionHandler(early.isEmpty ? read.data : early + read.data, read.atEOF, nil)
                     case .failure(let error):
                         completionHandler(nil, false, owner.task?.urlError(error) ?? Self.plainError(error))
                     }
@@ -144,6 +166,16 @@ public final class SessionStreamTask: Sendable, Hashable, CustomStringConvertibl
             }
         } failed: { error in
             completionHandler(nil, false, error)
+        }
+    }
+
+    /// At most `maximum` bytes of the prefix, taken.
+    private func takePrefix(_ maximum: Int) -> Data {
+        inner.withLock { inner in
+            guard !inner.prefix.isEmpty, inner.error == nil, !inner.captured else { return Data() }
+            let count = min(maximum, inner.prefix.count)
+            defer { inner.prefix.removeFirst(count) }
+            return Data(inner.prefix[..<count])
         }
     }
 
@@ -246,19 +278,20 @@ public final class SessionStreamTask: Sendable, Hashable, CustomStringConvertibl
     /// On the task's context: the streams go to the delegate.
     private func handOver(_ connection: StreamConnection, _ failure: StreamError?) {
         if let failure { return fail(failure) }
-        let taken = inner.withLock { inner -> Bool in
-            guard inner.error == nil, !inner.captured else { return false }
+        let taken = inner.withLock { inner -> [UInt8]? in
+            guard inner.error == nil, !inner.captured else { return nil }
             inner.captured = true
             inner.state = .completed
             inner.connection = nil
-            return true
+            defer { inner.prefix = [] }
+            return inner.prefix
         }
-        guard taken else { return }
+        guard let leftover = taken else { return }
         let (host, port) = (host, port)
         let describe: @Sendable (StreamError) -> any Error = { failure in
             SessionError(Self.code(failure), failingURL: nil, message: "\(host):\(port): \(failure.message)").urlError
         }
-        let input = StreamTaskInputStream(CapturedInputSource(connection, leftover: []), describe: describe)
+        let input = StreamTaskInputStream(CapturedInputSource(connection, leftover: leftover), describe: describe)
         let output = StreamTaskOutputStream(connection, describe: describe)
         session?.streamTaskEnded(taskIdentifier)
         if let session, let delegate = session.delegate {

@@ -60,6 +60,8 @@ public final class Session: Sendable, CustomStringConvertible {
     let backgroundFailure: SessionError?
     let backgroundEvents = Lock(BackgroundEvents())
     let events = DelegateQueue()
+    /// Requests on connections of the session's own (`becomeStream`).
+    let ownedTransfers = OwnedTransfers()
     let state: Lock<State>
 
     struct State {

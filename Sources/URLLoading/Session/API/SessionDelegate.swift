@@ -16,6 +16,13 @@ extension Session {
         /// The same task object continues (its `kind` becomes `.download`); no
         /// `didReceive data` calls follow.
         case becomeDownload
+        /// Turn the data task into a stream task on its connection, which
+        /// begins right after the head (a `101 Switching Protocols` answer
+        /// included): `urlSession(_:dataTask:didBecome:)` with a
+        /// `SessionStreamTask` follows, and no other call for the data task.
+        /// Only a task on a connection of the session's own can do it (see
+        /// `SessionDataDelegate.mayBecomeStream`); any other fails.
+        case becomeStream
     }
 
     /// How a delegate answers a challenge (Apple's
@@ -139,6 +146,14 @@ public protocol SessionDelegate: AnyObject, Sendable {
     /// The data task continues as a download task (the answer `.becomeDownload`);
     /// `downloadTask` is the same object, now of kind `.download`.
     func urlSession(_ session: Session, dataTask: SessionTask, didBecome downloadTask: SessionTask)
+    /// The data task became `streamTask` (`.becomeStream`); the data task
+    /// hears nothing more.
+    func urlSession(_ session: Session, dataTask: SessionTask, didBecome streamTask: SessionStreamTask)
+    /// Ours: whether this delegate may answer `.becomeStream`. Its data
+    /// tasks (and any request asking for an `Upgrade`) then run in HTTP/1.1
+    /// on a connection of the session's own, which can be handed over,
+    /// instead of libcurl's, which cannot. False by default.
+    var mayBecomeStream: Bool { get }
     /// A storable response (SPEC C4) is about to be cached, after all its
     /// data: return it, a changed one (data, userInfo, storage policy), or
     /// nil to store nothing. The default stores it as proposed.
@@ -205,6 +220,8 @@ extension SessionDelegate {
     public func urlSession(_ session: Session, didBecomeInvalidWithError error: (any Error)?) { DelegateFallback.unhandled() }
 
     public var evaluatesServerTrust: Bool { false }
+    public var mayBecomeStream: Bool { false }
+    public func urlSession(_ session: Session, dataTask: SessionTask, didBecome streamTask: SessionStreamTask) { DelegateFallback.unhandled() }
     public func urlSession(_ session: Session, didReceive challenge: AuthenticationChallenge) async
         -> (Session.AuthChallengeDisposition, Credential?)
     {

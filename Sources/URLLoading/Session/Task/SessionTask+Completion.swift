@@ -11,6 +11,15 @@ extension SessionTask {
     // MARK: Completion
 
     func complete(_ result: Result<TransferMetrics?, SessionError>) {
+        if let session = locked.withLock({ $0.becameStream ? $0.session : nil }) {
+            // The stream task has the connection; the data task hears nothing more.
+            _ = locked.withLock { inner in
+                defer { inner.session = nil; inner.delegate = nil }
+                return inner.sink.close()
+            }
+            session.taskDidComplete(self)
+            return
+        }
         let url = currentRequest?.url
         // Read before the lock below (it takes the same lock).
         let delegateSeesMetrics = delegateMayHear(.didFinishCollectingMetrics)

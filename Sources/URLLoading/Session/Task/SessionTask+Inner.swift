@@ -38,6 +38,8 @@ extension SessionTask {
         var authentication = AuthenticationState()
         /// Data, upload or download; a data task may become a download.
         var kind = Kind.data
+        /// The task became a stream task (`becomeStream`): it ends without a call.
+        var becameStream = false
         /// The task's `Progress`, once somebody asked for it.
         var progress: Progress?
         // Resume data (SPEC S7).

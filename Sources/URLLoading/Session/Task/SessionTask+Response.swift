@@ -164,6 +164,8 @@ extension SessionTask {
                 }
                 self.callDelegate { $0.urlSession(session, dataTask: self, didBecome: self) }
                 self.perform(self.locked.withLock { $0.machine.allow() })
+            case .becomeStream:
+                self.becomeStream(url: url, session: session)
             }
         }
     }

@@ -231,7 +231,10 @@ extension SessionTask {
         if prepareServerTrust(&transfer, url: url, hop: hop, session: session) { return }
         if sendsBody(hop: hop, request: request), let stream = takeBodyStream() { transfer.body = stream }
         let (startedAt, viaProxy) = (Date(), transfer.proxy != nil)
-        let id = multi.start(transfer, observer: HopObserver(task: self, hop: hop))
+        let id =
+            runsOnOwnConnection(transfer, session: session)
+            ? session.ownedTransfers.start(transfer, endpoint: session.streamEndpoint, observer: HopObserver(task: self, hop: hop))
+            : multi.start(transfer, observer: HopObserver(task: self, hop: hop))
         perform(
             locked.withLock { inner in
                 inner.machine.handedOver(at: startedAt, viaProxy: viaProxy, hop: hop)

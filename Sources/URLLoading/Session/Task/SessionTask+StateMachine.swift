@@ -129,6 +129,9 @@ extension SessionTask {
             }
         }
 
+        /// The current hop's transfer, while it runs.
+        var currentTransfer: CurlMulti.TransferID? { exchange?.transfer }
+
         /// Changes the current exchange in place, keeping the phase.
         private mutating func updateExchange(_ change: (inout Exchange) -> Void) {
             switch phase {

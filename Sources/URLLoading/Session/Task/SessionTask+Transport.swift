@@ -200,6 +200,7 @@ final class HopObserver: TransferObserver {
     func transferDidReceiveInterimHead(_ head: ResponseHead) { task.receivedInterim(head, hop: hop) }
     func transferDidReceive(_ chunk: UnsafeRawBufferPointer) -> Bool { task.received(chunk, hop: hop) }
     func transferDidSendBody(sent: Int64, total: Int64) { task.sent(sent, total: total, hop: hop) }
+    func transferMayProceedPastHead() -> Bool { task.mayProceedPastHead(hop: hop) }
     func transferWasCancelled(after metrics: TransferMetrics) {
         if let runner = task.completionRunner {
             let (task, hop) = (self.task, self.hop)
