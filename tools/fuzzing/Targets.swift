@@ -145,6 +145,55 @@ let targets: [FuzzTarget] = [
             }
         }
     },
+    FuzzTarget(name: "http1-response") { data in
+        // An HTTP/1.1 answer on a connection of the session's own (issue 22):
+        // bytes in any split read the same, nothing follows an end, and a
+        // step dropped (taken on a copy) leaves the reader as it was.
+        // The first byte says where the rest is split and whether it ends.
+        let bytes = Array(data.dropFirst())
+        let cut = data.isEmpty ? 0 : Int(data[data.startIndex] >> 1) % (bytes.count + 1)
+        let closes = (data.first ?? 0) & 1 == 1
+        func run(_ pieces: [ArraySlice<UInt8>]) -> [String] {
+            var reader = HTTP1ResponseReader(method: "GET", maximumHeadBytes: 4096)
+            var steps: [String] = []
+            var body: [UInt8] = []
+            var rest = pieces[...]
+            var endSent = false
+            while steps.count < 100_000 {
+                var trial = reader
+                let step = trial.next()
+                var copy = reader
+                invariant(copy.next() == step, "a step is the same on a copy")
+                reader = trial
+                switch step {
+                case .needMore:
+                    if let piece = rest.popFirst() {
+                        reader.append(piece)
+                    } else if closes && !endSent {
+                        reader.appendEnd()
+                        endSent = true
+                    } else {
+                        return steps + ["more", "body \(body.count)"]
+                    }
+                case .body(let chunk):
+                    invariant(!chunk.isEmpty, "a body step has bytes")
+                    body += chunk
+                case .interim(let head): steps.append("interim \(head.status)")
+                case .head(let head): steps.append("head \(head.status)")
+                case .end:
+                    invariant(reader.next() == .end, "the end stays the end")
+                    return steps + ["end", "body \(body.count)"]
+                case .failed:
+                    return steps + ["failed", "body \(body.count)"]
+                }
+            }
+            invariant(false, "the reader ends")
+            return steps
+        }
+        let whole = run([bytes[...]])
+        let split = run([bytes[..<cut], bytes[cut...]])
+        invariant(whole == split, "a split changes nothing: \(whole) \(split)")
+    },
     FuzzTarget(name: "stored-blob") { data in
         if let fields = FieldCoding.decodeFields(data) {
             invariant(FieldCoding.decodeFields(FieldCoding.encode(fields)) == fields, "encode(decode(x)) decodes to the same fields")
