@@ -8,7 +8,9 @@ import Foundation
 /// Paths on `port`: `/echo` echoes every message (text as text); `/hello`
 /// first sends the chosen subprotocol (or "none") and the request's
 /// `X-Test` field, then echoes; `/cookie` first sends the request's
-/// `Cookie` field (every answer on `port` sets `from=server`);
+/// `Cookie` field (every answer on `port` sets `from=server`); `/auth`
+/// answers 401 (Basic, realm "sockets") unless the handshake carries
+/// `ws-user:ws-secret`, then says "authorized" and echoes;
 /// `/close/<code>` closes with that code and
 /// the reason "bye"; `/ping` pings the client and says "pong-received".
 /// Paths on `rawPort`: `/masked` (a masked frame), `/bad-utf8`,
@@ -88,7 +90,7 @@ public final class TestWebSocketServer: Sendable {
     }
 
     static let serverScript = #"""
-        import asyncio, base64, hashlib, os, signal, struct, sys
+        import asyncio, base64, hashlib, http, os, signal, struct, sys
         import websockets
 
         # A process group of its own; the test process's blocked signals are not ours.
@@ -110,6 +112,8 @@ public final class TestWebSocketServer: Sendable {
                 await ws.send(ws.request_headers.get("Cookie", "none"))
             if path == "/extensions":
                 await ws.send(",".join(e.name for e in ws.extensions) or "none")
+            if path == "/auth":
+                await ws.send("authorized")
             if path == "/hello":
                 await ws.send(ws.subprotocol or "none")
                 await ws.send(ws.request_headers.get("X-Test", "absent"))
@@ -163,9 +167,17 @@ public final class TestWebSocketServer: Sendable {
             finally:
                 writer.close()
 
+        def check_auth(path, headers):
+            # /auth wants Basic ws-user:ws-secret.
+            if path == "/auth":
+                expected = "Basic " + base64.b64encode(b"ws-user:ws-secret").decode()
+                if headers.get("Authorization") != expected:
+                    return (http.HTTPStatus.UNAUTHORIZED, [("WWW-Authenticate", 'Basic realm="sockets"')], b"who are you?\n")
+            return None
+
         async def main():
             server = await websockets.serve(handler, "127.0.0.1", 0, subprotocols=["chat", "superchat"], max_size=None,
-                                            compression=None, ping_interval=None,
+                                            compression=None, ping_interval=None, process_request=check_auth,
                                             extra_headers=[("Set-Cookie", "from=server; Path=/")])
             rawserver = await asyncio.start_server(raw, "127.0.0.1", 0)
             deflating = await websockets.serve(handler, "127.0.0.1", 0, max_size=None, compression="deflate", ping_interval=None)

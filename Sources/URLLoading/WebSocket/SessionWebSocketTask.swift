@@ -36,6 +36,8 @@ public final class SessionWebSocketTask: Sendable, Hashable, CustomStringConvert
     struct Inner {
         var phase = Phase.suspended
         var connection: StreamConnection?
+        /// A 401 to the handshake was answered once already.
+        var answeredChallenge = false
         var reader: WebSocketReader?
         var maximumMessageSize = 1 << 20
         var received: [Message] = []
@@ -118,14 +120,25 @@ public final class SessionWebSocketTask: Sendable, Hashable, CustomStringConvert
 
     /// Connects and sends the opening handshake.
     public func resume() {
-        let connection = inner.withLock { inner -> StreamConnection? in
-            guard inner.phase == .suspended else { return nil }
+        let started = inner.withLock { inner -> Bool in
+            guard inner.phase == .suspended else { return false }
             inner.phase = .connecting
             inner.reader = WebSocketReader(role: .client, maximumMessageSize: inner.maximumMessageSize)
+            return true
+        }
+        if started { handshake(authorization: nil) }
+    }
+
+    /// Opens a connection and sends the handshake, with `authorization`
+    /// after a 401 (else the session's remembered one, if any).
+    func handshake(authorization: (name: String, value: String)?) {
+        let connection = inner.withLock { inner -> StreamConnection? in
+            guard inner.phase == .connecting else { return nil }
             let owner = WeakWebSocketTask(task: self)
             let connection = StreamConnection(endpoint) { failure in
                 if let failure { owner.task?.end(SessionError(SessionStreamTask.code(failure), failingURL: owner.task?.originalRequest?.url, message: failure.message)) }
             }
+            inner.connection?.cancel(StreamError(.closed, "the handshake goes on with credentials on a new connection"))
             inner.connection = connection
             return connection
         }
@@ -139,9 +152,10 @@ public final class SessionWebSocketTask: Sendable, Hashable, CustomStringConvert
         let key = WebSocketHandshake.makeKey()
         let given = additionalFields + (originalRequest?.allHTTPHeaderFields ?? [:]).sorted { $0.key < $1.key }.map { (name: $0.key, value: $0.value) }
         readHead(connection, key: key, gathered: [])
-        // The cookie store is read on the task's context, never in resume().
+        // The cookie and credential stores are read on the task's context, never in resume().
         events.enqueueSync { [self] in
-            let fields = given + (cookieHeader(existing: given).map { [(name: "Cookie", value: $0)] } ?? [])
+            var fields = given + (cookieHeader(existing: given).map { [(name: "Cookie", value: $0)] } ?? [])
+            if let authorization = authorization ?? rememberedAuthorization(existing: fields) { fields.append(authorization) }
             let request = WebSocketHandshake.request(url: url, key: key, protocols: protocols, fields: fields, offersDeflate: true)
             connection.write(Data(request), timeout: nil) { _ in }
         }
@@ -201,6 +215,8 @@ public final class SessionWebSocketTask: Sendable, Hashable, CustomStringConvert
                     return task.readHead(connection, key: key, gathered: bytes)
                 }
                 switch WebSocketHandshake.check(head: Array(bytes[..<end]), key: key, protocols: task.protocols, offeredDeflate: true) {
+                case .failure(let failure) where failure.status == 401:
+                    task.events.enqueueSync { task.challenged(failure.challenges) }
                 case .failure(let failure):
                     task.end(SessionError(.badServerResponse, failingURL: task.originalRequest?.url, message: "the WebSocket handshake failed: \(failure.reason)"))
                 case .success(let answer):

@@ -91,7 +91,11 @@ enum WebSocketHandshake {
         func values(_ name: String) -> [String] {
             fields.filter { $0.name.lowercased() == name }.flatMap { $0.value.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) } }
         }
-        guard status == 101 else { return .failure(HandshakeFailure(status: status, reason: "the server answered \(status), not 101 Switching Protocols")) }
+        guard status == 101 else {
+            var failure = HandshakeFailure(status: status, reason: "the server answered \(status), not 101 Switching Protocols")
+            failure.challenges = fields.filter { $0.name.lowercased() == "www-authenticate" }.map(\.value)
+            return .failure(failure)
+        }
         guard values("upgrade").contains(where: { $0.lowercased() == "websocket" }) else {
             return .failure(HandshakeFailure(status: status, reason: "the answer lacks Upgrade: websocket"))
         }
@@ -120,6 +124,8 @@ enum WebSocketHandshake {
     struct HandshakeFailure: Error, Equatable {
         var status: Int?
         var reason: String
+        /// A 401's `WWW-Authenticate` values.
+        var challenges: [String] = []
     }
 
     private static func isToken(_ name: String) -> Bool {

@@ -233,4 +233,32 @@ struct WebSocketTaskTests {
         own.cancel(with: .normalClosure, reason: nil)
         await server.shutdown()
     }
+
+    @Test("Credentials: a 401 to the handshake is answered once with the session's credential for the realm; none, or a wrong one, fails userAuthenticationRequired")
+    func credentials() async throws {
+        guard let server = try await Self.server() else { return }
+        let url = try #require(URL(string: "ws://127.0.0.1:\(server.port)/auth"))
+        let site = try #require(URL(string: "http://127.0.0.1:\(server.port)/"))
+        let space = try #require(ProtectionSpace(url: site, realm: "sockets", authenticationMethod: .httpBasic))
+        for (user, password, opens) in [("ws-user", "ws-secret", true), ("ws-user", "wrong", false), ("", "", false)] {
+            let configuration = SessionConfiguration.ephemeral
+            let store = CredentialStore()
+            if !user.isEmpty { store.setDefaultCredential(Credential(user: user, password: password, persistence: .forSession), for: space) }
+            configuration.urlCredentialStorage = store
+            let session = Session(configuration: configuration)
+            let task = session.webSocketTask(with: url)
+            task.resume()
+            if opens {
+                #expect(try await task.receive() == .string("authorized"))
+                try await task.send(.string("after auth"))
+                #expect(try await task.receive() == .string("after auth"))
+                task.cancel(with: .normalClosure, reason: nil)
+            } else {
+                let error = await #expect(throws: URLError.self) { _ = try await task.receive() }
+                #expect(error?.code == .userAuthenticationRequired, "\(user) \(password)")
+                #expect(error.map { "\($0)" }?.contains(password.isEmpty ? "no credential" : "refused") == true)
+            }
+        }
+        await server.shutdown()
+    }
 }
