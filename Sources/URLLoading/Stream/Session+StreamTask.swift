@@ -51,7 +51,7 @@ extension Session {
 
     /// A stream task ended: the session lets go of it.
     func streamTaskEnded(_ identifier: Int) {
-        _ = state.withLock { $0.streamTasks.removeValue(forKey: identifier) }
+        otherTaskEnded(stream: identifier)
     }
 }
 

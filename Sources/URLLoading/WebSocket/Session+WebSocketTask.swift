@@ -47,6 +47,6 @@ extension Session {
 
     /// A WebSocket task ended: the session lets go of it.
     func webSocketTaskEnded(_ identifier: Int) {
-        _ = state.withLock { $0.webSocketTasks.removeValue(forKey: identifier) }
+        otherTaskEnded(webSocket: identifier)
     }
 }

@@ -187,4 +187,27 @@ struct StreamTaskTests {
         proxy.shutdown()
         try await server.shutdown()
     }
+
+    /// Hears the session's invalidation.
+    final class InvalidationEvents: SessionStreamDelegate, Sendable {
+        let invalid = Lock(false)
+        func urlSession(_ session: Session, didBecomeInvalidWithError error: (any Error)?) { invalid.withLock { $0 = true } }
+    }
+
+    @Test("finishTasksAndInvalidate waits for a running stream task: the session is invalid only after it ends")
+    func finishWaitsForStreamTasks() async throws {
+        let server = try await TestStreamServer.start()
+        let delegate = InvalidationEvents()
+        let session = try Self.session(delegate: delegate)
+        let task = session.streamTask(withHostName: "127.0.0.1", port: server.port)
+        task.resume()
+        session.finishTasksAndInvalidate()
+        // The task goes on after the call, and the session waits for it.
+        try await task.write(Self.line("still here"), timeout: 10)
+        #expect(try await Self.read(task, count: 18).0 == Self.line("echo: still here"))
+        #expect(!delegate.invalid.withLock { $0 })
+        task.cancel()
+        #expect(await eventually { delegate.invalid.withLock { $0 } })
+        try await server.shutdown()
+    }
 }

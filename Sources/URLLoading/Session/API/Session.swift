@@ -73,6 +73,8 @@ public final class Session: Sendable, CustomStringConvertible {
         var streamTasks: [Int: SessionStreamTask] = [:]
         /// WebSocket tasks until they end (as stream tasks).
         var webSocketTasks: [Int: SessionWebSocketTask] = [:]
+        /// No task of any kind is left (what `finishTasksAndInvalidate()` waits for).
+        var hasNoTask: Bool { tasks.isEmpty && streamTasks.isEmpty && webSocketTasks.isEmpty }
         var nextIdentifier = 1
         var invalidating = false
         /// `invalidateAndCancel()` was called: no task is listed any more.
@@ -325,7 +327,7 @@ public final class Session: Sendable, CustomStringConvertible {
         let now = state.withLock { state -> Bool in
             guard !state.invalidating, !state.invalidated else { return false }
             state.invalidating = true
-            return state.tasks.isEmpty
+            return state.hasNoTask
         }
         if now { invalidate() }
     }
@@ -456,7 +458,18 @@ public final class Session: Sendable, CustomStringConvertible {
     func taskDidComplete(_ task: SessionTask) {
         let finishNow = state.withLock { state -> Bool in
             state.tasks[task.taskIdentifier] = nil
-            return state.invalidating && !state.invalidated && state.tasks.isEmpty
+            return state.invalidating && !state.invalidated && state.hasNoTask
+        }
+        if finishNow { invalidate() }
+    }
+
+    /// A stream or WebSocket task ended: the session lets go of it, and
+    /// invalidates when it was the last task `finishTasksAndInvalidate()` waited for.
+    func otherTaskEnded(stream identifier: Int? = nil, webSocket: Int? = nil) {
+        let finishNow = state.withLock { state -> Bool in
+            if let identifier { state.streamTasks[identifier] = nil }
+            if let webSocket { state.webSocketTasks[webSocket] = nil }
+            return state.invalidating && !state.invalidated && state.hasNoTask
         }
         if finishNow { invalidate() }
     }
