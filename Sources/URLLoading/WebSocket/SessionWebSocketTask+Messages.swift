@@ -95,9 +95,11 @@ extension SessionWebSocketTask {
         var closing: (reply: [UInt8]?, error: SessionError?)?
         let url = originalRequest?.url
         inner.withLock { inner in
-            guard var reader = inner.reader else { return }
-            let events = bytes.withUnsafeBytes { reader.read($0) }
-            inner.reader = reader
+            // Read in place: a copy of the reader would share its message's
+            // buffer with `inner`, and every append would copy the whole
+            // message (100 MiB took 49 s).
+            guard inner.reader != nil else { return }
+            let events = bytes.withUnsafeBytes { inner.reader?.read($0) ?? [] }
             for event in events {
                 switch event {
                 case .text(let text): deliver(.string(text), &inner, &deliveries)
