@@ -10,6 +10,8 @@ let package = Package(
         .package(name: "URLLoading", path: "../.."),
         // A reference client for `urlloading-bench session`.
         .package(url: "https://github.com/swift-server/async-http-client", from: "1.37.0"),
+        // The WebSocket echo server of `ws-echo` and `ws-100m` (already in the graph through AsyncHTTPClient).
+        .package(url: "https://github.com/apple/swift-nio", from: "2.80.0"),
     ],
     targets: [
         // The raw-SQLite reference: libsqlite3 straight, one table, one statement.
@@ -20,6 +22,10 @@ let package = Package(
                 "CSQLiteBench",
                 .product(name: "URLLoading", package: "URLLoading"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOWebSocket", package: "swift-nio"),
             ]
         ),
     ],

@@ -33,22 +33,27 @@ enum SessionBenchmark {
         return Figures(elapsed: parts[0], cpu: parts[1], peakRSSKiB: parts[2], bytes: parts[3])
     }
 
+    /// Runs a C reference program and reads the figures it prints.
+    static func reference(_ executable: String, _ arguments: [String]) -> Figures {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = arguments
+        let pipe = Pipe()
+        process.standardOutput = pipe
+        do { try process.run() } catch { fail("cannot run \(executable): \(error)") }
+        let output = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        guard process.terminationStatus == 0 else { fail("\(executable) \(arguments) failed") }
+        return parse(output.trimmingCharacters(in: .whitespacesAndNewlines))
+    }
+
     /// - Parameters:
     ///   - work: The directory nginx serves from (`www/`).
     ///   - sink: Where big transfers write (nginx's upload root; tmpfs if possible).
-    static func run(base: String, curlBench: String, work: String, sink: String) {
+    ///   - wsBench: The libwebsockets client (`c/ws-bench.c`, built).
+    static func run(base: String, curlBench: String, work: String, sink: String, wsBench: String) {
         let small = base + "/1k", large = base + "/100m"
-        func c(_ arguments: [String]) -> Figures {
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: curlBench)
-            process.arguments = arguments
-            let pipe = Pipe()
-            process.standardOutput = pipe
-            do { try process.run() } catch { fail("cannot run \(curlBench): \(error)") }
-            let output = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-            process.waitUntilExit()
-            return parse(output.trimmingCharacters(in: .whitespacesAndNewlines))
-        }
+        func c(_ arguments: [String]) -> Figures { reference(curlBench, arguments) }
         func child(_ contender: String, _ mode: String, _ url: String, _ count: Int, _ inFlight: Int) -> Figures {
             parse(runChildText(["session-child", contender, mode, url, "\(count)", "\(inFlight)"]))
         }
@@ -122,6 +127,7 @@ enum SessionBenchmark {
         lines.append("download task (to a file): \(formatted(oursTask.bytes / oursTask.elapsed / 1_048_576)) MiB/s, peak RSS \(Int(oursTask.peakRSSKiB / 1024)) MiB")
 
         bigTransfers(base: base, work: work, sink: sink, c: c, into: &table, lines: &lines)
+        WebSocketBenchmark.run(wsBench: wsBench, into: &table, lines: &lines)
 
         print("urlloading-bench session: against nginx on loopback\n")
         lines.forEach { print($0) }

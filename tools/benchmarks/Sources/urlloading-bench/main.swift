@@ -7,15 +7,18 @@
 //                               FoundationNetworking's HTTPCookieStorage
 //   urlloading-bench cachetool <cachetool>
 //                               cachetool list and prune on 10k and 100k entries
-//   urlloading-bench session <base-url> <curl-bench> <work-dir> <sink-dir>
+//   urlloading-bench session <base-url> <curl-bench> <work-dir> <sink-dir> <ws-bench>
 //                               the session against libcurl's multi interface
-//                               in C, FoundationNetworking and AsyncHTTPClient
+//                               in C, FoundationNetworking and AsyncHTTPClient;
+//                               WebSocket tasks against libwebsockets in C
 //
 // Child modes (the bench runs itself for "new process" figures):
 //   urlloading-bench child-disk-hit <ours|raw|foundation> <path> <entries> <lookups>
 //   urlloading-bench child-open <ours|raw|foundation> <path> <entries>
 //   urlloading-bench child-populate <path> <entries>      (for profiling)
 //   urlloading-bench resume-child <base-url>              (resume() latency)
+//   urlloading-bench ws-child <port> <messages> <size>    (WebSocket echo)
+//   urlloading-bench session-ws <ws-bench>                 (only the WebSocket figures)
 import Foundation
 
 let arguments = Array(CommandLine.arguments.dropFirst())
@@ -40,8 +43,21 @@ case "child-open":
     guard arguments.count == 4, let entries = Int(arguments[3]) else { fail("bad arguments") }
     print(CacheBenchmark.childOpen(kind: arguments[1], path: arguments[2], entries: entries))
 case "session":
-    guard arguments.count == 5 else { fail("usage: urlloading-bench session <base-url> <curl-bench> <work-dir> <sink-dir> <sink-dir>") }
-    SessionBenchmark.run(base: arguments[1], curlBench: arguments[2], work: arguments[3], sink: arguments[4])
+    guard arguments.count == 6 else { fail("usage: urlloading-bench session <base-url> <curl-bench> <work-dir> <sink-dir> <ws-bench>") }
+    SessionBenchmark.run(base: arguments[1], curlBench: arguments[2], work: arguments[3], sink: arguments[4], wsBench: arguments[5])
+case "session-ws":
+    // Only the WebSocket figures of `session` (they need no nginx).
+    guard arguments.count == 2 else { fail("usage: urlloading-bench session-ws <ws-bench>") }
+    var table: [(figure: String, reference: String, ratio: Double)] = []
+    var lines: [String] = []
+    WebSocketBenchmark.run(wsBench: arguments[1], into: &table, lines: &lines)
+    lines.forEach { print($0) }
+    for row in table { print("bench session \(row.figure): \(String(format: "%.2f", row.ratio))x \(row.reference)") }
+case "ws-child":
+    guard arguments.count == 4, let port = Int(arguments[1]), (1...65535).contains(port), let count = Int(arguments[2]), count > 0,
+        let size = Int(arguments[3]), (1...(1 << 30)).contains(size)
+    else { fail("usage: urlloading-bench ws-child <port> <messages> <size>") }
+    print(await WebSocketBenchmark.child(port: port, count: count, size: size))
 case "session-child":
     guard arguments.count == 6 || arguments.count == 7, let count = Int(arguments[4]), let inFlight = Int(arguments[5]) else { fail("bad arguments") }
     print(
@@ -55,5 +71,5 @@ case "child-populate":
     guard arguments.count == 3, let entries = Int(arguments[2]) else { fail("bad arguments") }
     CacheBenchmark.populateOurs(arguments[1], entries)
 default:
-    fail("usage: urlloading-bench cache|cookies|cachetool <cachetool>|session <base-url> <curl-bench> <work-dir> <sink-dir>")
+    fail("usage: urlloading-bench cache|cookies|cachetool <cachetool>|session <base-url> <curl-bench> <work-dir> <sink-dir> <ws-bench>")
 }
