@@ -27,12 +27,42 @@ extension Daemon {
         return fd
     }
 
-    /// The listening socket systemd passed (socket activation), if any.
+    /// The listening socket systemd passed (socket activation, the
+    /// `sd_listen_fds` protocol read without libsystemd): with `LISTEN_PID`
+    /// naming this process and `LISTEN_FDS` at least 1, descriptor 3, if it
+    /// is a listening Unix stream socket. The variables are removed (a
+    /// launched command must not take them for its own) and the descriptor
+    /// closes on exec. Nil without activation, or when descriptor 3 is not
+    /// such a socket (said on standard error, transferd's log; it then binds its own).
     package static func activatedListener(environment: [String: String] = ProcessInfo.processInfo.environment) -> UnixSocket? {
-        guard let pid = environment["LISTEN_PID"].flatMap({ Int32($0) }), pid == getpid(),
-            let count = environment["LISTEN_FDS"].flatMap({ Int($0) }), count >= 1
-        else { return nil }
-        return UnixSocket(descriptor: 3)
+        guard let pidText = environment["LISTEN_PID"], let countText = environment["LISTEN_FDS"] else { return nil }
+        for name in ["LISTEN_PID", "LISTEN_FDS", "LISTEN_FDNAMES"] { unsetenv(name) }
+        guard pidText.utf8.count <= 10, let pid = Int32(pidText), pid == getpid(), countText.utf8.count <= 4, let count = Int(countText), count >= 1 else {
+            return nil
+        }
+        let descriptor: Int32 = 3
+        guard isListeningUnixStream(descriptor) else {
+            // Standard error is transferd's log.
+            FileHandle.standardError.write(Data("transferd: LISTEN_FDS names descriptor 3, which is not a listening Unix stream socket: ignored\n".utf8))
+            return nil
+        }
+        _ = fcntl(descriptor, F_SETFD, fcntl(descriptor, F_GETFD) | FD_CLOEXEC)
+        return UnixSocket(descriptor: descriptor)
+    }
+
+    /// Whether `descriptor` is a Unix stream socket that listens.
+    package static func isListeningUnixStream(_ descriptor: Int32) -> Bool {
+        var value: Int32 = 0
+        var length = socklen_t(MemoryLayout<Int32>.size)
+        guard getsockopt(descriptor, SOL_SOCKET, SO_ACCEPTCONN, &value, &length) == 0, value != 0 else { return false }
+        length = socklen_t(MemoryLayout<Int32>.size)
+        guard getsockopt(descriptor, SOL_SOCKET, SO_TYPE, &value, &length) == 0, value == Int32(SOCK_STREAM.rawValue) else { return false }
+        var address = sockaddr_storage()
+        var size = socklen_t(MemoryLayout<sockaddr_storage>.size)
+        let named = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(descriptor, $0, &size) }
+        }
+        return named == 0 && address.ss_family == sa_family_t(AF_UNIX)
     }
 
     /// Serves clients until the process ends; with `idleExit`, exits once

@@ -39,7 +39,8 @@ struct Serve: ParsableCommand {
         _ = lock
         let listener = try activated ?? UnixSocket.listen(path: paths.socket)
         let daemon = try Daemon(paths: paths, settings: Daemon.Settings(environment: ProcessInfo.processInfo.environment))
-        FileHandle.standardError.write(Data("transferd \(getpid()) serving \(paths.socket), journal \(paths.journal)\n".utf8))
+        let how = activated != nil ? " (socket activation)" : ""
+        FileHandle.standardError.write(Data("transferd \(getpid()) serving \(paths.socket)\(how), journal \(paths.journal)\n".utf8))
         signalReady()
         let limit: Double? = idleExit.isFinite && idleExit > 0 ? min(idleExit, 86_400 * 365) : nil
         daemon.serve(listener, idleExit: limit)
