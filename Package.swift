@@ -138,7 +138,7 @@ let package = Package(
         .executableTarget(
             name: "cachetool",
             dependencies: [
-                "URLLoading",
+                "URLLoading", "TransferDaemon",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: strictSwift

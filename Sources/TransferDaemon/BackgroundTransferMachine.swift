@@ -109,6 +109,14 @@ package struct BackgroundTransferMachine: Sendable, Equatable {
         }
     }
 
+    /// A tool asked for a retry now: a task waiting to retry goes at once
+    /// (its attempt count kept). False for a task in any other phase.
+    package mutating func retryNow() -> Bool {
+        guard case .retrying = phase else { return false }
+        phase = .queued
+        return true
+    }
+
     /// A timer fired: a begin date or a retry time came.
     package mutating func wake(now: Date) -> [Action] {
         switch phase {

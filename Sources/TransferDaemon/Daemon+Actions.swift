@@ -65,7 +65,7 @@ extension Daemon {
     // MARK: Files
 
     /// A download's body while it arrives.
-    func partialFile(_ id: Int64) -> String { "\(paths.files)/partial-\(id)" }
+    func partialFile(_ id: Int64) -> String { paths.partialFile(id) }
     /// A download's whole body, until the app takes it.
     func finishedFile(_ id: Int64) -> String { "\(paths.files)/download-\(id)" }
     /// transferd's copy of an upload's body.

@@ -142,6 +142,16 @@ package final class Daemon: Sendable {
             let found = id(of: task, session: session) != nil
             if found { change(task, session: session) { $0.machine.cancel() } }
             send(.done(ok: found, message: found ? "cancelled" : "no task \(task) in session \(session)"), to: client)
+        case .retryTransfer(let session, let task):
+            var retried = false
+            if id(of: task, session: session) != nil {
+                change(task, session: session) { record in
+                    retried = record.machine.retryNow()
+                    return []
+                }
+            }
+            let message = retried ? "retrying now" : "task \(task) of session \(session) is not waiting to retry"
+            send(.done(ok: retried, message: message), to: client)
         default:
             logger.warning("a client sent a message only transferd sends; ignored")
         }

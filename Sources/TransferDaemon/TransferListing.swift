@@ -1,5 +1,8 @@
 import Foundation
-import URLLoading
+#if canImport(Glibc)
+import Glibc
+#endif
+package import URLLoading
 
 /// `transferd list` and `show`: what each task is doing, never its secrets
 /// (Authorization and Cookie values, the URL's password and query values).
@@ -38,6 +41,20 @@ package enum TransferListing {
             attempts: record.machine.attempts, suspended: record.suspended, status: record.response?.status,
             error: record.errorCode.map { "\($0): \(record.errorMessage ?? "")" }, created: record.created, finished: record.finished,
             headers: record.spec.request.redactedHeaders)
+    }
+
+    /// The records with each running download's bytes as its partial file
+    /// holds them now (the journal keeps a transfer's bytes at its end, not
+    /// as it goes). Read only; nothing is written back.
+    package static func live(_ records: [TransferRecord], paths: BackgroundPaths) -> [TransferRecord] {
+        records.map { record in
+            guard record.spec.kind == .download, case .running = record.machine.phase else { return record }
+            var status = stat()
+            guard stat(paths.partialFile(record.id), &status) == 0, status.st_size >= 0 else { return record }
+            var live = record
+            live.machine.noteBytes(Int64(status.st_size))
+            return live
+        }
     }
 
     /// A URL without user, password or query values.
@@ -79,4 +96,10 @@ package enum TransferListing {
         if let error = row.error { lines.append("error: \(error)") }
         return lines.joined(separator: "\n")
     }
+}
+
+extension BackgroundPaths {
+    /// A download's body while it comes, named by its journal row (a
+    /// number, never a name read from anywhere).
+    package func partialFile(_ id: Int64) -> String { "\(files)/partial-\(id)" }
 }

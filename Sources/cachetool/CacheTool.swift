@@ -19,7 +19,7 @@ struct CacheTool: AsyncParsableCommand {
             """,
         subcommands: [
             Create.self, Info.self, List.self, Show.self, Stats.self, Explain.self, Remove.self, Prune.self, Clear.self,
-            Vacuum.self, Verify.self, Fetch.self, Cookies.self, Credentials.self,
+            Vacuum.self, Verify.self, Fetch.self, Cookies.self, Credentials.self, Transfers.self,
         ]
     )
 

@@ -64,7 +64,9 @@ struct List: ParsableCommand {
     var session: String?
 
     func run() throws {
-        let records = try Journal(path: BackgroundPaths().journal, writer: false).records(delivered: true).filter { session == nil || $0.session == session }
+        let paths = BackgroundPaths()
+        let records = TransferListing.live(try Journal(path: paths.journal, writer: false).records(delivered: true), paths: paths)
+            .filter { session == nil || $0.session == session }
         if json {
             print(try TransferListing.json(records))
         } else {

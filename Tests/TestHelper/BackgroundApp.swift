@@ -27,7 +27,8 @@ import Locking
 //     "asked-begin <task> <seconds since resume>". "--challenge-answer
 //     USER:PASSWORD" is the delegate's credential for a challenge not failed
 //     before (else default handling); each challenge prints
-//     "challenge <task> <realm> <previous failures>".
+//     "challenge <task> <realm> <previous failures>". "--header NAME:VALUE"
+//     (repeatable) adds a field to a download's request.
 
 /// Where the lines go: standard output unless `--output` said a file.
 nonisolated(unsafe) var sayTo = FileHandle.standardOutput
@@ -194,6 +195,13 @@ func runBackgroundApp(_ given: [String]) -> Never {
         delegate.challengeAnswer.withLock { $0 = (parts[0], parts[1]) }
         arguments.removeSubrange(at...(at + 1))
     }
+    var headers: [(String, String)] = []
+    while let at = arguments.firstIndex(of: "--header"), at + 1 < arguments.count {
+        let parts = arguments[at + 1].split(separator: ":", maxSplits: 1).map(String.init)
+        guard parts.count == 2 else { fail("--header NAME:VALUE") }
+        headers.append((parts[0], parts[1].trimmingCharacters(in: .whitespaces)))
+        arguments.removeSubrange(at...(at + 1))
+    }
     guard arguments.count >= 2 else { fail("usage: background-app <identifier> download|upload|data|attach ...") }
     let session = Session(configuration: configuration, delegate: delegate)
     if let launched = Session.launchedForBackgroundSession { say("launched-for \(launched)") }
@@ -209,7 +217,9 @@ func runBackgroundApp(_ given: [String]) -> Never {
     switch arguments[1] {
     case "download":
         guard let url = rest.first.flatMap(URL.init(string:)) else { fail("download <url>") }
-        task = session.downloadTask(with: URLRequest(url: url))
+        var request = URLRequest(url: url)
+        for (name, value) in headers { request.addValue(value, forHTTPHeaderField: name) }
+        task = session.downloadTask(with: request)
     case "upload":
         guard rest.count == 2, let url = URL(string: rest[0]) else { fail("upload <url> <file>") }
         var request = URLRequest(url: url)

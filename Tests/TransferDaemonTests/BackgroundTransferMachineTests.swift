@@ -25,6 +25,24 @@ import Testing
         #expect(machine.acknowledged().isEmpty, "events are acknowledged once")
     }
 
+    @Test("retryNow: a task waiting to retry is queued at once, its attempt kept; in any other phase nothing changes")
+    func retryNow() {
+        var machine = Machine(earliestBeginDate: nil, now: Self.t0)
+        var retried = machine.retryNow()
+        #expect(!retried, "a queued task is not waiting to retry")
+        _ = machine.start()
+        retried = machine.retryNow()
+        #expect(!retried, "nor a running one")
+        #expect(machine.failed(reason: "busy", retryable: true, retryAfter: 3600, now: Self.t0) == [.wake(at: Self.t0.addingTimeInterval(3600))])
+        retried = machine.retryNow()
+        #expect(retried && machine.phase == .queued)
+        #expect(machine.start() == [.startTransfer(from: 0, ifRange: nil)] && machine.attempts == 2)
+        #expect(machine.wake(now: Self.t0.addingTimeInterval(3600)).isEmpty, "the old timer changes nothing")
+        _ = machine.completed(status: 200)
+        retried = machine.retryNow()
+        #expect(!retried && machine.phase == .finished(.succeeded(status: 200)))
+    }
+
     @Test("A killed transferd resumes a running download from its bytes with If-Range; a changed resource starts over")
     func recovery() {
         var machine = Machine(phase: .running(attempt: 1), bytes: 4096, validator: "\"v1\"", attempts: 1)

@@ -41,7 +41,7 @@ extension BackgroundMessage {
         case .answerBegin(let task, _, let request):
             try Self.task(task)
             try request?.check()
-        case .cancelTransfer(let session, let task):
+        case .cancelTransfer(let session, let task), .retryTransfer(let session, let task):
             try Self.identifier(session)
             try Self.task(task)
         case .attached(let nextTask, let tasks, let pending):

@@ -27,6 +27,8 @@ package enum BackgroundMessage: Codable, Sendable, Equatable {
     case answerChallenge(task: Int, answer: BackgroundChallengeAnswer)
     /// A tool cancels a task of any session (`transferd cancel`).
     case cancelTransfer(session: String, task: Int)
+    /// A tool has a task waiting to retry go now (`cachetool transfers retry`).
+    case retryTransfer(session: String, task: Int)
 
     // MARK: transferd to app
 
