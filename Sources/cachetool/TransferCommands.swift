@@ -87,28 +87,28 @@ struct ShowTransfer: ParsableCommand {
     }
 }
 
-struct CancelTransfer: ParsableCommand {
-    static let configuration = CommandConfiguration(
-        commandName: "cancel", abstract: "Cancel a task: its app hears didCompleteWithError with URLError.cancelled.")
+/// The task a command acts on: its session identifier and number.
+struct TaskReference: ParsableArguments {
     @Argument(help: "The session identifier.") var session: String
     @Argument(help: "The task identifier.") var task: Int
 
     func validate() throws {
         guard (1...Int(Int32.max)).contains(task) else { throw ValidationError("the task identifier must be between 1 and \(Int32.max)") }
     }
+}
 
-    func run() throws { try Transfers.ask(.cancelTransfer(session: session, task: task)) }
+struct CancelTransfer: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "cancel", abstract: "Cancel a task: its app hears didCompleteWithError with URLError.cancelled.")
+    @OptionGroup var reference: TaskReference
+
+    func run() throws { try Transfers.ask(.cancelTransfer(session: reference.session, task: reference.task)) }
 }
 
 struct RetryTransfer: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "retry", abstract: "Have a task that waits to retry (after a failure) go now instead of at its retry time.")
-    @Argument(help: "The session identifier.") var session: String
-    @Argument(help: "The task identifier.") var task: Int
+    @OptionGroup var reference: TaskReference
 
-    func validate() throws {
-        guard (1...Int(Int32.max)).contains(task) else { throw ValidationError("the task identifier must be between 1 and \(Int32.max)") }
-    }
-
-    func run() throws { try Transfers.ask(.retryTransfer(session: session, task: task)) }
+    func run() throws { try Transfers.ask(.retryTransfer(session: reference.session, task: reference.task)) }
 }
