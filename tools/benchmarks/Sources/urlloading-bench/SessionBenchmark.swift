@@ -264,7 +264,7 @@ enum SessionBenchmark {
                     return (try? FileManager.default.attributesOfItem(atPath: path)[.size] as? Int) ?? 0
                 }
             case "download-task":
-                result = await timed(1, 1, warmUp: false) {
+                result = await timed(count, inFlight, warmUp: false) {
                     let (file, _) = try await session.download(for: URLRequest(url: target))
                     let size = (try? FileManager.default.attributesOfItem(atPath: file.path)[.size] as? Int) ?? 0
                     try? FileManager.default.removeItem(at: file)

@@ -11,6 +11,8 @@
 //                               the session against libcurl's multi interface
 //                               in C, FoundationNetworking and AsyncHTTPClient;
 //                               WebSocket tasks against libwebsockets in C
+//   urlloading-bench background <base-url> <transferd>
+//                               background sessions against foreground download tasks
 //
 // Child modes (the bench runs itself for "new process" figures):
 //   urlloading-bench child-disk-hit <ours|raw|foundation> <path> <entries> <lookups>
@@ -19,6 +21,7 @@
 //   urlloading-bench resume-child <base-url>              (resume() latency)
 //   urlloading-bench ws-child <port> <messages> <size>    (WebSocket echo)
 //   urlloading-bench session-ws <ws-bench>                 (only the WebSocket figures)
+//   urlloading-bench background-child download|enqueue|attach <url> <count>
 import Foundation
 
 let arguments = Array(CommandLine.arguments.dropFirst())
@@ -45,6 +48,13 @@ case "child-open":
 case "session":
     guard arguments.count == 6 else { fail("usage: urlloading-bench session <base-url> <curl-bench> <work-dir> <sink-dir> <ws-bench>") }
     SessionBenchmark.run(base: arguments[1], curlBench: arguments[2], work: arguments[3], sink: arguments[4], wsBench: arguments[5])
+case "background":
+    guard arguments.count == 3 else { fail("usage: urlloading-bench background <base-url> <transferd>") }
+    BackgroundBenchmark.run(base: arguments[1], transferd: arguments[2])
+case "background-child":
+    guard arguments.count == 4, ["download", "enqueue", "attach"].contains(arguments[1]), let count = Int(arguments[3]), (1...100_000).contains(count)
+    else { fail("usage: urlloading-bench background-child download|enqueue|attach <url> <count>") }
+    print(BackgroundBenchmark.child(mode: arguments[1], url: arguments[2], count: count))
 case "session-ws":
     // Only the WebSocket figures of `session` (they need no nginx).
     guard arguments.count == 2 else { fail("usage: urlloading-bench session-ws <ws-bench>") }
