@@ -242,6 +242,9 @@ extension CacheTool {
         var method: String
         var proxy: Bool
         var users: [String]
+        /// Where the passwords are kept, and whether in plain text.
+        var backend: String
+        var plainText: Bool
     }
 
     static func openCredentials(_ store: StoreOptions) throws -> CredentialStore {
@@ -254,16 +257,21 @@ extension CacheTool {
 
         func run() throws {
             try reportingStoreErrors {
-                let rows = try openCredentials(store).allCredentials
+                let opened = try openCredentials(store)
+                let backend = opened.backend
+                let rows = opened.allCredentials
                     .map { space, credentials in
                         CredentialRow(
                             protocolName: space.protocol, host: space.host, port: space.port, realm: space.realm,
-                            method: space.authenticationMethod.rawValue, proxy: space.isProxy, users: credentials.keys.sorted())
+                            method: space.authenticationMethod.rawValue, proxy: space.isProxy, users: credentials.keys.sorted(),
+                            backend: backend.rawValue, plainText: backend.keepsPlainText)
                     }
                     .sorted { ($0.host, $0.port, $0.realm ?? "") < ($1.host, $1.port, $1.realm ?? "") }
                 if store.json { try printJSON(rows); return }
                 for row in rows {
-                    print("\(row.proxy ? "proxy " : "")\(row.protocolName)://\(row.host):\(row.port) realm=\(row.realm.map { "\"\($0)\"" } ?? "-") \(row.method): \(row.users.joined(separator: ", "))")
+                    print(
+                        "\(row.proxy ? "proxy " : "")\(row.protocolName)://\(row.host):\(row.port) realm=\(row.realm.map { "\"\($0)\"" } ?? "-") \(row.method): \(row.users.joined(separator: ", ")) [\(row.plainText ? "\(row.backend), plain text" : row.backend)]"
+                    )
                 }
             }
         }

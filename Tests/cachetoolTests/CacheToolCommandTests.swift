@@ -190,8 +190,10 @@ import TestSupport
         let list = try await run(["cookies", "list", "--json"])
         #expect(list.status == 0 && list.standardOutput.contains("\"sid\"") && list.standardOutput.contains("\"theme\""))
         let credentialList = try await run(["credentials", "list"])
-        #expect(credentialList.standardOutput.contains("https://a.test:443 realm=\"api\" basic: ann"))
-        _ = try await run(["credentials", "list", "--json"])
+        #expect(credentialList.standardOutput.contains("https://a.test:443 realm=\"api\" basic: ann [file, plain text]"), "\(credentialList.standardOutput)")
+        let listed = try await run(["credentials", "list", "--json"])
+        let rows = try JSONSerialization.jsonObject(with: Data(listed.standardOutput.utf8)) as? [[String: Any]]
+        #expect(rows?.first?["backend"] as? String == "file" && rows?.first?["plainText"] as? Bool == true, "\(listed.standardOutput)")
         let exported = directory.path("cookies.txt")
         #expect(try await run(["cookies", "export", exported]).status == 0)
         #expect(try String(contentsOfFile: exported, encoding: .utf8).contains("cookie-secret-value"))

@@ -28,6 +28,23 @@ public final class CredentialStore: Sendable, CustomStringConvertible {
     /// The file name used inside a data directory.
     public static let fileName = "Credentials.sqlite"
 
+    /// Where a store keeps its permanent credentials.
+    public enum Backend: String, Sendable, CustomStringConvertible {
+        /// In memory only: nothing outlives the process.
+        case memory
+        /// The 0600 SQLite file: passwords in plain text, as git's
+        /// `credential-store` keeps them, protected by the file's mode only.
+        case file
+
+        /// "memory", or "file (plain text)".
+        public var description: String { self == .file ? "file (plain text)" : "memory" }
+        /// Whether permanent secrets are kept unencrypted on disk.
+        public var keepsPlainText: Bool { self == .file }
+    }
+
+    /// Where this store keeps its permanent credentials.
+    public var backend: Backend { database == nil ? .memory : .file }
+
     /// An empty store in memory.
     public init() {
         table = Lock(CredentialTable())
