@@ -58,6 +58,7 @@ final class OriginConnectionHandler: ChannelInboundHandler {
 
     func channelInactive(context: ChannelHandlerContext) {
         closed = true
+        shared.state.withLock { $0.open -= 1 }
         context.fireChannelInactive()
     }
 

@@ -36,6 +36,9 @@ public final class TestOrigin: Sendable {
         var storedBodies = 0
         var log: [RecordedRequest] = []
         var connections = 0
+        /// Connections open now, and the most open at once.
+        var open = 0
+        var peakOpen = 0
         var shutDown = false
     }
 
@@ -78,6 +81,8 @@ public final class TestOrigin: Sendable {
                 channel.eventLoop.makeCompletedFuture {
                     let number = shared.state.withLock { state -> Int in
                         state.connections += 1
+                        state.open += 1
+                        state.peakOpen = max(state.peakOpen, state.open)
                         return state.connections
                     }
                     let sync = channel.pipeline.syncOperations
@@ -142,6 +147,12 @@ public final class TestOrigin: Sendable {
     /// Connections accepted so far.
     public var connectionCount: Int {
         shared.state.withLock { $0.connections }
+    }
+
+    /// The most connections that were open at once (a client may close one
+    /// and open another: `connectionCount` counts both).
+    public var peakConcurrentConnections: Int {
+        shared.state.withLock { $0.peakOpen }
     }
 
     /// Stops listening and closes the listening socket. Open connections

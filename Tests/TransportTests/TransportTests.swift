@@ -289,7 +289,7 @@ final class Recorder: TransferObserver {
         for (index, outcome) in outcomes {
             #expect(outcome.body == Data("\(index)".utf8))
         }
-        #expect(origin.connectionCount <= 6)
+        #expect(origin.peakConcurrentConnections <= 6)
         multi.shutdown()
         try await origin.shutdown()
     }

@@ -308,7 +308,9 @@ import TestSupport
             }
             try await group.waitForAll()
         }
-        #expect(origin.connectionCount <= 6)
+        // At most 6 at once; under a sanitizer on a loaded machine a connection
+        // may close and another open (CI saw 7 in all, one at a time).
+        #expect(origin.peakConcurrentConnections <= 6 && origin.peakConcurrentConnections >= 1, "\(origin.peakConcurrentConnections)")
         session.finishTasksAndInvalidate()
         try await origin.shutdown()
     }
