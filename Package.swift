@@ -50,6 +50,12 @@ let package = Package(
             pkgConfig: "libssl",
             providers: [.apt(["libssl-dev"])]
         ),
+        // Credentials: the desktop keyring (the Secret Service over D-Bus).
+        .systemLibrary(
+            name: "CSecret",
+            pkgConfig: "libsecret-1",
+            providers: [.apt(["libsecret-1-dev"])]
+        ),
         .systemLibrary(
             name: "CSQLite",
             pkgConfig: "sqlite3",
@@ -109,6 +115,7 @@ let package = Package(
                 "Streams",
                 "Migrations",
                 "Locking",
+                "CSecret",
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strictSwift

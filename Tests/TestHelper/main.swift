@@ -300,6 +300,8 @@ case "fetch-rss":
     } catch {
         fail("\(error)")
     }
+case "keyring":
+    runKeyring(Array(arguments.dropFirst()))
 case "background-app":
     runBackgroundApp(Array(arguments.dropFirst()))
 case "cache-populate":

@@ -1,0 +1,172 @@
+import CSecret
+import Foundation
+
+/// The desktop keyring through the freedesktop.org Secret Service (GNOME
+/// Keyring, KeePassXC, KWallet) over libsecret (issue 37): one item per
+/// protection space and user, with the attributes host, port, protocol,
+/// realm, method, proxy and user, the password as the secret, and a label
+/// a person recognises ("URLLoading: alice at https://example.com:443").
+///
+/// Every call is bounded in time (`timeout`): a locked collection that
+/// would prompt, or a service that hangs, ends the call with an error
+/// instead of blocking the caller. Passwords never appear in errors.
+final class SecretServiceKeyring: Sendable {
+    /// An item as the keyring holds it.
+    struct Item: Equatable {
+        var space: ProtectionSpace
+        var user: String
+        var password: String?
+    }
+
+    /// Why a keyring call failed (the service's words, never a secret).
+    struct Failure: Error, CustomStringConvertible {
+        let description: String
+    }
+
+    /// The bound on each call to the service.
+    let timeout: TimeInterval
+
+    init(timeout: TimeInterval = 5) {
+        self.timeout = min(max(timeout, 0.05), 300)
+    }
+
+    /// Whether a session bus is there and a Secret Service answers on it
+    /// (within the bound). No bus address means no call at all: libdbus
+    /// would otherwise try to launch a bus.
+    static func available(environment: [String: String] = ProcessInfo.processInfo.environment, timeout: TimeInterval = 2) -> Bool {
+        let hasBus =
+            environment["DBUS_SESSION_BUS_ADDRESS"].map { !$0.isEmpty }
+            ?? environment["XDG_RUNTIME_DIR"].map { FileManager.default.fileExists(atPath: $0 + "/bus") } ?? false
+        guard hasBus else { return false }
+        let keyring = SecretServiceKeyring(timeout: timeout)
+        return (try? keyring.bounded { cancellable, message in urlloading_secret_service_ping(cancellable, message) == 1 }) == true
+    }
+
+    /// Stores (or replaces) the password of `user` in `space`.
+    func store(user: String, password: String, for space: ProtectionSpace) throws(Failure) {
+        let label = "URLLoading: \(user) at \(space.isProxy ? "proxy " : "")\(space.protocol)://\(space.host):\(space.port)\(space.realm.map { " (\($0))" } ?? "")"
+        let stored = try bounded { cancellable, message in
+            Self.withAttributes(space, user: user) { urlloading_secret_store($0, label, password, cancellable, message) == 1 }
+        }
+        if !stored { throw Failure(description: "the keyring did not store the item") }
+    }
+
+    /// The password of `user` in `space`; nil when there is none.
+    func password(user: String, for space: ProtectionSpace) throws(Failure) -> String? {
+        try bounded { cancellable, message in
+            Self.withAttributes(space, user: user) { attributes in
+                guard let found = urlloading_secret_lookup(attributes, cancellable, message) else { return nil }
+                defer { urlloading_secret_free_string(found) }
+                return String(cString: found)
+            }
+        }
+    }
+
+    /// Removes the item of `user` in `space`; false when there was none.
+    @discardableResult
+    func remove(user: String, for space: ProtectionSpace) throws(Failure) -> Bool {
+        try bounded { cancellable, message in
+            Self.withAttributes(space, user: user) { urlloading_secret_clear($0, cancellable, message) == 1 }
+        }
+    }
+
+    /// Every item of URLLoading's schema; a locked one without its password.
+    func items() throws(Failure) -> [Item] {
+        try bounded { cancellable, message in
+            guard let list = urlloading_secret_search_all(cancellable, message) else { return [] }
+            defer { urlloading_secret_items_free(list) }
+            var items: [Item] = []
+            var node: UnsafeMutablePointer<GList>? = list
+            while let current = node {
+                if let attributes = urlloading_secret_item_attributes(current) {
+                    defer { g_hash_table_unref(attributes) }
+                    if let item = Self.item(attributes) {
+                        var found = item
+                        if let secret = urlloading_secret_item_password(current, cancellable) {
+                            found.password = String(cString: secret)
+                            urlloading_secret_free_string(secret)
+                        }
+                        items.append(found)
+                    }
+                }
+                node = urlloading_secret_next(current)
+            }
+            return items
+        }
+    }
+
+    // MARK: Plumbing
+
+    /// Runs `call` with a cancellable that a timer cancels after `timeout`;
+    /// a message the call left becomes the error.
+    private func bounded<T>(_ call: (UnsafeMutablePointer<GCancellable>?, UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>) -> T) throws(Failure) -> T {
+        guard let cancellable = urlloading_cancellable_new() else { throw Failure(description: "GLib could not make a cancellable") }
+        let handle = CancellableHandle(cancellable)
+        let timer = DispatchWorkItem { handle.cancel() }
+        DispatchQueue.global().asyncAfter(deadline: .now() + timeout, execute: timer)
+        var message: UnsafeMutablePointer<CChar>?
+        let result = call(cancellable, &message)
+        timer.cancel()
+        handle.release()
+        if let message {
+            defer { urlloading_secret_free_string(message) }
+            let text = String(cString: message)
+            throw Failure(description: handle.wasCancelled ? "the keyring did not answer within \(timeout) s (\(text))" : text)
+        }
+        return result
+    }
+
+    private static func withAttributes<T>(_ space: ProtectionSpace, user: String, _ body: (OpaquePointer?) -> T) -> T {
+        let attributes = urlloading_secret_attributes()
+        defer { g_hash_table_unref(attributes) }
+        for (name, value) in attributePairs(space, user: user) { urlloading_secret_attribute_set(attributes, name, value) }
+        return body(attributes)
+    }
+
+    /// The attributes of an item (every one set, so a lookup matches one item).
+    static func attributePairs(_ space: ProtectionSpace, user: String) -> [(String, String)] {
+        [
+            ("host", space.host), ("port", "\(space.port)"), ("protocol", space.protocol), ("realm", space.realm ?? ""),
+            ("method", space.authenticationMethod.rawValue), ("proxy", space.isProxy ? "1" : "0"), ("user", user),
+        ]
+    }
+
+    /// An item from its attributes; nil when they do not describe one (an
+    /// item someone else made under our schema name, a port out of range).
+    private static func item(_ attributes: OpaquePointer) -> Item? {
+        func value(_ name: String) -> String? { urlloading_secret_attribute_get(attributes, name).map { String(cString: $0) } }
+        guard let host = value("host"), !host.isEmpty, let portText = value("port"), portText.utf8.count <= 5, let port = Int(portText),
+            (1...65535).contains(port), let scheme = value("protocol"), let user = value("user")
+        else { return nil }
+        let realm = value("realm").flatMap { $0.isEmpty ? nil : $0 }
+        let method = ProtectionSpace.AuthenticationMethod(rawValue: value("method") ?? "default")
+        let space = ProtectionSpace(host: host, port: port, protocol: scheme, realm: realm, authenticationMethod: method, isProxy: value("proxy") == "1")
+        return Item(space: space, user: user)
+    }
+}
+
+/// A GCancellable shared with the timer that may cancel it.
+private final class CancellableHandle: @unchecked Sendable {
+    // GCancellable is thread-safe (GLib's documentation); the lock guards
+    // only the release against a late timer.
+    private let lock = NSLock()
+    private var pointer: UnsafeMutablePointer<GCancellable>?
+    private(set) var wasCancelled = false
+
+    init(_ pointer: UnsafeMutablePointer<GCancellable>) { self.pointer = pointer }
+
+    func cancel() {
+        lock.lock()
+        defer { lock.unlock() }
+        guard let pointer else { return }
+        wasCancelled = true
+        urlloading_cancellable_cancel(pointer)
+    }
+
+    func release() {
+        lock.lock()
+        defer { lock.unlock() }
+        if let pointer { urlloading_cancellable_free(pointer) }
+        pointer = nil
+    }
+}
