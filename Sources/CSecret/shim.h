@@ -4,21 +4,33 @@
 #include <libsecret/secret.h>
 #include <string.h>
 
-/// One item per protection space and user, as git's libsecret helper keeps them.
+#define URLLOADING_SECRET_ATTRIBUTES \
+    { \
+        { "host", SECRET_SCHEMA_ATTRIBUTE_STRING }, \
+        { "port", SECRET_SCHEMA_ATTRIBUTE_STRING }, \
+        { "protocol", SECRET_SCHEMA_ATTRIBUTE_STRING }, \
+        { "realm", SECRET_SCHEMA_ATTRIBUTE_STRING }, \
+        { "method", SECRET_SCHEMA_ATTRIBUTE_STRING }, \
+        { "proxy", SECRET_SCHEMA_ATTRIBUTE_STRING }, \
+        { "user", SECRET_SCHEMA_ATTRIBUTE_STRING }, \
+        { "store", SECRET_SCHEMA_ATTRIBUTE_STRING }, \
+        { "default", SECRET_SCHEMA_ATTRIBUTE_STRING }, \
+        { NULL, 0 }, \
+    }
+
+/// One item per protection space and user, as git's libsecret helper keeps
+/// them, plus the store the item belongs to (its data directory) and
+/// whether it is the space's default credential.
 static inline const SecretSchema *urlloading_secret_schema(void) {
-    static const SecretSchema schema = {
-        "org.urlloading.Credential", SECRET_SCHEMA_NONE,
-        {
-            { "host", SECRET_SCHEMA_ATTRIBUTE_STRING },
-            { "port", SECRET_SCHEMA_ATTRIBUTE_STRING },
-            { "protocol", SECRET_SCHEMA_ATTRIBUTE_STRING },
-            { "realm", SECRET_SCHEMA_ATTRIBUTE_STRING },
-            { "method", SECRET_SCHEMA_ATTRIBUTE_STRING },
-            { "proxy", SECRET_SCHEMA_ATTRIBUTE_STRING },
-            { "user", SECRET_SCHEMA_ATTRIBUTE_STRING },
-            { NULL, 0 },
-        }
-    };
+    static const SecretSchema schema = { "org.urlloading.Credential", SECRET_SCHEMA_NONE, URLLOADING_SECRET_ATTRIBUTES };
+    return &schema;
+}
+
+/// The same attributes without matching the schema's name, for searches: a
+/// locked gnome-keyring collection matches hashed attributes but never the
+/// name, so only this finds (and counts) its locked items.
+static inline const SecretSchema *urlloading_secret_search_schema(void) {
+    static const SecretSchema schema = { "org.urlloading.Credential", SECRET_SCHEMA_DONT_MATCH_NAME, URLLOADING_SECRET_ATTRIBUTES };
     return &schema;
 }
 
@@ -75,12 +87,10 @@ static inline int urlloading_secret_clear(GHashTable *attributes, GCancellable *
     return removed ? 1 : 0;
 }
 
-/// Every item of the schema, unlocked ones with their secrets loaded (free with g_list_free_full(list, g_object_unref)).
-static inline GList *urlloading_secret_search_all(GCancellable *cancellable, char **message) {
+/// Every item of the schema with these attributes, unlocked ones with their secrets loaded (free with g_list_free_full(list, g_object_unref)).
+static inline GList *urlloading_secret_search(GHashTable *attributes, GCancellable *cancellable, char **message) {
     GError *error = NULL;
-    GHashTable *none = urlloading_secret_attributes();
-    GList *items = secret_password_searchv_sync(urlloading_secret_schema(), none, SECRET_SEARCH_ALL | SECRET_SEARCH_LOAD_SECRETS, cancellable, &error);
-    g_hash_table_unref(none);
+    GList *items = secret_password_searchv_sync(urlloading_secret_search_schema(), attributes, SECRET_SEARCH_ALL | SECRET_SEARCH_LOAD_SECRETS, cancellable, &error);
     if (error) *message = urlloading_secret_take_error(error);
     return items;
 }
@@ -92,7 +102,9 @@ static inline GHashTable *urlloading_secret_item_attributes(GList *node) {
 
 /// An item's secret as text (free with g_free), NULL when it is locked or not text.
 static inline char *urlloading_secret_item_password(GList *node, GCancellable *cancellable) {
-    SecretValue *value = secret_retrievable_retrieve_secret_sync(SECRET_RETRIEVABLE(node->data), cancellable, NULL);
+    // The search loaded the secrets of unlocked items: no second call for those.
+    SecretValue *value = SECRET_IS_ITEM(node->data) ? secret_item_get_secret(SECRET_ITEM(node->data)) : NULL;
+    if (!value) value = secret_retrievable_retrieve_secret_sync(SECRET_RETRIEVABLE(node->data), cancellable, NULL);
     if (!value) return NULL;
     const char *text = secret_value_get_text(value);
     char *copy = text ? g_strdup(text) : NULL;

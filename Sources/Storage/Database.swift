@@ -49,6 +49,19 @@ package final class Database: Sendable {
         package var logger = Logger(label: "urlloading.storage")
 
         package init() {}
+
+        /// A store private to its user: file 0600 in 0700 directories, a
+        /// file others can access refused, a damaged one moved aside (kept
+        /// for inspection) for a new one; what every store of secrets uses.
+        package static func privateStore(logger: Logger) -> Options {
+            var options = Options()
+            options.fileMode = 0o600
+            options.directoryMode = 0o700
+            options.requirePrivateFile = true
+            options.onCorruption = .moveAside
+            options.logger = logger
+            return options
+        }
     }
 
     /// What `open` found and did.

@@ -66,15 +66,9 @@ package final class Journal: Sendable {
         } else {
             seal = try? JournalSeal(keyPath: keyPath, create: false)
         }
-        var options = Database.Options()
-        options.fileMode = 0o600
-        options.directoryMode = 0o700
-        options.requirePrivateFile = true
-        // Tasks cannot be made again by anybody but their app: keep a
-        // damaged file for inspection, start a new one.
-        options.onCorruption = .moveAside
-        options.logger = logger
-        database = try Database(path: path, migrations: Schema.transfers, options: options)
+        // Tasks cannot be made again by anybody but their app: a damaged
+        // file is kept for inspection, and a new one started.
+        database = try Database(path: path, migrations: Schema.transfers, options: .privateStore(logger: logger))
     }
 
     private static let columns =

@@ -230,8 +230,12 @@ extension CacheTool {
 
     struct Credentials: ParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "The credential store: list spaces and user names, remove. Passwords are never printed.",
-            subcommands: [ListCredentials.self, RemoveCredentials.self])
+            abstract: "The credential store: list spaces and user names, remove, move between file and keyring. Passwords are never printed.",
+            discussion: """
+                Permanent credentials are kept in the desktop keyring (the Secret Service) or in the 0600 file \
+                Credentials.sqlite in plain text; list shows each entry's backend.
+                """,
+            subcommands: [ListCredentials.self, RemoveCredentials.self, MigrateCredentials.self])
     }
 
     struct CredentialRow: Encodable {
@@ -242,31 +246,34 @@ extension CacheTool {
         var method: String
         var proxy: Bool
         var users: [String]
-        /// Where the passwords are kept, and whether in plain text.
+        /// The space's default user, if it has one.
+        var defaultUser: String?
+        /// Where the passwords are kept ("file" or "keyring"), and whether in plain text.
         var backend: String
         var plainText: Bool
     }
 
-    static func openCredentials(_ store: StoreOptions) throws -> CredentialStore {
-        try existingStore(store.dataDirectory, CredentialStore.fileName) { try CredentialStore(directory: $0) }
-    }
-
     struct ListCredentials: ParsableCommand {
-        static let configuration = CommandConfiguration(commandName: "list", abstract: "Protection spaces and their user names (permanent credentials).")
+        static let configuration = CommandConfiguration(
+            commandName: "list", abstract: "Protection spaces, their user names and the backend keeping them (permanent credentials).")
         @OptionGroup var store: StoreOptions
 
         func run() throws {
             try reportingStoreErrors {
-                let opened = try openCredentials(store)
-                let backend = opened.backend
-                let rows = opened.allCredentials
-                    .map { space, credentials in
-                        CredentialRow(
-                            protocolName: space.protocol, host: space.host, port: space.port, realm: space.realm,
-                            method: space.authenticationMethod.rawValue, proxy: space.isProxy, users: credentials.keys.sorted(),
-                            backend: backend.rawValue, plainText: backend.keepsPlainText)
-                    }
-                    .sorted { ($0.host, $0.port, $0.realm ?? "") < ($1.host, $1.port, $1.realm ?? "") }
+                let listing = try CredentialStore.listing(directory: store.dataDirectory)
+                let groups = Dictionary(grouping: listing.credentials) { SpaceKey(space: $0.space, backend: $0.backend.rawValue) }
+                let rows = groups.map { key, entries in
+                    CredentialRow(
+                        protocolName: key.space.protocol, host: key.space.host, port: key.space.port, realm: key.space.realm,
+                        method: key.space.authenticationMethod.rawValue, proxy: key.space.isProxy, users: entries.map(\.user).sorted(),
+                        defaultUser: entries.first { $0.isDefault }?.user,
+                        backend: key.backend, plainText: entries.first?.backend.keepsPlainText ?? false)
+                }
+                .sorted { ($0.host, $0.port, $0.realm ?? "", $0.backend) < ($1.host, $1.port, $1.realm ?? "", $1.backend) }
+                if listing.lockedInKeyring > 0 {
+                    FileHandle.standardError.write(
+                        Data("cachetool: the keyring is locked; \(listing.lockedInKeyring) items in it are not listed (unlock it to see them)\n".utf8))
+                }
                 if store.json { try printJSON(rows); return }
                 for row in rows {
                     print(
@@ -275,10 +282,16 @@ extension CacheTool {
                 }
             }
         }
+
+        struct SpaceKey: Hashable {
+            var space: ProtectionSpace
+            var backend: String
+        }
     }
 
     struct RemoveCredentials: ParsableCommand {
-        static let configuration = CommandConfiguration(commandName: "remove", abstract: "Remove the credentials of a host (optionally one user, one realm).")
+        static let configuration = CommandConfiguration(
+            commandName: "remove", abstract: "Remove the credentials of a host (optionally one user, one realm) from every backend.")
         @OptionGroup var store: StoreOptions
         @Option(help: "The host.") var host: String
         @Option(help: "Only this user.") var user: String?
@@ -286,17 +299,42 @@ extension CacheTool {
 
         func run() throws {
             try reportingStoreErrors {
-                let credentials = try openCredentials(store)
-                var removed = 0
-                for (space, byUser) in credentials.allCredentials where space.host == host.lowercased() && (realm == nil || space.realm == realm) {
-                    for (name, credential) in byUser where user == nil || name == user {
-                        credentials.remove(credential, for: space)
-                        removed += 1
-                    }
-                }
+                let removed = try CredentialStore.remove(directory: store.dataDirectory, host: host, user: user, realm: realm)
                 if store.json { try printJSON(["removed": removed]) } else { print("removed \(removed) credentials") }
                 if removed == 0 { throw ExitCode(ExitStatus.notFound) }
             }
+        }
+    }
+
+    struct MigrateCredentials: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "migrate", abstract: "Move every permanent credential into the keyring or the file.",
+            discussion: """
+                Each credential is written to the target, read back and compared before any is removed from the \
+                other backend; nothing moves when the keyring is locked or a write fails. Passwords are never printed.
+                """)
+        @OptionGroup var store: StoreOptions
+        @Option(help: "keyring or file.") var to: String
+
+        func run() throws {
+            guard let target = CredentialStore.Backend(rawValue: to), target != .memory else {
+                throw ValidationError("--to takes keyring or file")
+            }
+            try reportingStoreErrors {
+                let moved = try CredentialStore.migrate(directory: store.dataDirectory, to: target)
+                let from = target == .keyring ? "file" : "keyring"
+                if store.json {
+                    try printJSON(Migrated(migrated: moved, from: from, to: target.rawValue))
+                } else {
+                    print("migrated \(moved) credentials from the \(from) to the \(target.rawValue)")
+                }
+            }
+        }
+
+        struct Migrated: Encodable {
+            var migrated: Int
+            var from: String
+            var to: String
         }
     }
 }

@@ -302,6 +302,8 @@ case "fetch-rss":
     }
 case "keyring":
     runKeyring(Array(arguments.dropFirst()))
+case "credentials":
+    await runCredentials(Array(arguments.dropFirst()))
 case "background-app":
     runBackgroundApp(Array(arguments.dropFirst()))
 case "cache-populate":

@@ -9,16 +9,10 @@ final class CookieDatabase: Sendable {
     let database: Database
 
     init(path: String, logger: Logger, busyTimeout: Duration? = nil) throws(StorageError) {
-        var options = Database.Options()
+        // Cookie values are credentials: owner only; they cannot be fetched
+        // again, so a damaged file is kept for inspection.
+        var options = Database.Options.privateStore(logger: logger)
         if let busyTimeout { options.busyTimeout = busyTimeout }
-        // Cookie values are credentials: owner only.
-        options.fileMode = 0o600
-        options.directoryMode = 0o700
-        // Refused, as the credential store's, when others can read it.
-        options.requirePrivateFile = true
-        // Cookies cannot be fetched again: keep a damaged file for inspection.
-        options.onCorruption = .moveAside
-        options.logger = logger
         database = try Database(path: path, migrations: Schema.cookies, options: options)
     }
 

@@ -1,29 +1,49 @@
 public import Foundation
 import Logging
-import Migrations
-import Storage
 import Locking
 
 /// A credential store (Apple's `URLCredentialStorage`, SPEC A1): credentials
 /// by protection space and user, with a default per space.
 ///
 /// A store in memory (`CredentialStore()`, what ephemeral sessions get)
-/// keeps everything in memory; a store opened in a directory
+/// keeps everything in memory. A store opened in a directory
 /// (`CredentialStore(directory:)`, what default sessions share through
-/// `CredentialStore.shared`) writes permanent credentials to an SQLite file
-/// (`Credentials.sqlite`, mode 0600 in a 0700 directory) and keeps
-/// for-session ones in memory for the life of the process. Opening a file
-/// that group or others can read fails with `StoreError.Kind.insecurePermissions`.
-/// Credentials with persistence `.none` are never stored.
+/// `CredentialStore.shared`) keeps permanent credentials in one of two
+/// backends (`backend`, with `backendReason` saying why):
+///
+/// - the desktop keyring, through the Secret Service on the session bus
+///   (GNOME Keyring, KeePassXC, KWallet), encrypted and unlocked with the
+///   user's login, as Apple keeps them in the Keychain;
+/// - the SQLite file `Credentials.sqlite` (mode 0600 in a 0700 directory),
+///   in plain text as git's `credential-store` keeps them, where no Secret
+///   Service answers (servers, containers). Opening a file that group or
+///   others can read fails with `StoreError.Kind.insecurePermissions`.
+///
+/// The choice is automatic (`BackendChoice.automatic`): the keyring when a
+/// Secret Service answers and the file holds no credentials, else the
+/// file; `URLLOADING_CREDENTIALS=file|keyring`, or `backend:` at opening,
+/// forces one. `cachetool credentials migrate --to keyring|file` moves
+/// credentials between them.
+///
+/// For-session credentials stay in memory for the life of the process,
+/// never in a backend; credentials with persistence `.none` are never
+/// stored. A change posts `Notification.Name.credentialStoreChanged`.
 public final class CredentialStore: Sendable, CustomStringConvertible {
     private let table: Lock<CredentialTable>
-    private let database: Database?
+    /// Held across a change to the backend, so that backend writes happen in
+    /// the order of the changes in memory without holding the table's lock.
+    private let writes = Lock<Void>(())
+    private let permanent: (any PermanentCredentials)?
     private let logger = Logger(label: "urlloading.credentials")
-    /// The database file; nil for a store in memory.
+    /// The database file: nil for a store in memory or in the keyring.
     public let path: String?
+    /// The directory the store was opened in; nil for a store in memory.
+    public let directory: URL?
     /// Why the file asked for could not be opened, for `shared`, which then
     /// keeps credentials in memory only; nil otherwise.
     public let startupError: StoreError?
+    /// Why the store keeps its permanent credentials where it does.
+    public let backendReason: String
 
     /// The file name used inside a data directory.
     public static let fileName = "Credentials.sqlite"
@@ -35,71 +55,76 @@ public final class CredentialStore: Sendable, CustomStringConvertible {
         /// The 0600 SQLite file: passwords in plain text, as git's
         /// `credential-store` keeps them, protected by the file's mode only.
         case file
+        /// The desktop keyring (the freedesktop.org Secret Service).
+        case keyring
 
-        /// "memory", or "file (plain text)".
-        public var description: String { self == .file ? "file (plain text)" : "memory" }
+        /// "memory", "file (plain text)" or "keyring".
+        public var description: String { self == .file ? "file (plain text)" : rawValue }
         /// Whether permanent secrets are kept unencrypted on disk.
         public var keepsPlainText: Bool { self == .file }
     }
 
     /// Where this store keeps its permanent credentials.
-    public var backend: Backend { database == nil ? .memory : .file }
+    public var backend: Backend { permanent?.backend ?? .memory }
 
     /// An empty store in memory.
     public init() {
         table = Lock(CredentialTable())
-        database = nil
+        permanent = nil
         path = nil
+        directory = nil
         startupError = nil
+        backendReason = "a store in memory"
     }
 
     /// A store in memory standing in for a file that could not be opened.
     init(fallbackFor failure: StoreError) {
         table = Lock(CredentialTable())
-        database = nil
+        permanent = nil
         path = nil
+        directory = nil
         startupError = failure
+        backendReason = "the store could not be opened: \(failure)"
     }
 
-    /// Opens (creating as needed) the store kept in `directory`.
+    /// Opens the store kept in `directory`, in the keyring or the file (created as needed).
     ///
+    /// - Parameter backend: `.automatic` (the default) follows
+    ///   `URLLOADING_CREDENTIALS`, else chooses as the type says; `.file`
+    ///   and `.keyring` force one.
     /// - Throws: `StoreError` (`.insecurePermissions` when others can read
-    ///   the file, `.newerSchema`, `.locked`, ...).
-    public init(directory: URL) throws(StoreError) {
-        let path = directory.appendingPathComponent(Self.fileName).path
-        var options = Database.Options()
-        options.fileMode = 0o600
-        options.directoryMode = 0o700
-        options.requirePrivateFile = true
-        options.onCorruption = .moveAside
-        options.logger = logger
-        do throws(StorageError) {
-            let database = try Database(path: path, migrations: Schema.credentials, options: options)
-            var loaded = CredentialTable()
-            let rows = try database.read { (connection: Connection) throws(SQLiteError) in
-                try connection.query("SELECT host, port, protocol, realm, method, is_proxy, user, password, is_default FROM credentials") { row in
-                    (
-                        ProtectionSpace(
-                            host: row.text(0) ?? "", port: row.int(1), protocol: row.text(2) ?? "",
-                            realm: (row.text(3) ?? "").isEmpty ? nil : row.text(3),
-                            authenticationMethod: .init(rawValue: row.text(4) ?? "default"), isProxy: row.int64(5) != 0),
-                        Credential(user: row.text(6) ?? "", password: row.text(7) ?? "", persistence: .permanent), row.int64(8) != 0
-                    )
-                }
-            }
-            for (space, credential, isDefault) in rows { _ = loaded.set(credential, for: space, isDefault: isDefault) }
-            self.database = database
-            table = Lock(loaded)
-        } catch {
-            throw StoreError(error, path: path)
+    ///   the file, `.keyring` when the keyring was asked for and is not
+    ///   there or fails, `.configuration` for an unknown
+    ///   `URLLOADING_CREDENTIALS`, `.newerSchema`, `.locked`, ...).
+    public convenience init(directory: URL, backend: BackendChoice = .automatic) throws(StoreError) {
+        let logger = Logger(label: "urlloading.credentials")
+        let opened = try Self.openBackend(directory: directory, choice: backend, environment: ProcessInfo.processInfo.environment, logger: logger)
+        try self.init(directory: directory, opened: opened.backend, reason: opened.reason)
+        logger.debug("credentials kept in the \(self.backend)", metadata: ["reason": "\(backendReason)", "directory": "\(directory.path)"])
+    }
+
+    /// A store over an opened backend, loaded from it.
+    init(directory: URL, opened: any PermanentCredentials, reason: String) throws(StoreError) {
+        var loaded = CredentialTable()
+        let found = try opened.load()
+        loaded.add(found.credentials)
+        loaded.lockedItems = found.locked
+        if found.locked > 0 {
+            logger.warning(
+                "\(found.locked) credentials are in a locked keyring; they are not used until it is unlocked (nothing prompts for it)",
+                metadata: ["directory": "\(directory.path)"])
         }
-        self.path = path
+        table = Lock(loaded)
+        permanent = opened
+        path = (opened as? FileCredentials)?.path
+        self.directory = directory
         startupError = nil
+        backendReason = reason
     }
 
     /// The application's shared store (Apple's `URLCredentialStorage.shared`):
-    /// the one default sessions use, `Credentials.sqlite` under
-    /// `$XDG_DATA_HOME/<app>/`; in memory only when that file cannot be
+    /// the one default sessions use, in the keyring or in `Credentials.sqlite`
+    /// under `$XDG_DATA_HOME/<app>/`; in memory only when neither can be
     /// opened (see `startupError`).
     public static var shared: CredentialStore {
         SharedStores.credentialStore(for: StoreLocations.defaultApplicationIdentifier)
@@ -114,9 +139,18 @@ public final class CredentialStore: Sendable, CustomStringConvertible {
     /// Every space and its credentials.
     public var allCredentials: [ProtectionSpace: [String: Credential]] { table.withLock { $0.spaces } }
 
-    /// The credential a session uses for the space when the delegate does not choose.
+    /// The credential a session uses for the space when the delegate does
+    /// not choose. A credential of a keyring that was locked at opening is
+    /// asked for again (bounded in time, at most every few seconds); while
+    /// the keyring stays locked there is none, and a log line says why.
     public func defaultCredential(for space: ProtectionSpace) -> Credential? {
-        table.withLock { $0.defaultCredential(for: space) }
+        let (found, askAgain) = table.withLock { table -> (Credential?, Bool) in
+            if let credential = table.defaultCredential(for: space) { return (credential, false) }
+            return (nil, table.shouldAskLockedBackend(for: space, now: Date()))
+        }
+        if let found { return found }
+        guard askAgain, let permanent else { return nil }
+        return unlockedCredential(for: space, from: permanent)
     }
 
     /// Stores a credential; it becomes the default if the space had none.
@@ -130,42 +164,49 @@ public final class CredentialStore: Sendable, CustomStringConvertible {
     }
 
     /// Stores a credential (replacing the user's earlier one), as the space's
-    /// default when `isDefault` or when the space had none.
+    /// default when `isDefault` or when the space had none. Storing what the
+    /// store already holds changes nothing and posts nothing.
     public func set(_ credential: Credential, for space: ProtectionSpace, isDefault: Bool) {
         guard credential.persistence != .none else { return }
-        table.withLock { table in
-            let becameDefault = table.set(credential, for: space, isDefault: isDefault)
-            guard credential.persistence == .permanent, let user = credential.user, let password = credential.password else { return }
-            write { (connection: Connection) throws(SQLiteError) in
-                if becameDefault {
-                    try connection.run("UPDATE credentials SET is_default = 0 WHERE \(Self.spaceMatch)", Self.spaceValues(space))
-                }
-                try connection.run(
-                    """
-                    INSERT OR REPLACE INTO credentials(host, port, protocol, realm, method, is_proxy, user, password, is_default, created)
-                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-                    """, Self.spaceValues(space) + [.text(user), .text(password), .integer(becameDefault ? 1 : 0), .real(Date().timeIntervalSince1970)])
+        let changed = writes.withLock { _ -> Bool in
+            let change = table.withLock { $0.set(credential, for: space, isDefault: isDefault) }
+            guard let change else { return false }
+            // For-session credentials stay in memory (a permanent one they replace stays in the backend).
+            guard credential.persistence == .permanent, let password = credential.password else { return true }
+            let stored = StoredCredential(space: space, user: change.user, password: password, isDefault: change.isDefault)
+            let demoted = change.demoted.flatMap { demoted -> StoredCredential? in
+                guard demoted.persistence == .permanent, let demotedPassword = demoted.password else { return nil }
+                return StoredCredential(space: space, user: demoted.user ?? "", password: demotedPassword, isDefault: false)
             }
+            persist { (backend) throws(StoreError) in try backend.save(stored, demoting: demoted) }
+            return true
         }
+        if changed { postChange() }
     }
 
     /// Removes the user's credential for the space.
     public func remove(_ credential: Credential, for space: ProtectionSpace) {
         let user = credential.user ?? ""
-        table.withLock { table in
-            table.remove(user: user, for: space)
-            write { (connection: Connection) throws(SQLiteError) in
-                try connection.run("DELETE FROM credentials WHERE \(Self.spaceMatch) AND user = ?", Self.spaceValues(space) + [.text(user)])
-            }
+        let changed = writes.withLock { _ -> Bool in
+            guard table.withLock({ $0.remove(user: user, for: space) }) else { return false }
+            persist { (backend) throws(StoreError) in try backend.remove(user: user, for: space) }
+            return true
         }
+        if changed { postChange() }
     }
 
     /// Removes every credential.
     public func removeAll() {
-        table.withLock { table in
-            table = CredentialTable()
-            write { (connection: Connection) throws(SQLiteError) in try connection.run("DELETE FROM credentials") }
+        let changed = writes.withLock { _ -> Bool in
+            let hadAny = table.withLock { table in
+                defer { table = CredentialTable() }
+                return !table.spaces.isEmpty || table.lockedItems > 0
+            }
+            guard hadAny else { return false }
+            persist { (backend) throws(StoreError) in try backend.removeAll() }
+            return true
         }
+        if changed { postChange() }
     }
 
     /// Adds the `machine` entries of a `.netrc` file (by default `~/.netrc`)
@@ -186,36 +227,73 @@ public final class CredentialStore: Sendable, CustomStringConvertible {
         return entries.count
     }
 
-    private static let spaceMatch = "host = ? AND port = ? AND protocol = ? AND realm = ? AND method = ? AND is_proxy = ?"
-
-    private static func spaceValues(_ space: ProtectionSpace) -> [SQLiteValue] {
-        [
-            .text(space.host), .integer(Int64(space.port)), .text(space.protocol), .text(space.realm ?? ""),
-            .text(space.authenticationMethod.rawValue), .integer(space.isProxy ? 1 : 0),
-        ]
-    }
-
-    /// Writes a change to the file, if any; a failure is logged (never with
-    /// the credential) and the change stays in memory for this process.
-    private func write(_ body: (Connection) throws(SQLiteError) -> Void) {
-        guard let database else { return }
-        do {
-            try database.write { (connection: Connection) throws(SQLiteError) in try body(connection) }
+    /// Writes a change to the backend, if any; a failure is logged (never
+    /// with the credential) and the change stays in memory for this process.
+    private func persist(_ body: (any PermanentCredentials) throws(StoreError) -> Void) {
+        guard let permanent else { return }
+        do throws(StoreError) {
+            try body(permanent)
         } catch {
-            logger.error(
-                "credential store write failed; the change is kept in memory only",
-                metadata: ["error": "\(StoreError(error, path: path ?? ""))"])
+            logger.error("credential store write failed; the change is kept in memory only", metadata: ["error": "\(error)"])
         }
     }
 
-    /// Where the store lives and the number of spaces, never a credential.
-    public var description: String { "CredentialStore(\(path ?? "memory"), \(table.withLock { $0.spaces.count }) spaces)" }
+    /// Asks a keyring that held locked items again for a space's credentials.
+    private func unlockedCredential(for space: ProtectionSpace, from permanent: any PermanentCredentials) -> Credential? {
+        let found: LoadedCredentials
+        do throws(StoreError) {
+            found = try permanent.load(space)
+        } catch {
+            logger.warning(
+                "the keyring did not answer; the challenge goes on without a stored credential", metadata: ["host": "\(space.host)", "error": "\(error)"])
+            return nil
+        }
+        if found.credentials.isEmpty && found.locked > 0 {
+            logger.warning(
+                "the locked keyring may hold a credential for this space; nothing prompts to unlock it, so the challenge goes on without one",
+                metadata: ["host": "\(space.host)"])
+        }
+        return table.withLock { table in
+            table.add(found.credentials.filter { table.spaces[$0.space]?[$0.user] == nil })
+            return table.defaultCredential(for: space)
+        }
+    }
+
+    private func postChange() {
+        NotificationCenter.default.post(name: .credentialStoreChanged, object: self)
+    }
+
+    /// Where the store lives, its backend and the number of spaces, never a credential.
+    public var description: String {
+        "CredentialStore(\(path ?? directory?.path ?? "memory"), \(backend), \(table.withLock { $0.spaces.count }) spaces)"
+    }
 }
 
-/// The in-memory core of both stores.
+extension Notification.Name {
+    /// Posted (object: the `CredentialStore`) after a credential is stored
+    /// or removed; Apple's `NSURLCredentialStorageChanged`, whose name it has.
+    public static let credentialStoreChanged = Notification.Name("NSURLCredentialStorageChangedNotification")
+}
+
+/// The in-memory core of every store.
 struct CredentialTable: Sendable {
     var spaces: [ProtectionSpace: [String: Credential]] = [:]
     var defaults: [ProtectionSpace: String] = [:]
+    /// How many items a keyring held locked at opening (their spaces unknown).
+    var lockedItems = 0
+    /// When a space missing from memory was last asked of a keyring that held locked items.
+    var lastLockedAttempt: [ProtectionSpace: Date] = [:]
+
+    /// How long a space is not asked of a locked keyring again.
+    static let lockedRetryInterval: TimeInterval = 10
+
+    /// What `set` changed.
+    struct Change {
+        var user: String
+        var isDefault: Bool
+        /// The space's earlier default, when the new credential took its place.
+        var demoted: Credential?
+    }
 
     func defaultCredential(for space: ProtectionSpace) -> Credential? {
         guard let credentials = spaces[space] else { return nil }
@@ -223,21 +301,42 @@ struct CredentialTable: Sendable {
         return credentials.count == 1 ? credentials.values.first : nil
     }
 
-    /// Returns whether the credential became the default.
-    mutating func set(_ credential: Credential, for space: ProtectionSpace, isDefault: Bool) -> Bool {
-        let user = credential.user ?? ""
-        spaces[space, default: [:]][user] = credential
-        if isDefault || defaults[space] == nil {
-            defaults[space] = user
-            return true
-        }
-        return false
+    /// Whether to ask the backend for a space missing from memory: only
+    /// when it held locked items, and not again within the retry interval.
+    mutating func shouldAskLockedBackend(for space: ProtectionSpace, now: Date) -> Bool {
+        guard lockedItems > 0 else { return false }
+        if let last = lastLockedAttempt[space], now.timeIntervalSince(last) < Self.lockedRetryInterval { return false }
+        lastLockedAttempt[space] = now
+        return true
     }
 
-    mutating func remove(user: String, for space: ProtectionSpace) {
+    /// Adds permanent credentials as a backend gave them.
+    mutating func add(_ credentials: [StoredCredential]) {
+        for entry in credentials {
+            _ = set(Credential(user: entry.user, password: entry.password, persistence: .permanent), for: entry.space, isDefault: entry.isDefault)
+        }
+    }
+
+    /// Stores the credential; nil when the table held exactly this already.
+    mutating func set(_ credential: Credential, for space: ProtectionSpace, isDefault: Bool) -> Change? {
+        let user = credential.user ?? ""
+        let earlier = spaces[space]?[user]
+        let earlierDefault = defaults[space]
+        let becomesDefault = isDefault || earlierDefault == nil
+        if earlier == credential, !becomesDefault || earlierDefault == user { return nil }
+        spaces[space, default: [:]][user] = credential
+        if becomesDefault { defaults[space] = user }
+        let demoted = becomesDefault && earlierDefault != user ? earlierDefault.flatMap { spaces[space]?[$0] } : nil
+        return Change(user: user, isDefault: defaults[space] == user, demoted: demoted)
+    }
+
+    /// Removes the user's credential; false when there was none.
+    mutating func remove(user: String, for space: ProtectionSpace) -> Bool {
+        let had = spaces[space]?[user] != nil
         spaces[space]?[user] = nil
         if spaces[space]?.isEmpty == true { spaces[space] = nil }
         if defaults[space] == user { defaults[space] = nil }
+        return had
     }
 }
 

@@ -4,8 +4,11 @@ import Foundation
 /// The desktop keyring through the freedesktop.org Secret Service (GNOME
 /// Keyring, KeePassXC, KWallet) over libsecret (issue 37): one item per
 /// protection space and user, with the attributes host, port, protocol,
-/// realm, method, proxy and user, the password as the secret, and a label
-/// a person recognises ("URLLoading: alice at https://example.com:443").
+/// realm, method, proxy and user, the store the item belongs to (`store`,
+/// the store's data directory, so that two applications' stores stay
+/// apart) and `default` ("1" for the space's default credential); the
+/// password is the secret, and the label one a person recognises
+/// ("URLLoading: alice at https://example.com:443").
 ///
 /// Every call is bounded in time (`timeout`): a locked collection that
 /// would prompt, or a service that hangs, ends the call with an error
@@ -15,7 +18,9 @@ final class SecretServiceKeyring: Sendable {
     struct Item: Equatable {
         var space: ProtectionSpace
         var user: String
+        /// Nil when the item is locked.
         var password: String?
+        var isDefault = false
     }
 
     /// Why a keyring call failed (the service's words, never a secret).
@@ -25,8 +30,11 @@ final class SecretServiceKeyring: Sendable {
 
     /// The bound on each call to the service.
     let timeout: TimeInterval
+    /// The value of the `store` attribute of this keyring's items.
+    let scope: String
 
-    init(timeout: TimeInterval = 5) {
+    init(scope: String, timeout: TimeInterval = 5) {
+        self.scope = scope
         self.timeout = min(max(timeout, 0.05), 300)
     }
 
@@ -38,15 +46,23 @@ final class SecretServiceKeyring: Sendable {
             environment["DBUS_SESSION_BUS_ADDRESS"].map { !$0.isEmpty }
             ?? environment["XDG_RUNTIME_DIR"].map { FileManager.default.fileExists(atPath: $0 + "/bus") } ?? false
         guard hasBus else { return false }
-        let keyring = SecretServiceKeyring(timeout: timeout)
+        let keyring = SecretServiceKeyring(scope: "", timeout: timeout)
         return (try? keyring.bounded { cancellable, message in urlloading_secret_service_ping(cancellable, message) == 1 }) == true
     }
 
-    /// Stores (or replaces) the password of `user` in `space`.
-    func store(user: String, password: String, for space: ProtectionSpace) throws(Failure) {
+    /// Stores (or replaces) the password of `user` in `space`: the item
+    /// with the other `default` value goes first, so one item is left.
+    func store(user: String, password: String, for space: ProtectionSpace, isDefault: Bool = false) throws(Failure) {
         let label = "URLLoading: \(user) at \(space.isProxy ? "proxy " : "")\(space.protocol)://\(space.host):\(space.port)\(space.realm.map { " (\($0))" } ?? "")"
+        var other = attributePairs(space, user: user)
+        other.append(("default", isDefault ? "0" : "1"))
+        if try bounded({ cancellable, message in Self.withAttributes(other) { urlloading_secret_clear($0, cancellable, message) } }) < 0 {
+            throw Failure(description: "the keyring did not replace the item")
+        }
+        var attributes = attributePairs(space, user: user)
+        attributes.append(("default", isDefault ? "1" : "0"))
         let stored = try bounded { cancellable, message in
-            Self.withAttributes(space, user: user) { urlloading_secret_store($0, label, password, cancellable, message) == 1 }
+            Self.withAttributes(attributes) { urlloading_secret_store($0, label, password, cancellable, message) == 1 }
         }
         if !stored { throw Failure(description: "the keyring did not store the item") }
     }
@@ -54,7 +70,7 @@ final class SecretServiceKeyring: Sendable {
     /// The password of `user` in `space`; nil when there is none.
     func password(user: String, for space: ProtectionSpace) throws(Failure) -> String? {
         try bounded { cancellable, message in
-            Self.withAttributes(space, user: user) { attributes in
+            Self.withAttributes(attributePairs(space, user: user)) { attributes in
                 guard let found = urlloading_secret_lookup(attributes, cancellable, message) else { return nil }
                 defer { urlloading_secret_free_string(found) }
                 return String(cString: found)
@@ -66,32 +82,45 @@ final class SecretServiceKeyring: Sendable {
     @discardableResult
     func remove(user: String, for space: ProtectionSpace) throws(Failure) -> Bool {
         try bounded { cancellable, message in
-            Self.withAttributes(space, user: user) { urlloading_secret_clear($0, cancellable, message) == 1 }
+            Self.withAttributes(attributePairs(space, user: user)) { urlloading_secret_clear($0, cancellable, message) == 1 }
         }
     }
 
-    /// Every item of URLLoading's schema; a locked one without its password.
-    func items() throws(Failure) -> [Item] {
-        try bounded { cancellable, message in
-            guard let list = urlloading_secret_search_all(cancellable, message) else { return [] }
+    /// Removes every item of this store.
+    func removeAll() throws(Failure) {
+        _ = try bounded { cancellable, message in Self.withAttributes([("store", scope)]) { urlloading_secret_clear($0, cancellable, message) } }
+    }
+
+    /// The items of this store (of one space when given), with the number
+    /// of items the keyring holds locked: a locked collection shows only
+    /// hashed attributes, so those cannot say whose they are.
+    func items(in space: ProtectionSpace? = nil) throws(Failure) -> (items: [Item], locked: Int) {
+        var query = [("store", scope)]
+        if let space { query = attributePairs(space, user: "").filter { $0.0 != "user" } }
+        return try bounded { cancellable, message in
+            let found = Self.withAttributes(query) { urlloading_secret_search($0, cancellable, message) }
+            guard let list = found else { return ([], 0) }
             defer { urlloading_secret_items_free(list) }
             var items: [Item] = []
+            var locked = 0
             var node: UnsafeMutablePointer<GList>? = list
             while let current = node {
-                if let attributes = urlloading_secret_item_attributes(current) {
-                    defer { g_hash_table_unref(attributes) }
-                    if let item = Self.item(attributes) {
-                        var found = item
-                        if let secret = urlloading_secret_item_password(current, cancellable) {
-                            found.password = String(cString: secret)
-                            urlloading_secret_free_string(secret)
-                        }
-                        items.append(found)
-                    }
-                }
                 node = urlloading_secret_next(current)
+                let secret = urlloading_secret_item_password(current, cancellable)
+                defer { urlloading_secret_free_string(secret) }
+                guard let secret else {
+                    locked += 1
+                    continue
+                }
+                guard let attributes = urlloading_secret_item_attributes(current) else { continue }
+                defer { g_hash_table_unref(attributes) }
+                // An item someone else made under our schema's name is left alone.
+                if var item = Self.item(attributes) {
+                    item.password = String(cString: secret)
+                    items.append(item)
+                }
             }
-            return items
+            return (items, locked)
         }
     }
 
@@ -116,18 +145,18 @@ final class SecretServiceKeyring: Sendable {
         return result
     }
 
-    private static func withAttributes<T>(_ space: ProtectionSpace, user: String, _ body: (OpaquePointer?) -> T) -> T {
+    private static func withAttributes<T>(_ pairs: [(String, String)], _ body: (OpaquePointer?) -> T) -> T {
         let attributes = urlloading_secret_attributes()
         defer { g_hash_table_unref(attributes) }
-        for (name, value) in attributePairs(space, user: user) { urlloading_secret_attribute_set(attributes, name, value) }
+        for (name, value) in pairs { urlloading_secret_attribute_set(attributes, name, value) }
         return body(attributes)
     }
 
-    /// The attributes of an item (every one set, so a lookup matches one item).
-    static func attributePairs(_ space: ProtectionSpace, user: String) -> [(String, String)] {
+    /// The attributes that name an item, whichever its `default`.
+    func attributePairs(_ space: ProtectionSpace, user: String) -> [(String, String)] {
         [
             ("host", space.host), ("port", "\(space.port)"), ("protocol", space.protocol), ("realm", space.realm ?? ""),
-            ("method", space.authenticationMethod.rawValue), ("proxy", space.isProxy ? "1" : "0"), ("user", user),
+            ("method", space.authenticationMethod.rawValue), ("proxy", space.isProxy ? "1" : "0"), ("user", user), ("store", scope),
         ]
     }
 
@@ -135,13 +164,13 @@ final class SecretServiceKeyring: Sendable {
     /// item someone else made under our schema name, a port out of range).
     private static func item(_ attributes: OpaquePointer) -> Item? {
         func value(_ name: String) -> String? { urlloading_secret_attribute_get(attributes, name).map { String(cString: $0) } }
-        guard let host = value("host"), !host.isEmpty, let portText = value("port"), portText.utf8.count <= 5, let port = Int(portText),
+        guard value("xdg:schema") == "org.urlloading.Credential", let host = value("host"), !host.isEmpty, let portText = value("port"), portText.utf8.count <= 5, let port = Int(portText),
             (1...65535).contains(port), let scheme = value("protocol"), let user = value("user")
         else { return nil }
         let realm = value("realm").flatMap { $0.isEmpty ? nil : $0 }
         let method = ProtectionSpace.AuthenticationMethod(rawValue: value("method") ?? "default")
         let space = ProtectionSpace(host: host, port: port, protocol: scheme, realm: realm, authenticationMethod: method, isProxy: value("proxy") == "1")
-        return Item(space: space, user: user)
+        return Item(space: space, user: user, isDefault: value("default") == "1")
     }
 }
 

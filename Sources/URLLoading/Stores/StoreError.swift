@@ -22,6 +22,12 @@ public struct StoreError: Error, CustomStringConvertible, Sendable {
         public static let insecurePermissions = Kind("insecure permissions")
         /// The disk is full.
         public static let diskFull = Kind("disk full")
+        /// The desktop keyring (the Secret Service) is not there, is locked,
+        /// or failed or did not answer in time.
+        public static let keyring = Kind("keyring")
+        /// A configuration value (or the environment variable standing for
+        /// one) has a value the store does not know.
+        public static let configuration = Kind("configuration")
         /// Any other failure of the file system or SQLite.
         public static let ioError = Kind("I/O error")
 

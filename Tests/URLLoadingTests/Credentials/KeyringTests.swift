@@ -12,9 +12,10 @@ import TestSupport
 struct KeyringTests {
     static let tools = ["/usr/bin/dbus-run-session", "/usr/bin/gnome-keyring-daemon", "/usr/bin/secret-tool"]
 
-    /// Runs `steps` (shell lines; `$H` is the helper) in a new D-Bus session
-    /// with an unlocked keyring in `home`; nil (said in one line) when the
-    /// tools are not installed.
+    /// Runs `steps` (shell lines; `$H` is the helper, `$C` cachetool, `$D`
+    /// a store's folder) in a new D-Bus session with an unlocked keyring in
+    /// `home`; nil (said in one line) when the tools are not installed.
+    /// Standard error (the store's log) is kept in `$1/stderr`.
     /// With `unlocked` false the daemon starts without the password: the
     /// keyring a first session made stays locked.
     static func session(_ steps: String, home: TemporaryDirectory, unlocked: Bool = true) async throws -> [String]? {
@@ -26,7 +27,8 @@ struct KeyringTests {
             set -u
             export HOME="$1" XDG_DATA_HOME="$1/data" XDG_RUNTIME_DIR="$1/run" XDG_CONFIG_HOME="$1/config"
             mkdir -p "$XDG_RUNTIME_DIR" && chmod 700 "$XDG_RUNTIME_DIR"
-            H="$2"
+            H="$2" C="$3" D="$1/store"
+            exec 2>>"$1/stderr"
             \(unlocked ? "printf 'test-keyring-password' | gnome-keyring-daemon --unlock" : "gnome-keyring-daemon </dev/null") --components=secrets --daemonize >/dev/null 2>&1
             \(steps)
             # The daemon belongs to this session; it ends with it, and now.
@@ -37,12 +39,16 @@ struct KeyringTests {
         var environment = ProcessInfo.processInfo.environment
         environment["URLLOADING_KEYRING_TIMEOUT"] = "\(3 * Sanitizer.timeScale)"
         environment.removeValue(forKey: "DBUS_SESSION_BUS_ADDRESS")
+        environment.removeValue(forKey: "URLLOADING_CREDENTIALS")
         // The test process's blocked signals would reach the bus daemon, which then
         // outlives dbus-run-session's SIGTERM: the mask is cleared before the exec.
         let unblocked = "import os, signal, sys; signal.pthread_sigmask(signal.SIG_SETMASK, set()); os.execv(sys.argv[1], sys.argv[1:])"
         let result = try await ChildProcess.run(
             URL(fileURLWithPath: "/usr/bin/python3"),
-            ["-c", unblocked, "/usr/bin/dbus-run-session", "--", "/bin/sh", path, home.path("home"), ChildProcess.helper.path],
+            [
+                "-c", unblocked, "/usr/bin/dbus-run-session", "--", "/bin/sh", path, home.path("home"), ChildProcess.helper.path,
+                ChildProcess.productsDirectory.appendingPathComponent("cachetool").path,
+            ],
             environment: environment)
         return result.standardOutput.split(separator: "\n").map(String.init)
     }
@@ -74,6 +80,7 @@ struct KeyringTests {
         for expected in [
             "label = URLLoading: alice at https://example.test:443 (api)", "secret = p4ss-alice-2", "attribute.host = example.test",
             "attribute.port = 443", "attribute.protocol = https", "attribute.realm = api", "attribute.method = basic", "attribute.user = alice",
+            "attribute.store = helper", "attribute.default = 0",
         ] {
             #expect(found.contains(expected), "\(expected) in \(Array(found))")
         }
@@ -100,5 +107,157 @@ struct KeyringTests {
         environment["XDG_RUNTIME_DIR"] = home.path("no-bus-here")
         let absent = try await ChildProcess.run(ChildProcess.helper, ["keyring", "available"], environment: environment)
         #expect(absent.standardOutput == "available false\n", "\(absent.standardOutput)\(absent.standardError)")
+    }
+
+    @Test(
+        "The store chooses the keyring: permanent credentials become items with the documented attributes, a new process finds them with their default, for-session ones never reach the keyring, removal removes the item"
+    )
+    func storeInTheKeyring() async throws {
+        let home = TemporaryDirectory()
+        guard
+            let lines = try await Self.session(
+                """
+                "$H" credentials "$D" backend set example.test 443 api alice p4ss-alice permanent set example.test 443 api bob p4ss-bob default \\
+                    set example.test 443 api carol p4ss-carol session set example.test 443 api bob p4ss-bob default
+                echo "--- secret-tool"
+                secret-tool search --all store "$D" 2>&1
+                echo "--- reopened"
+                "$H" credentials "$D" backend get example.test 443 api users example.test 443 api remove example.test 443 api bob \\
+                    get example.test 443 api
+                echo "--- after removal"
+                secret-tool search --all store "$D" 2>&1 | grep '^attribute.user'
+                test -e "$D/Credentials.sqlite" && echo "file exists"
+                echo "--- end"
+                """, home: home)
+        else { return }
+        let first = Array(lines.prefix { $0 != "--- secret-tool" })
+        // Storing bob again as he is changes nothing and posts nothing.
+        #expect(first == ["backend keyring", "set", "set", "set", "set", "changes 3"], "\(first)")
+        let found = Array(lines.drop { $0 != "--- secret-tool" }.prefix { $0 != "--- reopened" })
+        for expected in [
+            "label = URLLoading: alice at https://example.test:443 (api)", "label = URLLoading: bob at https://example.test:443 (api)",
+            "secret = p4ss-alice", "secret = p4ss-bob", "attribute.host = example.test", "attribute.port = 443", "attribute.protocol = https",
+            "attribute.realm = api", "attribute.method = basic", "attribute.user = alice", "attribute.user = bob",
+            "attribute.store = \(home.path("home/store"))", "attribute.default = 1", "attribute.default = 0",
+        ] {
+            #expect(found.contains(expected), "\(expected) in \(found)")
+        }
+        #expect(found.filter { $0.hasPrefix("label = ") }.count == 2, "\(found)")
+        #expect(!lines.contains { $0.contains("carol") }, "a for-session credential reached the keyring: \(lines)")
+        let reopened = Array(lines.drop { $0 != "--- reopened" }.dropFirst().prefix { $0 != "--- after removal" })
+        #expect(reopened.count == 6, "\(reopened)")
+        #expect(reopened.first == "backend keyring")
+        #expect(reopened.dropFirst().first?.hasPrefix("default bob p4ss-bob ") == true, "\(reopened)")
+        #expect(reopened.dropFirst(2).first == "users alice,bob")
+        #expect(reopened.dropFirst(4).first?.hasPrefix("default alice p4ss-alice ") == true, "\(reopened)")
+        #expect(reopened.last == "changes 1")
+        let after = Array(lines.drop { $0 != "--- after removal" }.dropFirst())
+        #expect(after == ["attribute.user = alice", "--- end"], "one item left, no file made: \(after)")
+        let log = (try? String(contentsOfFile: home.path("home/stderr"), encoding: .utf8)) ?? ""
+        #expect(!log.contains("p4ss"), "a password in the log: \(log)")
+    }
+
+    @Test("A locked keyring: a lookup finds no credential within 2 s and says why; the task gets the 401 as without a store, and the credential once unlocked")
+    func lockedKeyringTask() async throws {
+        let origin = try await TestOrigin.start()
+        defer { Task { try? await origin.shutdown() } }
+        origin.route("/private", Routes.basicAuth(realm: "api", user: "alice", password: "p4ss-alice", then: ScriptedResponse(body: "hello alice")))
+        let url = "\(origin.baseURL)/private"
+        let host = "127.0.0.1"
+        let port = "\(origin.port)"
+        let home = TemporaryDirectory()
+        guard let stored = try await Self.session(#""$H" credentials "$D" set \#(host) \#(port) api alice p4ss-alice default"#, home: home) else { return }
+        #expect(stored == ["set", "changes 1"], "\(stored)")
+        let locked = try await Self.session(#""$H" credentials "$D" backend fetch \#(url) get \#(host) \#(port) api"#, home: home, unlocked: false)
+        let lines = locked ?? []
+        #expect(lines.count == 4, "\(lines)")
+        #expect(lines.first == "backend keyring")
+        #expect(lines.dropFirst().first?.hasPrefix("status 401 ") == true, "\(lines)")
+        let words = lines.dropFirst(2).first?.split(separator: " ") ?? []
+        #expect(words.first == "none", "\(lines)")
+        let elapsed = words.last.flatMap { Int($0) } ?? .max
+        #expect(elapsed < 2000 * Sanitizer.timeScale, "a lookup in a locked keyring took \(elapsed) ms")
+        let log = (try? String(contentsOfFile: home.path("home/stderr"), encoding: .utf8)) ?? ""
+        #expect(log.contains("locked keyring"), "\(log)")
+        #expect(!log.contains("p4ss"), "\(log)")
+        let unlocked = try await Self.session(#""$H" credentials "$D" fetch \#(url)"#, home: home)
+        #expect(unlocked == ["status 200 hello alice", "changes 0"], "\(unlocked ?? [])")
+    }
+
+    @Test(
+        "Forcing a backend: URLLOADING_CREDENTIALS=file keeps the file beside a keyring, the automatic choice then stays with the file that holds credentials; an unknown value and a keyring forced without one are clear errors"
+    )
+    func forcedBackends() async throws {
+        let home = TemporaryDirectory()
+        guard
+            let lines = try await Self.session(
+                """
+                URLLOADING_CREDENTIALS=file "$H" credentials "$D" backend set example.test 443 api alice p4ss-alice permanent
+                "$H" credentials "$D" backend users example.test 443 api
+                URLLOADING_CREDENTIALS=keyring "$H" credentials "$D" backend users example.test 443 api
+                URLLOADING_CREDENTIALS=Bogus "$H" credentials "$D" backend
+                """, home: home)
+        else { return }
+        #expect(lines.count == 10, "\(lines)")
+        #expect(
+            Array(lines.prefix(9)) == [
+                "backend file", "set", "changes 1", "backend file", "users alice", "changes 0", "backend keyring", "users ", "changes 0",
+            ], "\(lines)")
+        #expect(lines.last?.hasPrefix("error URLLOADING_CREDENTIALS is \"Bogus\"; it takes file, keyring or automatic") == true, "\(lines)")
+
+        var environment = ProcessInfo.processInfo.environment
+        environment.removeValue(forKey: "DBUS_SESSION_BUS_ADDRESS")
+        environment["XDG_RUNTIME_DIR"] = home.path("no-bus-here")
+        environment["URLLOADING_CREDENTIALS"] = "keyring"
+        let absent = try await ChildProcess.run(ChildProcess.helper, ["credentials", home.path("elsewhere"), "backend"], environment: environment)
+        #expect(absent.standardOutput.hasPrefix("error URLLOADING_CREDENTIALS=keyring asks for the keyring, and no Secret Service answers"), "\(absent.standardOutput)")
+    }
+
+    @Test("cachetool credentials migrate moves every entry to the keyring and back, counted, with defaults; list shows each entry's backend; no secret printed")
+    func migrate() async throws {
+        let home = TemporaryDirectory()
+        guard
+            let lines = try await Self.session(
+                """
+                URLLOADING_CREDENTIALS=file "$H" credentials "$D" set a.test 443 api ann p4ss-ann permanent set a.test 443 api bob p4ss-bob default \\
+                    set b.test 8443 web cy p4ss-cy permanent >/dev/null
+                "$C" credentials list --data-dir "$D"
+                echo "--- to keyring"
+                "$C" credentials migrate --to keyring --data-dir "$D"; echo "exit $?"
+                "$C" credentials list --data-dir "$D"
+                "$H" credentials "$D" backend get a.test 443 api get b.test 8443 web
+                echo "--- to file"
+                "$C" credentials migrate --to file --data-dir "$D" --json; echo "exit $?"
+                "$C" credentials list --data-dir "$D" --json | grep -c '"backend" : "file"'
+                "$H" credentials "$D" backend get a.test 443 api users a.test 443 api
+                secret-tool search --all store "$D" 2>&1 | grep -c '^label' || true
+                """, home: home)
+        else { return }
+        #expect(!lines.contains { $0.contains("p4ss") && !$0.hasPrefix("default ") }, "a secret printed: \(lines)")
+        let before = Array(lines.prefix { $0 != "--- to keyring" })
+        #expect(
+            before == [
+                "https://a.test:443 realm=\"api\" basic: ann, bob [file, plain text]", "https://b.test:8443 realm=\"web\" basic: cy [file, plain text]",
+            ], "\(before)")
+        let toKeyring = Array(lines.drop { $0 != "--- to keyring" }.dropFirst().prefix { $0 != "--- to file" })
+        #expect(
+            Array(toKeyring.prefix(4)) == [
+                "migrated 3 credentials from the file to the keyring", "exit 0",
+                "https://a.test:443 realm=\"api\" basic: ann, bob [keyring]", "https://b.test:8443 realm=\"web\" basic: cy [keyring]",
+            ], "\(toKeyring)")
+        // The file is empty now: the automatic choice is the keyring, with bob still the default.
+        #expect(toKeyring.dropFirst(4).first == "backend keyring", "\(toKeyring)")
+        #expect(toKeyring.dropFirst(5).first?.hasPrefix("default bob p4ss-bob ") == true, "\(toKeyring)")
+        #expect(toKeyring.dropFirst(6).first?.hasPrefix("default cy p4ss-cy ") == true, "\(toKeyring)")
+        let toFile = Array(lines.drop { $0 != "--- to file" }.dropFirst())
+        let json = toFile.prefix { !$0.hasPrefix("exit ") }.joined(separator: "\n")
+        #expect(json.contains("\"migrated\" : 3") && json.contains("\"to\" : \"file\""), "\(json)")
+        let rest = Array(toFile.drop { !$0.hasPrefix("exit ") })
+        #expect(rest.first == "exit 0", "\(toFile)")
+        #expect(rest.dropFirst().first == "2", "two spaces listed from the file: \(rest)")
+        #expect(rest.dropFirst(2).first == "backend file", "\(rest)")
+        #expect(rest.dropFirst(3).first?.hasPrefix("default bob p4ss-bob ") == true, "\(rest)")
+        #expect(rest.dropFirst(4).first == "users ann,bob", "\(rest)")
+        #expect(rest.last == "0", "no item left in the keyring: \(rest)")
     }
 }

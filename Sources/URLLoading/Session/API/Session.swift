@@ -130,7 +130,7 @@ public final class Session: Sendable, CustomStringConvertible {
             multi = nil
         }
         let backgroundStart = Self.startBackground(
-            settings, delegate: delegate, credentialStore: credentialStore?.path.map { ($0 as NSString).deletingLastPathComponent })
+            settings, delegate: delegate, credentialStore: credentialStore?.directory?.path)
         background = backgroundStart?.link
         backgroundFailure = backgroundStart?.failure
         if let failure = backgroundStart?.failure {
