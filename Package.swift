@@ -13,6 +13,9 @@ let package = Package(
     platforms: [.macOS(.v15)],
     products: [
         .library(name: "URLLoading", targets: ["URLLoading"]),
+        // The fleet's stores on PostgreSQL (issue 23): a product of its own,
+        // so that users who do not need it never build libpq in.
+        .library(name: "URLLoadingPostgres", targets: ["URLLoadingPostgres"]),
         .executable(name: "cachetool", targets: ["cachetool"]),
         .executable(name: "transferd", targets: ["transferd"]),
     ],
@@ -56,6 +59,12 @@ let package = Package(
             pkgConfig: "libsecret-1",
             providers: [.apt(["libsecret-1-dev"])]
         ),
+        // URLLoadingPostgres: the fleet's stores on PostgreSQL (issue 23).
+        .systemLibrary(
+            name: "CPostgres",
+            pkgConfig: "libpq",
+            providers: [.apt(["libpq-dev"])]
+        ),
         .systemLibrary(
             name: "CSQLite",
             pkgConfig: "sqlite3",
@@ -93,6 +102,13 @@ let package = Package(
             ],
             swiftSettings: strictSwift
         ),
+        // libpq under a small synchronous layer, as Storage is over SQLite;
+        // only URLLoadingPostgres uses it.
+        .target(
+            name: "Postgres",
+            dependencies: ["CPostgres", "Storage"],
+            swiftSettings: strictSwift
+        ),
         .target(
             name: "Transport",
             dependencies: ["CCurl", "Locking"],
@@ -116,6 +132,15 @@ let package = Package(
                 "Migrations",
                 "Locking",
                 "CSecret",
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strictSwift
+        ),
+
+        .target(
+            name: "URLLoadingPostgres",
+            dependencies: [
+                "URLLoading", "Postgres", "Storage", "Locking",
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strictSwift
@@ -167,6 +192,7 @@ let package = Package(
             name: "TestSupport",
             dependencies: [
                 "Locking",
+                "Postgres",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
@@ -177,7 +203,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "urlloading-test-helper",
-            dependencies: ["Storage", "Migrations", "URLLoading", "TestSupport", "Locking"],
+            dependencies: ["Storage", "Migrations", "URLLoading", "URLLoadingPostgres", "TestSupport", "Locking"],
             path: "Tests/TestHelper",
             swiftSettings: strictSwift
         ),
@@ -188,7 +214,9 @@ let package = Package(
         ),
         .testTarget(
             name: "URLLoadingTests",
-            dependencies: ["URLLoading", "Streams", "TestSupport", "Locking", "urlloading-test-helper"],
+            dependencies: [
+                "URLLoading", "URLLoadingPostgres", "Postgres", "Storage", "Streams", "TestSupport", "Locking", "urlloading-test-helper",
+            ],
             swiftSettings: strictSwift
         ),
         .testTarget(

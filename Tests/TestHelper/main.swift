@@ -304,6 +304,8 @@ case "keyring":
     runKeyring(Array(arguments.dropFirst()))
 case "credentials":
     await runCredentials(Array(arguments.dropFirst()))
+case "fleet-worker":
+    await runFleetWorker(Array(arguments.dropFirst()))
 case "background-app":
     runBackgroundApp(Array(arguments.dropFirst()))
 case "cache-populate":

@@ -24,13 +24,6 @@ final class DiskTier: Sendable {
     /// this size faster than separate files ("35% Faster Than The Filesystem",
     /// sqlite.org/fasterthanfs.html), and a row is written atomically.
     static let inlineBodyLimit = 128 * 1024
-    /// Touches (LRU updates) gathered before one write: a hit then costs a
-    /// read, not a write transaction.
-    static let touchBatch = 256
-    /// An entry used less than this long ago is not touched again: the LRU
-    /// order is kept to the minute, which eviction needs, and a hot entry
-    /// costs no write per hit (each touch dirties a page of the database).
-    static let touchResolution: Double = 60
     /// A pending body file younger than this may belong to another process's
     /// store in progress; cleanup leaves it alone.
     static let pendingGrace: Double = 600
@@ -38,15 +31,10 @@ final class DiskTier: Sendable {
     let database: Database
     let directory: URL
     let bodiesDirectory: URL
-    private let state: Lock<State>
+    private let state: Lock<Int>
+    /// LRU touches and counters not yet written.
+    private let ledger = CacheLedger()
     private let logger: Logger
-
-    private struct State {
-        var capacity: Int
-        var touches: [Int64: Double] = [:]
-        /// Counter increments not yet written (hits, misses, ...).
-        var counters: [String: Int] = [:]
-    }
 
     /// Opens (creating and migrating as needed) the cache in `directory`.
     ///
@@ -61,7 +49,7 @@ final class DiskTier: Sendable {
         self.directory = directory
         self.bodiesDirectory = directory.appendingPathComponent(Self.bodiesDirectoryName, isDirectory: true)
         self.logger = logger
-        self.state = Lock(State(capacity: max(0, capacity)))
+        self.state = Lock(max(0, capacity))
         var options = Database.Options()
         // Cached responses may be private to the user: owner only.
         options.fileMode = 0o600
@@ -118,9 +106,9 @@ final class DiskTier: Sendable {
     }
 
     var capacity: Int {
-        get { state.withLock { $0.capacity } }
+        get { state.withLock { $0 } }
         set {
-            state.withLock { $0.capacity = max(0, newValue) }
+            state.withLock { $0 = max(0, newValue) }
             do {
                 try evictToCapacity()
             } catch {
@@ -152,9 +140,9 @@ final class DiskTier: Sendable {
         for row in rows {
             guard let response = try load(row) else { continue }
             responses.append(response)
-            if now - row.lastUsed >= Self.touchResolution { touched.append(row.id) }
+            if now - row.lastUsed >= CacheLedger.touchResolution { touched.append(row.id) }
         }
-        if !touched.isEmpty { touch(touched, at: now) }
+        if !touched.isEmpty, ledger.touch(touched, at: now) { flushTouches() }
         return responses
     }
 
@@ -254,7 +242,7 @@ final class DiskTier: Sendable {
         } else if response.body.count > Self.inlineBodyLimit {
             bodyFile = try writeBodyFile(now: now) { try PrivateFile.write(response.body, to: $0) }
         }
-        let touches = takeTouches()
+        let touches = ledger.takeTouches()
         let capacity = self.capacity
         let doomed: [String] = try writing { (connection: Connection) throws(SQLiteError) in
             try Self.applyTouches(touches, connection)
@@ -331,7 +319,7 @@ final class DiskTier: Sendable {
     func evictToCapacity() throws(StoreError) {
         let capacity = self.capacity
         let now = Date().timeIntervalSince1970
-        let touches = takeTouches()
+        let touches = ledger.takeTouches()
         let doomed = try writing { (connection: Connection) throws(SQLiteError) in
             try Self.applyTouches(touches, connection)
             let doomed = try Self.evict(connection, capacity: capacity, keeping: nil)
@@ -362,33 +350,15 @@ final class DiskTier: Sendable {
 
     // MARK: LRU touches
 
-    private func touch(_ ids: [Int64], at now: Double) {
-        let full = state.withLock { state -> Bool in
-            for id in ids { state.touches[id] = now }
-            return state.touches.count >= Self.touchBatch
-        }
-        if full { flushTouches() }
-    }
-
-    private func takeTouches() -> [Int64: Double] {
-        state.withLock { state in
-            defer { state.touches.removeAll() }
-            return state.touches
-        }
-    }
-
     /// Counts an event for `cachetool stats` (written with the next flush).
     func count(_ counter: String) {
-        state.withLock { $0.counters[counter, default: 0] += 1 }
+        ledger.count(counter)
     }
 
     /// Writes the gathered LRU updates and counter increments in one transaction.
     func flushTouches() {
-        let touches = takeTouches()
-        let counters = state.withLock { state -> [String: Int] in
-            defer { state.counters = [:] }
-            return state.counters
-        }
+        let touches = ledger.takeTouches()
+        let counters = ledger.takeCounters()
         guard !touches.isEmpty || !counters.isEmpty else { return }
         do {
             try writing { (connection: Connection) throws(SQLiteError) in

@@ -17,7 +17,7 @@ import Synchronization
 /// lookup that fails is a miss.
 public final class ResponseCache: Sendable, CustomStringConvertible {
     private let memory: MemoryTier
-    private let disk: DiskTier?
+    private let disk: (any CacheStorage)?
     private let logger: Logger
     /// The disk's writes are failing (full, read-only): logged once, until one works again.
     private let writesFailing = Atomic<Bool>(false)
@@ -76,11 +76,17 @@ public final class ResponseCache: Sendable, CustomStringConvertible {
         self.init(memory: MemoryTier(capacity: capacity), disk: nil, logger: Logger(label: "urlloading.cache"))
     }
 
-    init(memory: MemoryTier, disk: DiskTier?, logger: Logger, startupError: StoreError? = nil) {
+    init(memory: MemoryTier, disk: (any CacheStorage)?, logger: Logger, startupError: StoreError? = nil) {
         self.memory = memory
         self.disk = disk
         self.logger = logger
         self.startupError = startupError
+    }
+
+    /// A cache whose persistent tier is `storage` (a fleet's database:
+    /// URLLoadingPostgres makes one), with a memory tier of its own.
+    package convenience init(memoryCapacity: Int, storage: any CacheStorage) {
+        self.init(memory: MemoryTier(capacity: memoryCapacity), disk: storage, logger: Logger(label: "urlloading.cache"))
     }
 
     /// The application's shared cache (Apple's `URLCache.shared`): the one
@@ -95,8 +101,8 @@ public final class ResponseCache: Sendable, CustomStringConvertible {
     /// none was asked for).
     public let startupError: StoreError?
 
-    /// The directory of the disk tier, if any.
-    public var directory: URL? { disk?.directory }
+    /// The directory of the disk tier, if it is a folder's.
+    public var directory: URL? { (disk as? DiskTier)?.directory }
 
     /// Bytes the memory tier may hold; lowering it evicts at once.
     public var memoryCapacity: Int {
@@ -181,7 +187,7 @@ public final class ResponseCache: Sendable, CustomStringConvertible {
 
     /// Names the tiers and their capacities.
     public var description: String {
-        "ResponseCache(memory: \(memoryCapacity) bytes, disk: \(diskCapacity) bytes\(disk.map { " at \($0.directory.path)" } ?? ""))"
+        "ResponseCache(memory: \(memoryCapacity) bytes, disk: \(diskCapacity) bytes\(disk.map { " at \($0.location)" } ?? ""))"
     }
 
     // MARK: For the session and tools
@@ -254,6 +260,9 @@ public final class ResponseCache: Sendable, CustomStringConvertible {
 
     /// Whether lookups may read the disk (and wait for another process's lock).
     package var hasDiskTier: Bool { disk != nil }
+
+    /// Coalescing of misses across a fleet, when the persistent tier is shared.
+    package var fleet: (any FleetCoalescing)? { disk?.fleet }
 
     /// How many lookups began in this process.
     package var lookupCount: Int { lookups.load(ordering: .relaxed) }

@@ -60,7 +60,7 @@ package struct StoredResponse: Sendable, Equatable {
     }
 
     /// Restores a stored response read from disk, fields as they were stored.
-    init(
+    package init(
         url: String, key: String, variant: String, entry: CachePolicy.Entry, body: Data, bodyFile: StoredBodyFile? = nil, storedAt: Double,
         storagePolicy: CacheStoragePolicy, userInfo: [String: String]
     ) {
@@ -126,8 +126,8 @@ package struct StoredResponse: Sendable, Equatable {
 /// A compact, total encoding of header lists and userInfo for the disk tier:
 /// for each string, a 4-byte little-endian length and its UTF-8. Decoding
 /// checks every length and returns nil on a damaged blob.
-enum FieldCoding {
-    static func encode(_ fields: HeaderFields) -> Data {
+package enum FieldCoding {
+    package static func encode(_ fields: HeaderFields) -> Data {
         var data = Data()
         for field in fields {
             append(field.name, to: &data)
@@ -136,7 +136,7 @@ enum FieldCoding {
         return data
     }
 
-    static func encode(_ dictionary: [String: String]) -> Data {
+    package static func encode(_ dictionary: [String: String]) -> Data {
         var data = Data()
         for (name, value) in dictionary.sorted(by: { $0.key < $1.key }) {
             append(name, to: &data)
@@ -145,12 +145,12 @@ enum FieldCoding {
         return data
     }
 
-    static func decodeFields(_ data: Data) -> HeaderFields? {
+    package static func decodeFields(_ data: Data) -> HeaderFields? {
         guard let strings = strings(data), strings.count % 2 == 0 else { return nil }
         return HeaderFields(stride(from: 0, to: strings.count, by: 2).map { HeaderFields.Field(strings[$0], strings[$0 + 1]) })
     }
 
-    static func decodeDictionary(_ data: Data) -> [String: String]? {
+    package static func decodeDictionary(_ data: Data) -> [String: String]? {
         guard let strings = strings(data), strings.count % 2 == 0 else { return nil }
         var dictionary: [String: String] = [:]
         for index in stride(from: 0, to: strings.count, by: 2) { dictionary[strings[index]] = strings[index + 1] }

@@ -64,7 +64,7 @@ import TestSupport
         let cache = try ResponseCache.open(memoryCapacity: 0, diskCapacity: 64 << 20, directory: directory.url, busyTimeout: .seconds(50))
         // 256 entries last used long ago: each lookup records a use, and the 256th writes them all.
         let old = Date().timeIntervalSince1970 - 3600
-        let urls = (0..<DiskTier.touchBatch).map { origin.url("/e/\($0)") }
+        let urls = (0..<CacheLedger.touchBatch).map { origin.url("/e/\($0)") }
         for url in urls { cache.store(try Self.stored(url, body: "entry", at: old), now: old) }
         for url in urls.dropLast() {
             _ = cache.lookup(key: try #require(CachePolicy.primaryKey(url)), requestHeaders: HeaderFields())

@@ -80,7 +80,7 @@ extension SessionTask {
         if !endsWithDelegate {
             let end: @Sendable () -> Void = { [self] in
                 if error == nil { _ = self.updateCache(session: session, body: buffer) }
-                if let ledKey { session.leaveInFlight(key: ledKey) }
+                self.letWaitersGo(ledKey, session: session)
                 finish()
             }
             if let runner = completionRunner { runner(end) } else { events.enqueueSync(end) }
@@ -90,13 +90,13 @@ extension SessionTask {
                 if error == nil, let candidate = self.updateCache(session: session, body: buffer) {
                     await self.offerToCache(candidate, session: session)
                 }
-                if let ledKey { session.leaveInFlight(key: ledKey) }
+                self.letWaitersGo(ledKey, session: session)
                 finish()
             }
         } else {
             events.enqueueSync { [self] in
                 if error == nil { _ = self.updateCache(session: session, body: buffer) }
-                if let ledKey { session.leaveInFlight(key: ledKey) }
+                self.letWaitersGo(ledKey, session: session)
                 finish()
             }
         }

@@ -55,6 +55,10 @@ extension SessionTask {
         var streamedBody: StreamedBody?
         /// The server-trust probe and the client identity (SPEC A4).
         var trust = TrustState()
+        /// The cache key this task claimed across a fleet (issue 23), held
+        /// until its response is stored; `fleetClaimEnded` once let go.
+        var fleetClaim: (any FleetClaim)?
+        var fleetClaimEnded = false
         /// A background session's task: it runs in transferd.
         var background: BackgroundTaskLink?
         /// Resumed in transferd (its machine stays suspended here until it ends).

@@ -203,8 +203,13 @@ extension SessionTask {
                             })
                     }
                     if waits { return }
-                    _ = locked.withLock { $0.machine.proceedHop(0) }  // leads: goes on at once
                     locked.withLock { $0.machine.leadInFlight(key) }
+                    if let fleet = cache.fleet {
+                        // Leads in this process; across a fleet it first claims the key, then looks again.
+                        fleet.claim(key: key) { [self] claim in self.fleetClaimGranted(claim) }
+                        return
+                    }
+                    _ = locked.withLock { $0.machine.proceedHop(0) }  // leads: goes on at once
                 }
                 locked.withLock {
                     $0.machine.cacheConsulted(

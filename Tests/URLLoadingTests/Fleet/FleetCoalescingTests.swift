@@ -1,0 +1,87 @@
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import Locking
+import Testing
+import TestSupport
+@testable import URLLoading
+import Postgres
+@testable import URLLoadingPostgres
+
+/// One origin fetch per key across a fleet (issue 23): worker processes
+/// whose caches share a PostgreSQL database, each asking for the same URLs
+/// many times at once.
+@Suite(.serialized, .timeLimit(.minutes(Sanitizer.minutes(3))))
+struct FleetCoalescingTests {
+    /// An origin serving `/fleet/<i>` slowly (so that requests overlap), cacheable.
+    static func origin() async throws -> TestOrigin {
+        let origin = try await TestOrigin.start()
+        for index in 0..<50 {
+            var response = ScriptedResponse(
+                headers: [HeaderField("Cache-Control", "max-age=600"), HeaderField("Content-Type", "application/octet-stream")],
+                body: Array(FleetBody.expected(index)))
+            response.delayBeforeHead = .milliseconds(50)
+            origin.route("/fleet/\(index)", response: response)
+        }
+        return origin
+    }
+
+    @Test("4 worker processes × 8 concurrent requests for each of 50 URLs: the origin sees exactly 50 requests, one per URL; every body arrives whole")
+    func fourWorkers() async throws {
+        let database = try TestPostgres.database()
+        defer { database.drop() }
+        let origin = try await Self.origin()
+        defer { Task { try? await origin.shutdown() } }
+        // The schema first, so that the workers race on keys, not on migrations.
+        _ = try ResponseCache(memoryCapacity: 0, diskCapacity: 1 << 20, database: PostgresDatabase(url: database.url))
+        let results = try await withThrowingTaskGroup(of: ChildProcess.Result.self) { group in
+            for _ in 0..<4 {
+                group.addTask {
+                    try await ChildProcess.run(ChildProcess.helper, ["fleet-worker", database.url, origin.baseURL.absoluteString, "50", "8"])
+                }
+            }
+            var results: [ChildProcess.Result] = []
+            for try await result in group { results.append(result) }
+            return results
+        }
+        for result in results {
+            #expect(result.standardOutput == "ok 400 \(400 * 24 * 1024)\n", "\(result.standardOutput)\(result.standardError.suffix(2000))")
+        }
+        let paths = origin.requests.map(\.path)
+        #expect(paths.count == 50, "the origin saw \(paths.count) requests")
+        #expect(Set(paths) == Set((0..<50).map { "/fleet/\($0)" }), "one per URL: \(paths.sorted())")
+    }
+
+    @Test("A worker holding a key dies: the waiting worker's task goes on with its own fetch, and gets the body")
+    func holderDies() async throws {
+        let database = try TestPostgres.database()
+        defer { database.drop() }
+        let origin = try await Self.origin()
+        defer { Task { try? await origin.shutdown() } }
+        let cache = try ResponseCache(memoryCapacity: 0, diskCapacity: 1 << 24, database: PostgresDatabase(url: database.url))
+        let url = origin.baseURL.appendingPathComponent("fleet/7")
+        let key = try #require(CachePolicy.primaryKey(url))
+        // "Another worker" holds the key's lock on a connection of its own.
+        var holder: PostgresConnection? = try PostgresConnection(database.url)
+        try holder?.run("SELECT pg_advisory_lock($1)", [.int(PostgresFleetLocks.lockKey(key))])
+        let configuration = SessionConfiguration.ephemeral
+        configuration.urlCache = cache
+        let session = Session(configuration: configuration)
+        defer { session.invalidateAndCancel() }
+        async let fetched = session.data(from: url)
+        // The task waits in the server for the lock (seen in pg_locks), and not at the origin.
+        let watcher = try PostgresConnection(database.url)
+        let waiting = await eventually {
+            (try? watcher.scalarInt("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted")) == 1
+        }
+        #expect(waiting, "the task waits for the key's lock")
+        #expect(origin.requests.isEmpty)
+        holder = nil  // the holder's connection closes, as when its process dies
+        let (data, response) = try await fetched
+        #expect((response as? HTTPURLResponse)?.statusCode == 200)
+        #expect(data == FleetBody.expected(7))
+        #expect(origin.requests.map(\.path) == ["/fleet/7"])
+        _ = holder
+    }
+}
