@@ -14,6 +14,8 @@ final class PostgresCacheStorage: CacheStorage, @unchecked Sendable {
     let database: PostgresDatabase
     /// One origin fetch per key across the fleet.
     let fleet: (any FleetCoalescing)?
+    /// Other workers' changes, for the memory tier.
+    let listener: PostgresChangeListener
     private let state: Lock<Int>
     /// LRU touches and counters not yet written.
     private let ledger = CacheLedger()
@@ -30,12 +32,29 @@ final class PostgresCacheStorage: CacheStorage, @unchecked Sendable {
         self.database = database
         state = Lock(max(0, capacity))
         fleet = try PostgresFleetLocks(database: database)
+        do throws(PostgresError) {
+            listener = try PostgresChangeListener(pool: database.pool)
+        } catch {
+            throw PostgresDatabase.storeError(error)
+        }
         try database.withConnection { (connection) throws(PostgresError) in
             try PostgresMigrator.migrate(connection, store: "cache", migrations: PostgresSchema.cache)
         }
     }
 
-    deinit { flushTouches() }
+    deinit {
+        listener.stop()
+        flushTouches()
+    }
+
+    func observeOthers(_ handler: @escaping @Sendable (CacheChange) -> Void) {
+        listener.observe(handler)
+    }
+
+    /// Tells the other workers, when the transaction commits.
+    private func announce(_ change: CacheChange, _ connection: PostgresConnection) throws(PostgresError) {
+        try connection.run("SELECT pg_notify($1, $2)", [.text(PostgresChangeListener.channel), .text(listener.payload(change))])
+    }
 
     var location: String { database.description }
 
@@ -139,30 +158,34 @@ final class PostgresCacheStorage: CacheStorage, @unchecked Sendable {
                         response.userInfo.isEmpty ? .null : .bytes(FieldCoding.encode(response.userInfo)),
                     ])
                 try Self.evict(connection, capacity: capacity, keeping: inserted)
+                try self.announce(.key(response.key), connection)
             }
         }
         return true
     }
 
     func remove(key: String) throws(StoreError) {
-        try delete(where: "key = $1", [.text(key)])
+        try delete(where: "key = $1", [.text(key)], announcing: .key(key))
     }
 
     func remove(key: String, variant: String) throws(StoreError) {
-        try delete(where: "key = $1 AND variant = $2", [.text(key), .text(variant)])
+        try delete(where: "key = $1 AND variant = $2", [.text(key), .text(variant)], announcing: .key(key))
     }
 
     func removeAll() throws(StoreError) {
-        try delete(where: "true", [])
+        try delete(where: "true", [], announcing: .all)
     }
 
     func removeStored(since date: Double) throws(StoreError) {
-        try delete(where: "stored_at >= $1", [.double(date)])
+        try delete(where: "stored_at >= $1", [.double(date)], announcing: .all)
     }
 
-    private func delete(where condition: String, _ parameters: [PostgresValue]) throws(StoreError) {
-        _ = try database.withConnection { (connection) throws(PostgresError) in
-            try connection.run("DELETE FROM \(Self.table) WHERE \(condition)", parameters)
+    /// Deletes rows; when some went, the other workers hear of it.
+    private func delete(where condition: String, _ parameters: [PostgresValue], announcing change: CacheChange) throws(StoreError) {
+        try database.withConnection { (connection) throws(PostgresError) in
+            try connection.transaction { (connection) throws(PostgresError) in
+                if try connection.run("DELETE FROM \(Self.table) WHERE \(condition)", parameters) > 0 { try self.announce(change, connection) }
+            }
         }
     }
 

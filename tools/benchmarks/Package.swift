@@ -16,11 +16,15 @@ let package = Package(
     targets: [
         // The raw-SQLite reference: libsqlite3 straight, one table, one statement.
         .systemLibrary(name: "CSQLiteBench", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
+        // The raw-libpq reference: the same statements on the same tables as our PostgreSQL cache.
+        .systemLibrary(name: "CPostgresBench", pkgConfig: "libpq", providers: [.apt(["libpq-dev"])]),
         .executableTarget(
             name: "urlloading-bench",
             dependencies: [
                 "CSQLiteBench",
+                "CPostgresBench",
                 .product(name: "URLLoading", package: "URLLoading"),
+                .product(name: "URLLoadingPostgres", package: "URLLoading"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),

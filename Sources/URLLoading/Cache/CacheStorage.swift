@@ -39,6 +39,18 @@ package protocol CacheStorage: AnyObject, Sendable {
     func flushTouches()
     /// Coalescing of misses across the processes sharing the storage, if it can.
     var fleet: (any FleetCoalescing)? { get }
+    /// Tells `handler` of keys other processes stored or removed (a memory
+    /// tier's copies of them are stale); a storage of one folder never calls it.
+    func observeOthers(_ handler: @escaping @Sendable (CacheChange) -> Void)
+}
+
+/// A change another process made to a shared storage.
+package enum CacheChange: Sendable, Equatable {
+    /// Every variant of this key.
+    case key(String)
+    /// Anything: the whole memory tier is stale (removal of all or by date,
+    /// notifications missed while the connection was down).
+    case all
 }
 
 extension DiskTier: CacheStorage {
@@ -66,4 +78,6 @@ package protocol FleetClaim: Sendable {
 extension CacheStorage {
     /// None: a storage of one machine's folder coalesces in the process only.
     package var fleet: (any FleetCoalescing)? { nil }
+    /// Nothing to observe: processes sharing a folder keep no shared memory tier.
+    package func observeOthers(_ handler: @escaping @Sendable (CacheChange) -> Void) {}
 }

@@ -85,8 +85,16 @@ public final class ResponseCache: Sendable, CustomStringConvertible {
 
     /// A cache whose persistent tier is `storage` (a fleet's database:
     /// URLLoadingPostgres makes one), with a memory tier of its own.
+    /// Changes other processes make to it drop the keys from the memory tier.
     package convenience init(memoryCapacity: Int, storage: any CacheStorage) {
-        self.init(memory: MemoryTier(capacity: memoryCapacity), disk: storage, logger: Logger(label: "urlloading.cache"))
+        let memory = MemoryTier(capacity: memoryCapacity)
+        storage.observeOthers { [weak memory] change in
+            switch change {
+            case .key(let key): memory?.remove(key: key)
+            case .all: memory?.removeAll()
+            }
+        }
+        self.init(memory: memory, disk: storage, logger: Logger(label: "urlloading.cache"))
     }
 
     /// The application's shared cache (Apple's `URLCache.shared`): the one

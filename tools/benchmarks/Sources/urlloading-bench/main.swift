@@ -3,6 +3,9 @@
 //
 //   urlloading-bench cache      the HTTP cache against raw SQLite and
 //                               FoundationNetworking's URLCache
+//   urlloading-bench cache-postgres <conninfo>
+//                               the cache on PostgreSQL against raw libpq and
+//                               our SQLite tier; a fleet of workers coalescing
 //   urlloading-bench cookies    cookies(for:) with 3,000 cookies against
 //                               FoundationNetworking's HTTPCookieStorage
 //   urlloading-bench cachetool <cachetool>
@@ -22,6 +25,7 @@
 //   urlloading-bench ws-child <port> <messages> <size>    (WebSocket echo)
 //   urlloading-bench session-ws <ws-bench>                 (only the WebSocket figures)
 //   urlloading-bench background-child download|enqueue|attach <url> <count>
+//   urlloading-bench fleet-child <conninfo> <base-url> <urls> <concurrency>
 import Foundation
 
 let arguments = Array(CommandLine.arguments.dropFirst())
@@ -34,6 +38,14 @@ func fail(_ message: String) -> Never {
 switch arguments.first {
 case "cache":
     CacheBenchmark.run()
+case "cache-postgres":
+    guard arguments.count == 2 else { fail("usage: urlloading-bench cache-postgres <conninfo>") }
+    PostgresBenchmark.run(conninfo: arguments[1])
+case "fleet-child":
+    guard arguments.count == 5, let urls = Int(arguments[3]), let concurrency = Int(arguments[4]), (1...10_000).contains(urls),
+        (1...1_000).contains(concurrency)
+    else { fail("usage: urlloading-bench fleet-child <conninfo> <base-url> <urls> <concurrency>") }
+    print(await PostgresBenchmark.fleetChild(url: arguments[1], base: arguments[2], urls: urls, concurrency: concurrency))
 case "cookies":
     CookieBenchmark.run()
 case "cachetool":

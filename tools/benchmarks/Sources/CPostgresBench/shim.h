@@ -1,0 +1,2 @@
+// The raw-libpq reference of `tools/bench cache`'s PostgreSQL figures.
+#include <libpq-fe.h>
