@@ -15,7 +15,7 @@ final class PostgresCacheStorage: CacheStorage, @unchecked Sendable {
     /// One origin fetch per key across the fleet.
     let fleet: (any FleetCoalescing)?
     /// Other workers' changes, for the memory tier.
-    let listener: PostgresChangeListener
+    let listener: PostgresListener
     private let state: Lock<Int>
     /// LRU touches and counters not yet written.
     private let ledger = CacheLedger()
@@ -32,14 +32,7 @@ final class PostgresCacheStorage: CacheStorage, @unchecked Sendable {
         self.database = database
         state = Lock(max(0, capacity))
         fleet = try PostgresFleetLocks(database: database)
-        do throws(PostgresError) {
-            listener = try PostgresChangeListener(pool: database.pool)
-        } catch {
-            throw PostgresDatabase.storeError(error)
-        }
-        try database.withConnection { (connection) throws(PostgresError) in
-            try PostgresMigrator.migrate(connection, store: "cache", migrations: PostgresSchema.cache)
-        }
+        listener = try database.openStore("cache", migrations: PostgresSchema.cache, channel: PostgresListener.cacheChannel)
     }
 
     deinit {
@@ -48,12 +41,21 @@ final class PostgresCacheStorage: CacheStorage, @unchecked Sendable {
     }
 
     func observeOthers(_ handler: @escaping @Sendable (CacheChange) -> Void) {
-        listener.observe(handler)
+        listener.observe { payload in handler(payload.flatMap(Self.change) ?? .all) }
     }
 
-    /// Tells the other workers, when the transaction commits.
+    /// Tells the other workers, when the transaction commits: "k <key>", or
+    /// "*" for anything (a key too long for a notice included).
     private func announce(_ change: CacheChange, _ connection: PostgresConnection) throws(PostgresError) {
-        try connection.run("SELECT pg_notify($1, $2)", [.text(PostgresChangeListener.channel), .text(listener.payload(change))])
+        switch change {
+        case .key(let key) where key.utf8.count < PostgresListener.longestPayload: try listener.announce("k \(key)", on: connection)
+        case .key, .all: try listener.announce("*", on: connection)
+        }
+    }
+
+    /// The change another worker's payload announces.
+    static func change(_ payload: String) -> CacheChange {
+        payload.hasPrefix("k ") ? .key(String(payload.dropFirst(2))) : .all
     }
 
     var location: String { database.description }

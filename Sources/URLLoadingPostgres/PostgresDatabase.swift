@@ -1,6 +1,7 @@
 public import URLLoading
 package import Postgres
 import Foundation
+import Storage
 
 /// A PostgreSQL database that a fleet of workers shares for its stores
 /// (issue 23): the HTTP cache's persistent tier, cookies and credentials.
@@ -48,6 +49,19 @@ public final class PostgresDatabase: Sendable, CustomStringConvertible {
         case .statement where error.isTimeout: return StoreError(kind: .locked, message: error.description, path: nil)
         case .statement where error.isDiskFull: return StoreError(kind: .diskFull, message: error.description, path: nil)
         default: return StoreError(kind: .ioError, message: "PostgreSQL: \(error.description)", path: nil)
+        }
+    }
+
+    /// Brings a store's tables up to date and listens to its channel (from
+    /// before this returns, so that no change made after it is missed).
+    func openStore(_ store: String, migrations: [Migration], channel: String) throws(StoreError) -> PostgresListener {
+        do throws(PostgresError) {
+            try pool.withConnection { (connection) throws(PostgresError) in
+                try PostgresMigrator.migrate(connection, store: store, migrations: migrations)
+            }
+            return try PostgresListener(pool: pool, channel: channel)
+        } catch {
+            throw Self.storeError(error)
         }
     }
 

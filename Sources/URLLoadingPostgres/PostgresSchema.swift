@@ -56,4 +56,52 @@ enum PostgresSchema {
                 );
                 """)
     ]
+
+    /// Cookies: one row per name, domain, host-only flag and path (the
+    /// jar's identity), so that two workers setting one cookie at once
+    /// upsert the same row.
+    static let cookies = [
+        Migration(
+            version: 1, name: "cookies_create",
+            sql: """
+                CREATE TABLE urlloading_cookies(
+                    name TEXT NOT NULL,
+                    value TEXT NOT NULL,
+                    domain TEXT NOT NULL,
+                    host_only BOOLEAN NOT NULL,
+                    path TEXT NOT NULL,
+                    expires DOUBLE PRECISION,
+                    created DOUBLE PRECISION NOT NULL,
+                    last_access DOUBLE PRECISION NOT NULL,
+                    secure BOOLEAN NOT NULL,
+                    http_only BOOLEAN NOT NULL,
+                    same_site TEXT NOT NULL,
+                    PRIMARY KEY (name, domain, host_only, path)
+                );
+                """)
+    ]
+
+    /// Credentials: one row per protection space and user, as in the SQLite
+    /// file. The table is its creator's: no other role may read it (PUBLIC
+    /// is refused everything, in case a database default granted it).
+    static let credentials = [
+        Migration(
+            version: 1, name: "credentials_create",
+            sql: """
+                CREATE TABLE urlloading_credentials(
+                    host TEXT NOT NULL,
+                    port INTEGER NOT NULL,
+                    protocol TEXT NOT NULL,
+                    realm TEXT NOT NULL,
+                    method TEXT NOT NULL,
+                    is_proxy BOOLEAN NOT NULL,
+                    username TEXT NOT NULL,
+                    password TEXT NOT NULL,
+                    is_default BOOLEAN NOT NULL,
+                    created DOUBLE PRECISION NOT NULL,
+                    PRIMARY KEY (host, port, protocol, realm, method, is_proxy, username)
+                );
+                REVOKE ALL ON urlloading_credentials FROM PUBLIC;
+                """)
+    ]
 }

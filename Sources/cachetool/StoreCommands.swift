@@ -317,7 +317,7 @@ extension CacheTool {
         @Option(help: "keyring or file.") var to: String
 
         func run() throws {
-            guard let target = CredentialStore.Backend(rawValue: to), target != .memory else {
+            guard let target = CredentialStore.Backend(rawValue: to), target == .file || target == .keyring else {
                 throw ValidationError("--to takes keyring or file")
             }
             try reportingStoreErrors {

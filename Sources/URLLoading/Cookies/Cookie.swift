@@ -84,14 +84,21 @@ public struct Cookie: Sendable, Hashable, CustomStringConvertible {
 
     /// The identity under which a store keeps the cookie: a new cookie with
     /// the same name, domain, host-only flag and path replaces it.
-    struct Key: Hashable, Sendable {
-        var name: String
-        var domain: String
-        var isHostOnly: Bool
-        var path: String
+    package struct Key: Hashable, Sendable {
+        package var name: String
+        package var domain: String
+        package var isHostOnly: Bool
+        package var path: String
+
+        package init(name: String, domain: String, isHostOnly: Bool, path: String) {
+            self.name = name
+            self.domain = domain
+            self.isHostOnly = isHostOnly
+            self.path = path
+        }
     }
 
-    var key: Key { Key(name: name, domain: domain, isHostOnly: isHostOnly, path: path) }
+    package var key: Key { Key(name: name, domain: domain, isHostOnly: isHostOnly, path: path) }
 
     /// Names the cookie and its scope, never its value.
     public var description: String {

@@ -20,7 +20,7 @@ final class CookieDatabase: Sendable {
 
     /// Every cookie that is still valid, after deleting expired ones and,
     /// unless kept, session cookies (a new process starts a new session).
-    func load(now: Date, keepSessionCookies: Bool) throws(StorageError) -> [Cookie] {
+    func loadRows(now: Date, keepSessionCookies: Bool) throws(StorageError) -> [Cookie] {
         try database.write { (connection: Connection) throws(SQLiteError) in
             try connection.run("DELETE FROM cookies WHERE expires IS NOT NULL AND expires <= ?", [.real(now.timeIntervalSince1970)])
             if !keepSessionCookies { try connection.run("DELETE FROM cookies WHERE expires IS NULL") }
@@ -39,7 +39,7 @@ final class CookieDatabase: Sendable {
     }
 
     /// Writes final states and last-access times in one transaction.
-    func apply(_ changes: CookieJar.Changes, touches: [Cookie.Key: Date]) throws(StorageError) {
+    func write(_ changes: [Cookie.Key: Cookie?], touches: [Cookie.Key: Date]) throws(StorageError) {
         try database.write { (connection: Connection) throws(SQLiteError) in
             let upsert = try connection.cachedStatement(
                 """
@@ -49,7 +49,7 @@ final class CookieDatabase: Sendable {
                 "DELETE FROM cookies WHERE name = ? AND domain = ? AND host_only = ? AND path = ?")
             let touch = try connection.cachedStatement(
                 "UPDATE cookies SET last_access = ? WHERE name = ? AND domain = ? AND host_only = ? AND path = ?")
-            for (key, cookie) in changes.final {
+            for (key, cookie) in changes {
                 if let cookie {
                     upsert.reset()
                     try upsert.bind([
@@ -65,7 +65,7 @@ final class CookieDatabase: Sendable {
                     try delete.run()
                 }
             }
-            for (key, date) in touches where changes.final[key] == nil {
+            for (key, date) in touches where changes[key] == nil {
                 touch.reset()
                 try touch.bind([
                     .real(date.timeIntervalSince1970), .text(key.name), .text(key.domain),

@@ -75,18 +75,38 @@ public final class CookieStore: Sendable, CustomStringConvertible {
         if let limits { (jar.perDomainLimit, jar.totalLimit) = limits }
         do throws(StorageError) {
             database = try CookieDatabase(path: path, logger: logger, busyTimeout: busyTimeout)
-            var changes = CookieJar.Changes()
-            for cookie in try database.load(now: clock(), keepSessionCookies: keepSessionCookies) {
-                jar.restore(cookie, changes: &changes)
-            }
-            // Eviction on load (limits lowered since) is written back.
-            if !changes.isEmpty { try database.apply(changes, touches: [:]) }
         } catch {
             throw StoreError(error, path: path)
         }
+        try Self.restore(&jar, from: database, now: clock(), keepSessionCookies: keepSessionCookies)
         self.path = path
         engine = CookieStoreEngine(jar: jar, database: database, clock: clock, logger: logger)
         startupError = nil
+    }
+
+    /// A store over `persistence` (a fleet's database: URLLoadingPostgres
+    /// makes one), loaded from it; other processes' changes reach its jar.
+    package init(
+        persistence: any CookiePersistence, location: String, keepSessionCookies: Bool = false, publicSuffixes: PublicSuffixList = .system,
+        clock: @escaping @Sendable () -> Date = { Date() }
+    ) throws(StoreError) {
+        var jar = CookieJar(publicSuffixes: publicSuffixes)
+        try Self.restore(&jar, from: persistence, now: clock(), keepSessionCookies: keepSessionCookies)
+        let engine = CookieStoreEngine(jar: jar, database: persistence, clock: clock, logger: Logger(label: "urlloading.cookies"))
+        persistence.observeOthers { [weak engine] changes in engine?.applyOthers(changes) }
+        self.engine = engine
+        path = location
+        startupError = nil
+    }
+
+    /// Fills a jar from what `persistence` holds; eviction on load (limits
+    /// lowered since) is written back.
+    private static func restore(_ jar: inout CookieJar, from persistence: any CookiePersistence, now: Date, keepSessionCookies: Bool) throws(StoreError) {
+        var changes = CookieJar.Changes()
+        for cookie in try persistence.load(now: now, keepSessionCookies: keepSessionCookies) {
+            jar.restore(cookie, changes: &changes)
+        }
+        if !changes.isEmpty { try persistence.apply(changes.final, touches: [:]) }
     }
 
     /// A store in memory standing in for a file that could not be opened.
@@ -205,11 +225,7 @@ public final class CookieStore: Sendable, CustomStringConvertible {
     ///
     /// - Throws: `StoreError` when the file cannot be written.
     public func flush() throws(StoreError) {
-        do throws(StorageError) {
-            try engine.flush()
-        } catch {
-            throw StoreError(error, path: path ?? "")
-        }
+        try engine.flush()
     }
 
     /// The cookies in the Netscape `cookies.txt` format that curl and wget

@@ -47,7 +47,7 @@ final class CookieStoreEngine: Sendable {
     }
 
     private let state: Lock<State>
-    private let database: CookieDatabase?
+    private let database: (any CookiePersistence)?
     let clock: @Sendable () -> Date
     private let logger: Logger
     /// Last-access times are written with the next change, or on their own
@@ -57,11 +57,27 @@ final class CookieStoreEngine: Sendable {
     private static let touchBatch = 256
     private static let touchInterval: TimeInterval = 60
 
-    init(jar: CookieJar, database: CookieDatabase?, clock: @escaping @Sendable () -> Date, logger: Logger) {
+    init(jar: CookieJar, database: (any CookiePersistence)?, clock: @escaping @Sendable () -> Date, logger: Logger) {
         self.state = Lock(State(jar: jar))
         self.database = database
         self.clock = clock
         self.logger = logger
+    }
+
+    /// Cookies another process changed: into the jar, never written back.
+    func applyOthers(_ changes: [Cookie.Key: Cookie?]) {
+        let now = clock()
+        state.withLock { state in
+            var ignored = CookieJar.Changes()
+            for (key, cookie) in changes {
+                if let cookie {
+                    state.jar.insert(cookie, now: now, changes: &ignored)
+                } else {
+                    state.jar.remove(key, changes: &ignored)
+                }
+                state.pending.final[key] = nil
+            }
+        }
     }
 
     var acceptPolicy: CookieAcceptPolicy {
@@ -139,7 +155,7 @@ final class CookieStoreEngine: Sendable {
     }
 
     /// Writes pending changes and touches now; rethrows the store's error.
-    func flush() throws(StorageError) {
+    func flush() throws(StoreError) {
         try writePending(force: true)
     }
 
@@ -175,9 +191,9 @@ final class CookieStoreEngine: Sendable {
     /// batch never reaches the file before an earlier one.
     private let writer = Lock(())
 
-    private func writePending(force: Bool) throws(StorageError) {
+    private func writePending(force: Bool) throws(StoreError) {
         guard let database else { return }
-        try writer.withLock { (_) throws(StorageError) in
+        try writer.withLock { (_) throws(StoreError) in
             let batch = state.withLock { state -> (CookieJar.Changes, [Cookie.Key: Date])? in
                 guard !state.pending.isEmpty || touchesDue(state) || (force && !state.touched.isEmpty) else { return nil }
                 defer {
@@ -187,8 +203,8 @@ final class CookieStoreEngine: Sendable {
                 return (state.pending, state.touched)
             }
             guard let (changes, touches) = batch else { return }
-            do throws(StorageError) {
-                try database.apply(changes, touches: touches)
+            do throws(StoreError) {
+                try database.apply(changes.final, touches: touches)
                 if changes.isEmpty { state.withLock { $0.lastTouchWrite = clock() } }
             } catch {
                 // Back into `pending`, under any change made since (which is newer).

@@ -95,7 +95,7 @@ import Logging
         case .file:
             guard keyringThere else { throw StoreError(kind: .keyring, message: "no Secret Service answers on the session bus", path: nil) }
             (source, destination) = (keyring(directory), try FileCredentials(path: filePath, logger: logger))
-        case .memory:
+        case .memory, .database:
             throw StoreError(kind: .configuration, message: "credentials move to the file or the keyring", path: nil)
         }
         let loaded = try source.load()

@@ -37,8 +37,10 @@ public final class CredentialStore: Sendable, CustomStringConvertible {
     private let logger = Logger(label: "urlloading.credentials")
     /// The database file: nil for a store in memory or in the keyring.
     public let path: String?
-    /// The directory the store was opened in; nil for a store in memory.
+    /// The directory the store was opened in; nil for a store in memory or a database.
     public let directory: URL?
+    /// Where the store lives, for descriptions: a folder, a database, "memory".
+    private let location: String
     /// Why the file asked for could not be opened, for `shared`, which then
     /// keeps credentials in memory only; nil otherwise.
     public let startupError: StoreError?
@@ -57,11 +59,14 @@ public final class CredentialStore: Sendable, CustomStringConvertible {
         case file
         /// The desktop keyring (the freedesktop.org Secret Service).
         case keyring
+        /// A database a fleet shares (URLLoadingPostgres): passwords in a
+        /// table only its role may read, in plain text there.
+        case database
 
-        /// "memory", "file (plain text)" or "keyring".
-        public var description: String { self == .file ? "file (plain text)" : rawValue }
-        /// Whether permanent secrets are kept unencrypted on disk.
-        public var keepsPlainText: Bool { self == .file }
+        /// "memory", "file (plain text)", "keyring" or "database (plain text)".
+        public var description: String { keepsPlainText ? "\(rawValue) (plain text)" : rawValue }
+        /// Whether permanent secrets are kept unencrypted at rest.
+        public var keepsPlainText: Bool { self == .file || self == .database }
     }
 
     /// Where this store keeps its permanent credentials.
@@ -73,6 +78,7 @@ public final class CredentialStore: Sendable, CustomStringConvertible {
         permanent = nil
         path = nil
         directory = nil
+        location = "memory"
         startupError = nil
         backendReason = "a store in memory"
     }
@@ -83,6 +89,7 @@ public final class CredentialStore: Sendable, CustomStringConvertible {
         permanent = nil
         path = nil
         directory = nil
+        location = "memory"
         startupError = failure
         backendReason = "the store could not be opened: \(failure)"
     }
@@ -103,20 +110,33 @@ public final class CredentialStore: Sendable, CustomStringConvertible {
         logger.debug("credentials kept in the \(self.backend)", metadata: ["reason": "\(backendReason)", "directory": "\(directory.path)"])
     }
 
+    /// A store over `backend` (a fleet's database: URLLoadingPostgres makes
+    /// one), loaded from it; other processes' changes replace what it holds.
+    package convenience init(backend: any PermanentCredentials, location: String, reason: String) throws(StoreError) {
+        try self.init(directory: nil, location: location, opened: backend, reason: reason)
+        backend.observeOthers { [weak self] loaded in self?.replacePermanent(loaded) }
+    }
+
     /// A store over an opened backend, loaded from it.
-    init(directory: URL, opened: any PermanentCredentials, reason: String) throws(StoreError) {
+    convenience init(directory: URL, opened: any PermanentCredentials, reason: String) throws(StoreError) {
+        try self.init(directory: directory, location: directory.path, opened: opened, reason: reason)
+    }
+
+    private init(directory: URL?, location: String, opened: any PermanentCredentials, reason: String) throws(StoreError) {
         var loaded = CredentialTable()
         let found = try opened.load()
         loaded.add(found.credentials)
         loaded.lockedItems = found.locked
+        loaded.sharedBackend = opened.isShared
         if found.locked > 0 {
             logger.warning(
                 "\(found.locked) credentials are in a locked keyring; they are not used until it is unlocked (nothing prompts for it)",
-                metadata: ["directory": "\(directory.path)"])
+                metadata: ["directory": "\(location)"])
         }
         table = Lock(loaded)
         permanent = opened
         path = (opened as? FileCredentials)?.path
+        self.location = location
         self.directory = directory
         startupError = nil
         backendReason = reason
@@ -259,13 +279,20 @@ public final class CredentialStore: Sendable, CustomStringConvertible {
         }
     }
 
+    /// Another process changed the shared backend: its permanent credentials
+    /// replace the ones in memory (for-session ones stay).
+    private func replacePermanent(_ loaded: LoadedCredentials) {
+        table.withLock { $0.replacePermanent(with: loaded.credentials) }
+        postChange()
+    }
+
     private func postChange() {
         NotificationCenter.default.post(name: .credentialStoreChanged, object: self)
     }
 
     /// Where the store lives, its backend and the number of spaces, never a credential.
     public var description: String {
-        "CredentialStore(\(path ?? directory?.path ?? "memory"), \(backend), \(table.withLock { $0.spaces.count }) spaces)"
+        "CredentialStore(\(path ?? location), \(backend), \(table.withLock { $0.spaces.count }) spaces)"
     }
 }
 
@@ -281,6 +308,8 @@ struct CredentialTable: Sendable {
     var defaults: [ProtectionSpace: String] = [:]
     /// How many items a keyring held locked at opening (their spaces unknown).
     var lockedItems = 0
+    /// The backend is a fleet's: other processes may have stored what is missing here.
+    var sharedBackend = false
     /// When a space missing from memory was last asked of a keyring that held locked items.
     var lastLockedAttempt: [ProtectionSpace: Date] = [:]
 
@@ -304,10 +333,18 @@ struct CredentialTable: Sendable {
     /// Whether to ask the backend for a space missing from memory: only
     /// when it held locked items, and not again within the retry interval.
     mutating func shouldAskLockedBackend(for space: ProtectionSpace, now: Date) -> Bool {
-        guard lockedItems > 0 else { return false }
+        guard lockedItems > 0 || sharedBackend else { return false }
         if let last = lastLockedAttempt[space], now.timeIntervalSince(last) < Self.lockedRetryInterval { return false }
         lastLockedAttempt[space] = now
         return true
+    }
+
+    /// Puts `credentials` in place of every permanent credential held.
+    mutating func replacePermanent(with credentials: [StoredCredential]) {
+        for (space, users) in spaces {
+            for (user, credential) in users where credential.persistence == .permanent { _ = remove(user: user, for: space) }
+        }
+        add(credentials)
     }
 
     /// Adds permanent credentials as a backend gave them.

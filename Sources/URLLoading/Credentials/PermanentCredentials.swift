@@ -4,25 +4,37 @@ import Migrations
 import Storage
 
 /// A permanent credential as a backend keeps it.
-struct StoredCredential: Sendable, Equatable {
-    var space: ProtectionSpace
-    var user: String
-    var password: String
-    var isDefault: Bool
+package struct StoredCredential: Sendable, Equatable {
+    package var space: ProtectionSpace
+    package var user: String
+    package var password: String
+    package var isDefault: Bool
+
+    package init(space: ProtectionSpace, user: String, password: String, isDefault: Bool) {
+        self.space = space
+        self.user = user
+        self.password = password
+        self.isDefault = isDefault
+    }
 }
 
 /// What a backend holds: the credentials it can read, and how many it
 /// holds that it cannot read now (a locked keyring shows neither their
 /// spaces nor their users).
-struct LoadedCredentials: Sendable {
-    var credentials: [StoredCredential] = []
-    var locked = 0
+package struct LoadedCredentials: Sendable {
+    package var credentials: [StoredCredential] = []
+    package var locked = 0
+
+    package init(credentials: [StoredCredential] = [], locked: Int = 0) {
+        self.credentials = credentials
+        self.locked = locked
+    }
 }
 
 /// Where a `CredentialStore` keeps its permanent credentials: the SQLite
 /// file or the desktop keyring. Calls come from the store, one at a time
 /// (the store serialises its writes), never under the store's table lock.
-protocol PermanentCredentials: Sendable {
+package protocol PermanentCredentials: Sendable {
     /// Which backend this is.
     var backend: CredentialStore.Backend { get }
     /// Every credential the backend holds for this store.
@@ -34,8 +46,20 @@ protocol PermanentCredentials: Sendable {
     func remove(user: String, for space: ProtectionSpace) throws(StoreError)
     /// Removes every credential of this store.
     func removeAll() throws(StoreError)
-    /// The credentials of one space, asked again (when items were locked).
+    /// The credentials of one space, asked again (when items were locked,
+    /// or another process may have stored some).
     func load(_ space: ProtectionSpace) throws(StoreError) -> LoadedCredentials
+    /// Whether other processes change it while this one runs (a fleet's
+    /// database): a space missing from memory is then asked for again.
+    var isShared: Bool { get }
+    /// Tells `handler` of everything the backend holds after another process
+    /// changed it; a file or keyring never calls it.
+    func observeOthers(_ handler: @escaping @Sendable (LoadedCredentials) -> Void)
+}
+
+extension PermanentCredentials {
+    package var isShared: Bool { false }
+    package func observeOthers(_ handler: @escaping @Sendable (LoadedCredentials) -> Void) {}
 }
 
 /// The 0600 SQLite file (`Credentials.sqlite`): passwords in plain text,

@@ -2,7 +2,7 @@ import Foundation
 import Postgres
 import TestSupport
 @_spi(Tools) @testable import URLLoading
-import URLLoadingPostgres
+@testable import URLLoadingPostgres
 
 /// The persistent tiers the cache's store tests run against (issue 23): one
 /// suite, two backends — the SQLite files in a folder, and a PostgreSQL
@@ -64,5 +64,29 @@ final class CachePlace {
                 OR position($1 IN response_headers) > 0 OR position($1 IN convert_to(url || key || variant, 'UTF8')) > 0
             """, [.bytes(bytes)])
         return (found ?? 0) > 0
+    }
+}
+
+/// The places the cookie store tests run against (issue 23): one suite,
+/// two backends.
+final class CookiePlace {
+    let backend: CacheBackend
+    let directory: TemporaryDirectory?
+    let postgres: TestPostgres?
+
+    init(_ backend: CacheBackend) throws {
+        self.backend = backend
+        directory = backend == .sqlite ? TemporaryDirectory() : nil
+        postgres = backend == .postgres ? try TestPostgres.database() : nil
+    }
+
+    deinit { postgres?.drop() }
+
+    /// A store over this place, keeping session cookies (what a fleet's does).
+    func open(clock: @escaping @Sendable () -> Date) throws -> CookieStore {
+        if let directory { return try CookieStore(directory: directory.url, keepSessionCookies: true, clock: clock) }
+        guard let postgres else { throw TestPostgresError(message: "no place") }
+        return try CookieStore(
+            persistence: PostgresCookies(database: PostgresDatabase(url: postgres.url)), location: postgres.name, keepSessionCookies: true, clock: clock)
     }
 }

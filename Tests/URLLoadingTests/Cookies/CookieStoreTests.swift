@@ -206,29 +206,32 @@ import TestSupport
         #expect(store.cookieHeader(for: Self.page) == "keep=1")
     }
 
-    @Test("K4: changes reach the file before the call returns; deletions too")
-    func writeThrough() throws {
-        let directory = TemporaryDirectory()
-        let first = try CookieStore(directory: directory.url, keepSessionCookies: true, clock: Clock().now)
-        first.setCookies(["a=1", "b=2"], for: Self.page)
+    @Test("K4: changes reach the store's file or database before the call returns; deletions too", arguments: CacheBackend.allCases)
+    func writeThrough(_ backend: CacheBackend) throws {
+        let place = try CookiePlace(backend)
+        let first = try place.open(clock: Clock().now)
+        first.setCookies(["a=1", "b=2; Max-Age=3600; Secure; HttpOnly; SameSite=Lax"], for: Self.page)
+        let second = try place.open(clock: Clock().now)
+        let b = second.allCookies.first { $0.name == "b" }
+        #expect(b?.isSecure == true && b?.isHTTPOnly == true && b?.sameSite == .lax && b?.expiresDate == Self.t0.addingTimeInterval(3600))
         if let b = first.allCookies.first(where: { $0.name == "b" }) { first.deleteCookie(b) }
-        let second = try CookieStore(directory: directory.url, keepSessionCookies: true, clock: Clock().now)
-        #expect(second.allCookies.map(\.name) == ["a"])
+        let third = try place.open(clock: Clock().now)
+        #expect(third.allCookies.map(\.name) == ["a"])
         _ = first
     }
 
-    @Test("K4: last-access times reach the file on flush (lookups themselves never write)")
-    func lastAccessPersisted() throws {
-        let directory = TemporaryDirectory()
+    @Test("K4: last-access times reach the store on flush (lookups themselves never write)", arguments: CacheBackend.allCases)
+    func lastAccessPersisted(_ backend: CacheBackend) throws {
+        let place = try CookiePlace(backend)
         let clock = Clock()
-        let store = try CookieStore(directory: directory.url, keepSessionCookies: true, clock: clock.now)
+        let store = try place.open(clock: clock.now)
         store.setCookies(["a=1"], for: Self.page)
         clock.advance(500)
         #expect(store.cookieHeader(for: Self.page) == "a=1")
-        let before = try CookieStore(directory: directory.url, keepSessionCookies: true, clock: clock.now)
+        let before = try place.open(clock: clock.now)
         #expect(before.allCookies.first?.lastAccessDate == Self.t0)
         try store.flush()
-        let after = try CookieStore(directory: directory.url, keepSessionCookies: true, clock: clock.now)
+        let after = try place.open(clock: clock.now)
         #expect(after.allCookies.first?.lastAccessDate == Self.t0.addingTimeInterval(500))
     }
 

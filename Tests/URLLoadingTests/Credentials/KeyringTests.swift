@@ -30,6 +30,13 @@ struct KeyringTests {
             H="$2" C="$3" D="$1/store"
             exec 2>>"$1/stderr"
             \(unlocked ? "printf 'test-keyring-password' | gnome-keyring-daemon --unlock" : "gnome-keyring-daemon </dev/null") --components=secrets --daemonize >/dev/null 2>&1
+            # --daemonize returns before the daemon owns its bus name; a call before that would
+            # have D-Bus start a second daemon, without the test keyring. Wait (bounded) for the name.
+            i=0
+            until dbus-send --session --print-reply --dest=org.freedesktop.DBus /org/freedesktop/DBus \\
+                org.freedesktop.DBus.NameHasOwner string:org.freedesktop.secrets 2>/dev/null | grep -q "boolean true"; do
+                i=$((i + 1)); [ "$i" -ge 400 ] && break; sleep 0.05
+            done
             \(steps)
             # The daemon belongs to this session; it ends with it, and now.
             pkill -KILL -u "$(id -u)" -f "gnome-keyring-daemon.*--components=secrets" 2>/dev/null || true

@@ -49,13 +49,13 @@ import TestSupport
         #expect(await eventually { first.currentMemoryUsage == 0 }, "removing all did not reach the other memory tier")
     }
 
-    @Test("Payloads: another worker's key or 'all' is a change; this worker's own, or a stranger's text, is not")
+    @Test("Payloads: another worker's key or anything else is a change; this worker's own notice is not")
     func payloads() {
-        let listener = PostgresChangeListener.change
-        #expect(listener("abc k https://example.com/a b", "me") == .key("https://example.com/a b"))
-        #expect(listener("abc *", "me") == .all)
-        #expect(listener("me k https://example.com/a", "me") == nil)
-        #expect(listener("hello", "me") == nil)
-        #expect(listener("abc x y", "me") == nil)
+        #expect(PostgresListener.payload("abc k https://example.com/a b", ignoring: "me") == "k https://example.com/a b")
+        #expect(PostgresListener.payload("me k https://example.com/a", ignoring: "me") == nil)
+        #expect(PostgresListener.payload("hello", ignoring: "me") == nil)
+        #expect(PostgresCacheStorage.change("k https://example.com/a b") == .key("https://example.com/a b"))
+        #expect(PostgresCacheStorage.change("*") == .all)
+        #expect(PostgresCacheStorage.change("garbage") == .all)
     }
 }

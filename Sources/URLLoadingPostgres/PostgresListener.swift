@@ -5,18 +5,22 @@ import Postgres
 import Synchronization
 import URLLoading
 
-/// Keeps the memory tiers of a fleet honest (issue 23): a worker that stores
-/// or removes a key says so with `NOTIFY` in the same transaction, and every
-/// other worker's listener drops that key from its memory tier when the
+/// What the other workers of a fleet changed (issue 23): a worker that
+/// changes a store says so with `NOTIFY` on the store's channel in the same
+/// transaction, and every other worker's listener hears it when the
 /// transaction commits. A thread of its own waits on a dedicated connection
 /// (`LISTEN`); when the connection breaks it reconnects (0.5 s doubling to
-/// 30 s) and, having maybe missed changes, drops the whole memory tier.
-final class PostgresChangeListener: Sendable {
+/// 30 s) and says it may have missed changes (`nil`).
+final class PostgresListener: Sendable {
     /// The channel of cache changes.
-    static let channel = "urlloading_cache"
-    /// Payloads are limited to 8000 bytes; a longer key is sent as "all".
-    static let longestKey = 7000
+    static let cacheChannel = "urlloading_cache"
+    /// The channel of cookie changes.
+    static let cookieChannel = "urlloading_cookies"
+    /// Payloads are limited to 8000 bytes.
+    static let longestPayload = 7900
 
+    /// The channel listened to.
+    let channel: String
     /// This process's storage, so that its own changes are not undone here.
     let instance = String(UUID().uuidString.prefix(13)).lowercased()
     private let state: Shared
@@ -24,27 +28,40 @@ final class PostgresChangeListener: Sendable {
     private final class Shared: Sendable {
         let stopped = Atomic<Bool>(false)
         let heard = Atomic<Int>(0)
-        let handler = Lock<(@Sendable (CacheChange) -> Void)?>(nil)
+        let handler = Lock<(@Sendable (String?) -> Void)?>(nil)
     }
 
     /// Listens from now on: the first `LISTEN` is done before this returns,
     /// so no change made after the cache opened is missed.
-    init(pool: PostgresPool) throws(PostgresError) {
+    init(pool: PostgresPool, channel: String) throws(PostgresError) {
         let state = Shared()
         self.state = state
+        self.channel = channel
         let instance = self.instance
         let first = try pool.dedicatedConnection()
-        try first.run("LISTEN \(Self.channel)")
-        let thread = Thread { Self.listen(pool: pool, connection: first, instance: instance, state: state) }
+        try first.run("LISTEN \(channel)")
+        let thread = Thread { Self.listen(pool: pool, channel: channel, connection: first, instance: instance, state: state) }
         thread.name = "urlloading-cache-listener"
         thread.start()
     }
 
     deinit { stop() }
 
-    /// Where changes of other processes go.
-    func observe(_ handler: @escaping @Sendable (CacheChange) -> Void) {
+    /// Where other processes' payloads go (without the sender), on the
+    /// listener's thread; nil when changes may have been missed.
+    func observe(_ handler: @escaping @Sendable (String?) -> Void) {
         state.handler.withLock { $0 = handler }
+    }
+
+    /// Sends `payload` to the other workers when `connection`'s transaction commits.
+    func announce(_ payload: String, on connection: PostgresConnection) throws(PostgresError) {
+        try connection.run("SELECT pg_notify($1, $2)", [.text(channel), .text("\(instance) \(payload)")])
+    }
+
+    /// The payload of another process's notice; nil for this process's own.
+    static func payload(_ text: String, ignoring instance: String) -> String? {
+        guard let space = text.firstIndex(of: " "), text[..<space] != instance else { return nil }
+        return String(text[text.index(after: space)...])
     }
 
     /// How many changes of other processes this listener has passed on.
@@ -55,32 +72,12 @@ final class PostgresChangeListener: Sendable {
         state.stopped.store(true, ordering: .relaxed)
     }
 
-    /// The payload announcing `change` from this process.
-    func payload(_ change: CacheChange) -> String {
-        switch change {
-        case .key(let key) where key.utf8.count <= Self.longestKey: "\(instance) k \(key)"
-        case .key, .all: "\(instance) *"
-        }
-    }
-
-    /// The change a payload from another process announces; nil for this
-    /// process's own, or for a payload that is not ours.
-    static func change(_ payload: String, ignoring instance: String) -> CacheChange? {
-        let parts = payload.split(separator: " ", maxSplits: 2, omittingEmptySubsequences: false)
-        guard parts.count >= 2, parts[0] != instance else { return nil }
-        switch parts[1] {
-        case "*": return .all
-        case "k" where parts.count == 3: return .key(String(parts[2]))
-        default: return nil
-        }
-    }
-
-    private static func listen(pool: PostgresPool, connection first: PostgresConnection, instance: String, state: Shared) {
+    private static func listen(pool: PostgresPool, channel: String, connection first: PostgresConnection, instance: String, state: Shared) {
         let logger = Logger(label: "urlloading.cache")
         var connection: PostgresConnection? = first
         var backoff = 0.5
         var missedSome = false
-        func deliver(_ change: CacheChange) {
+        func deliver(_ change: String?) {
             state.handler.withLock { $0 }?(change)
             state.heard.add(1, ordering: .relaxed)
         }
@@ -91,9 +88,9 @@ final class PostgresChangeListener: Sendable {
                     try made.run("LISTEN \(channel)")
                     connection = made
                     backoff = 0.5
-                    if missedSome { deliver(.all) }
+                    if missedSome { deliver(nil) }
                 } catch {
-                    logger.warning("the cache's change listener cannot connect; retrying", metadata: ["error": "\(error)"])
+                    logger.warning("the fleet's change listener cannot connect; retrying", metadata: ["channel": "\(channel)", "error": "\(error)"])
                     missedSome = true
                     let until = Date(timeIntervalSinceNow: backoff)
                     while Date() < until, !state.stopped.load(ordering: .relaxed) { usleep(100_000) }
@@ -109,10 +106,10 @@ final class PostgresChangeListener: Sendable {
             }
             do {
                 for notice in try listening.notifications() where notice.channel == channel {
-                    if let change = change(notice.payload, ignoring: instance) { deliver(change) }
+                    if let payload = payload(notice.payload, ignoring: instance) { deliver(payload) }
                 }
             } catch {
-                logger.warning("the cache's change listener lost its connection; reconnecting", metadata: ["error": "\(error)"])
+                logger.warning("the fleet's change listener lost its connection; reconnecting", metadata: ["channel": "\(channel)", "error": "\(error)"])
                 connection = nil
                 missedSome = true
             }
