@@ -170,7 +170,7 @@ let package = Package(
         .executableTarget(
             name: "cachetool",
             dependencies: [
-                "URLLoading", "TransferDaemon",
+                "URLLoading", "URLLoadingPostgres", "TransferDaemon",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: strictSwift
@@ -251,7 +251,7 @@ let package = Package(
         ),
         .testTarget(
             name: "cachetoolTests",
-            dependencies: ["cachetool", "TestSupport", "URLLoading", "Storage", "urlloading-test-helper"],
+            dependencies: ["cachetool", "TestSupport", "URLLoading", "URLLoadingPostgres", "Storage", "urlloading-test-helper"],
             swiftSettings: strictSwift
         ),
     ],

@@ -141,10 +141,10 @@ extension CacheTool {
             encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
             try reportingStoreErrors {
                 // Opening first: a missing store is reported before any output.
-                _ = try CacheMaintenance.summary(in: store.cacheDirectory)
+                _ = try store.cacheSummary()
                 // JSON is one object per line (JSON Lines), so the first entry prints at once.
                 if !store.json { emit("STATUS  SIZE        STORED                LAST USED             FRESHNESS   TIER  URL") }
-                try CacheMaintenance.entries(in: store.cacheDirectory, query) { entry in
+                try store.cacheEntries(query) { entry in
                     if store.json {
                         guard let data = try? encoder.encode(entry) else { return true }
                         FileHandle.standardOutput.write(data + Data("\n".utf8))
@@ -195,6 +195,7 @@ extension CacheTool {
             let target = try parseURL(url)
             let headers = try parseHeaders(header)
             try reportingStoreErrors {
+                try store.requireFolder("show")
                 guard let snapshot = try CacheMaintenance.snapshot(in: store.cacheDirectory, url: target, requestHeaders: headers) else {
                     FileHandle.standardError.write(Data("cachetool: nothing stored for \(CachedURL.displayed(url)) (see `cachetool list`)\n".utf8))
                     throw ExitCode(ExitStatus.notFound)
@@ -248,7 +249,7 @@ extension CacheTool {
 
         func run() throws {
             try reportingStoreErrors {
-                let stats = try CacheMaintenance.stats(in: store.cacheDirectory)
+                let stats = try store.cacheStats()
                 if store.json {
                     try printJSON(stats)
                     return
@@ -280,6 +281,7 @@ extension CacheTool {
             let target = try parseURL(url)
             let headers = try parseHeaders(header)
             try reportingStoreErrors {
+                try store.requireFolder("explain")
                 let explanation = try CacheMaintenance.explain(in: store.cacheDirectory, url: target, requestHeaders: headers)
                 if store.json {
                     try printJSON(explanation)
@@ -305,7 +307,7 @@ extension CacheTool {
         func run() throws {
             let target = try parseURL(url)
             try reportingStoreErrors {
-                let removed = try CacheMaintenance.remove(in: store.cacheDirectory, url: target)
+                let removed = try store.removeCached(target)
                 if store.json { try printJSON(["removed": removed]) } else { print("removed \(removed) entr\(removed == 1 ? "y" : "ies")") }
                 if removed == 0 { throw ExitCode(ExitStatus.notFound) }
             }
@@ -341,9 +343,9 @@ extension CacheTool {
             }
             let progress = ProgressLine(label: "pruning")
             try reportingStoreErrors {
-                let removed = try CacheMaintenance.prune(in: store.cacheDirectory, rule, progress: progress.update)
+                let removed = try store.pruneCache(rule, progress: progress.update)
                 progress.finish()
-                let summary = try CacheMaintenance.summary(in: store.cacheDirectory)
+                let summary = try store.cacheSummary()
                 if store.json {
                     try printJSON(["removed": removed, "entries": summary.entries, "bytes": summary.bytes])
                 } else {
@@ -360,7 +362,7 @@ extension CacheTool {
 
         func run() throws {
             try reportingStoreErrors {
-                let removed = try CacheMaintenance.prune(in: store.cacheDirectory, .all)
+                let removed = try store.pruneCache(.all)
                 if store.json { try printJSON(["removed": removed]) } else { print("removed \(removed) entries") }
             }
         }
@@ -375,6 +377,7 @@ extension CacheTool {
             try reportingStoreErrors {
                 let path = store.cacheDirectory.appendingPathComponent("Cache.sqlite").path
                 let before = (try? FileManager.default.attributesOfItem(atPath: path)[.size] as? Int) ?? 0
+                try store.requireFolder("vacuum")
                 try CacheMaintenance.vacuum(in: store.cacheDirectory)
                 let after = (try? FileManager.default.attributesOfItem(atPath: path)[.size] as? Int) ?? 0
                 if store.json { try printJSON(["bytesBefore": before, "bytesAfter": after]) } else { print("\(path): \(before) -> \(after) bytes") }

@@ -55,6 +55,9 @@ struct StoreOptions: ParsableArguments {
     @Option(help: "The directory of the cookie and credential stores (overrides --app).")
     var dataDir: String?
 
+    @Option(help: "A fleet's PostgreSQL database (a libpq connection string or postgresql:// URL; or URLLOADING_POSTGRES) instead of the folders.")
+    var postgres: String?
+
     @Flag(help: "Print JSON instead of text.")
     var json = false
 
@@ -145,6 +148,7 @@ extension CacheTool {
 
         func run() throws {
             try reportingStoreErrors {
+                try store.requireFolder("create")
                 try printSummary(try CacheMaintenance.create(in: store.cacheDirectory), json: store.json)
             }
         }
@@ -158,7 +162,7 @@ extension CacheTool {
 
         func run() throws {
             try reportingStoreErrors {
-                try printSummary(try CacheMaintenance.summary(in: store.cacheDirectory), json: store.json)
+                try printSummary(try store.cacheSummary(), json: store.json)
             }
         }
     }
@@ -184,6 +188,7 @@ extension CacheTool {
 
         func run() throws {
             try reportingStoreErrors {
+                try store.requireFolder("verify")
                 let result = try CacheMaintenance.verifyStore(in: store.cacheDirectory, repair: repair)
                 if store.json {
                     try printJSON(

@@ -4,6 +4,7 @@ import Foundation
 import FoundationNetworking
 #endif
 @_spi(Tools) import URLLoading
+import URLLoadingPostgres
 
 /// Opens a persistent store that must already exist (a tool never creates
 /// one by looking), mapping "absent" to exit code 3.
@@ -48,6 +49,7 @@ extension CacheTool {
             var request = URLRequest(url: target)
             request.cachePolicy = policy
             for field in try parseHeaders(header) { request.addValue(field.value, forHTTPHeaderField: field.name) }
+            try store.requireFolder("fetch")
             try await reportingStoreErrorsAsync {
                 let configuration = SessionConfiguration.default
                 configuration.applicationIdentifier = store.applicationIdentifier ?? "cachetool"
@@ -115,7 +117,7 @@ extension CacheTool {
 
     static func openCookies(_ store: StoreOptions) throws -> CookieStore {
         // A tool keeps session cookies: dropping them is the application's restart, not ours.
-        try existingStore(store.dataDirectory, CookieStore.fileName) { try CookieStore(directory: $0, keepSessionCookies: true) }
+        try store.existingCookies()
     }
 
     struct ListCookies: ParsableCommand {
@@ -194,7 +196,9 @@ extension CacheTool {
                 throw ExitCode(ExitStatus.failure)
             }
             try reportingStoreErrors {
-                let cookies = try CookieStore(directory: store.dataDirectory, keepSessionCookies: true)
+                let cookies =
+                    try store.postgresURL.map { try CookieStore(database: PostgresDatabase(url: $0, maximumConnections: 2)) }
+                    ?? CookieStore(directory: store.dataDirectory, keepSessionCookies: true)
                 let result = cookies.importNetscapeFormat(text)
                 try cookies.flush()
                 if store.json {
@@ -260,7 +264,7 @@ extension CacheTool {
 
         func run() throws {
             try reportingStoreErrors {
-                let listing = try CredentialStore.listing(directory: store.dataDirectory)
+                let listing = try store.fleetCredentials().map(CredentialStore.listing(of:)) ?? CredentialStore.listing(directory: store.dataDirectory)
                 let groups = Dictionary(grouping: listing.credentials) { SpaceKey(space: $0.space, backend: $0.backend.rawValue) }
                 let rows = groups.map { key, entries in
                     CredentialRow(
@@ -299,7 +303,15 @@ extension CacheTool {
 
         func run() throws {
             try reportingStoreErrors {
-                let removed = try CredentialStore.remove(directory: store.dataDirectory, host: host, user: user, realm: realm)
+                let removed: Int
+                if let fleet = try store.fleetCredentials() {
+                    let doomed = fleet.allCredentials.filter { $0.key.host == host.lowercased() && (realm == nil || $0.key.realm == realm) }
+                        .flatMap { space, users in users.filter { user == nil || $0.key == user }.map { (space, $0.value) } }
+                    for (space, credential) in doomed { fleet.remove(credential, for: space) }
+                    removed = doomed.count
+                } else {
+                    removed = try CredentialStore.remove(directory: store.dataDirectory, host: host, user: user, realm: realm)
+                }
                 if store.json { try printJSON(["removed": removed]) } else { print("removed \(removed) credentials") }
                 if removed == 0 { throw ExitCode(ExitStatus.notFound) }
             }

@@ -33,12 +33,52 @@ public struct CacheEntryInfo: Sendable, Codable, Equatable {
     public var tier: String
 }
 
+extension CacheEntryInfo {
+    /// An entry as a row gives it, with its freshness now; nil when the
+    /// query's URL glob or freshness leaves it out (what every store's
+    /// listing shares).
+    package init?(
+        url: String, host: String, status: Int, bodySize: Int, cost: Int, storedAt: Double, lastUsed: Double, responseHeaders: Data?,
+        requestTime: Double, responseTime: Double, selectedBy query: CacheListQuery, now current: Double
+    ) {
+        if let glob = query.urlGlob, fnmatch(glob, url, 0) != 0 { return nil }
+        let headers = responseHeaders.flatMap(FieldCoding.decodeFields) ?? []
+        let entry = CachePolicy.Entry(status: status, responseHeaders: headers, requestHeaders: [], requestTime: requestTime, responseTime: responseTime)
+        let lifetime = CachePolicy.freshnessLifetime(entry)
+        let age = CachePolicy.currentAge(entry, now: current)
+        let isFresh = lifetime.seconds > age
+        if let fresh = query.fresh, fresh != isFresh { return nil }
+        self.init(
+            url: CachedURL.displayed(url), host: host, status: status, bodySize: bodySize, cost: cost, storedAt: storedAt, lastUsed: lastUsed,
+            freshUntil: current + lifetime.seconds - age, isFresh: isFresh, freshnessSource: lifetime.source.rawValue,
+            contentType: headers["Content-Type"], tier: "disk")
+    }
+
+    /// Whether a stored response with these fields is stale now (prune --stale).
+    package static func isStale(status: Int, responseHeaders: Data?, requestTime: Double, responseTime: Double, now: Double) -> Bool {
+        let entry = CachePolicy.Entry(
+            status: status, responseHeaders: responseHeaders.flatMap(FieldCoding.decodeFields) ?? [], requestHeaders: [],
+            requestTime: requestTime, responseTime: responseTime)
+        return CachePolicy.freshnessLifetime(entry).seconds <= CachePolicy.currentAge(entry, now: now)
+    }
+}
+
 /// What `cachetool list` selects and how it orders.
 @_spi(Tools)
 public struct CacheListQuery: Sendable {
     /// The ordering.
     public enum Order: String, Sendable, CaseIterable {
         case lastUsed = "last-used", stored, size, url
+
+        /// The column both stores order by.
+        package var column: String {
+            switch self {
+            case .lastUsed: "last_used"
+            case .stored: "stored_at"
+            case .size: "body_size"
+            case .url: "url"
+            }
+        }
     }
 
     public var host: String?
@@ -62,12 +102,23 @@ public struct CacheStats: Sendable, Codable, Equatable {
         public var host: String
         public var entries: Int
         public var bytes: Int
+
+        package init(host: String, entries: Int, bytes: Int) {
+            self.host = host
+            self.entries = entries
+            self.bytes = bytes
+        }
     }
 
     public struct AgeBucket: Sendable, Codable, Equatable {
         /// "< 1 hour", "< 1 day", "< 1 week", "< 30 days", ">= 30 days".
         public var age: String
         public var entries: Int
+
+        package init(age: String, entries: Int) {
+            self.age = age
+            self.entries = entries
+        }
     }
 
     public var path: String
@@ -81,6 +132,19 @@ public struct CacheStats: Sendable, Codable, Equatable {
     public var counters: [String: Int]
     public var topHosts: [Host]
     public var ages: [AgeBucket]
+
+    package init(
+        path: String, entries: Int, diskBytes: Int, inlineBodies: Int, fileBodies: Int, counters: [String: Int], topHosts: [Host], ages: [AgeBucket]
+    ) {
+        self.path = path
+        self.entries = entries
+        self.diskBytes = diskBytes
+        self.inlineBodies = inlineBodies
+        self.fileBodies = fileBodies
+        self.counters = counters
+        self.topHosts = topHosts
+        self.ages = ages
+    }
 }
 
 /// The verdict of `cachetool explain`.
@@ -129,13 +193,7 @@ extension CacheMaintenance {
             conditions.append("status = ?")
             arguments.append(.integer(Int64(status)))
         }
-        let column =
-            switch query.order {
-            case .lastUsed: "last_used"
-            case .stored: "stored_at"
-            case .size: "body_size"
-            case .url: "url"
-            }
+        let column = query.order.column
         let sql = """
             SELECT url, host, status, body_size, cost, stored_at, last_used, response_headers, request_time, response_time
             FROM entries \(conditions.isEmpty ? "" : "WHERE " + conditions.joined(separator: " AND "))
@@ -147,21 +205,13 @@ extension CacheMaintenance {
             try statement.bind(arguments)
             var emitted = 0
             while try statement.step() {
-                let url = statement.text(0) ?? ""
-                if let glob = query.urlGlob, fnmatch(glob, url, 0) != 0 { continue }
-                let headers = statement.data(7).flatMap(FieldCoding.decodeFields) ?? []
-                let entry = CachePolicy.Entry(
-                    status: statement.int(2), responseHeaders: headers, requestHeaders: [],
-                    requestTime: statement.double(8), responseTime: statement.double(9))
-                let lifetime = CachePolicy.freshnessLifetime(entry)
-                let age = CachePolicy.currentAge(entry, now: current)
-                let isFresh = lifetime.seconds > age
-                if let fresh = query.fresh, fresh != isFresh { continue }
-                let info = CacheEntryInfo(
-                    url: CachedURL.displayed(url), host: statement.text(1) ?? "", status: statement.int(2), bodySize: statement.int(3),
-                    cost: statement.int(4), storedAt: statement.double(5), lastUsed: statement.double(6),
-                    freshUntil: current + lifetime.seconds - age, isFresh: isFresh, freshnessSource: lifetime.source.rawValue,
-                    contentType: headers["Content-Type"], tier: "disk")
+                guard
+                    let info = CacheEntryInfo(
+                        url: statement.text(0) ?? "", host: statement.text(1) ?? "", status: statement.int(2), bodySize: statement.int(3),
+                        cost: statement.int(4), storedAt: statement.double(5), lastUsed: statement.double(6),
+                        responseHeaders: statement.data(7), requestTime: statement.double(8), responseTime: statement.double(9),
+                        selectedBy: query, now: current)
+                else { continue }
                 guard each(info) else { break }
                 emitted += 1
                 if let limit = query.limit, emitted >= limit { break }

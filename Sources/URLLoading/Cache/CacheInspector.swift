@@ -12,6 +12,13 @@ public struct CacheStoreSummary: Sendable, Codable, Equatable {
     public var entries: Int
     /// Bytes the stored responses count against the disk capacity.
     public var bytes: Int
+
+    package init(path: String, schemaVersion: Int, entries: Int, bytes: Int) {
+        self.path = path
+        self.schemaVersion = schemaVersion
+        self.entries = entries
+        self.bytes = bytes
+    }
 }
 
 /// Maintenance of a cache directory that needs no HTTP semantics: create,

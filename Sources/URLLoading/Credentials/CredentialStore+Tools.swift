@@ -57,6 +57,19 @@ import Logging
         return listing
     }
 
+    /// What an opened store holds (a fleet's, whose backend is its
+    /// database), as `listing(directory:)` shows a folder's backends.
+    public static func listing(of store: CredentialStore) -> Listing {
+        let (spaces, defaults) = store.table.withLock { ($0.spaces, $0.defaults) }
+        var listing = Listing()
+        for (space, users) in spaces {
+            for (user, credential) in users where credential.persistence == .permanent {
+                listing.credentials.append(ListedCredential(space: space, user: user, isDefault: defaults[space] == user, backend: store.backend))
+            }
+        }
+        return listing
+    }
+
     /// Removes the credentials of `host` (of one user, of one realm) from
     /// every backend of the store in `directory`.
     ///

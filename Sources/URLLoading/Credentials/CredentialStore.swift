@@ -29,7 +29,7 @@ import Locking
 /// never in a backend; credentials with persistence `.none` are never
 /// stored. A change posts `Notification.Name.credentialStoreChanged`.
 public final class CredentialStore: Sendable, CustomStringConvertible {
-    private let table: Lock<CredentialTable>
+    let table: Lock<CredentialTable>
     /// Held across a change to the backend, so that backend writes happen in
     /// the order of the changes in memory without holding the table's lock.
     private let writes = Lock<Void>(())

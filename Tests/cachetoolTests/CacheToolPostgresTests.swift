@@ -1,0 +1,70 @@
+import Foundation
+import Testing
+import TestSupport
+@_spi(Tools) import URLLoading
+import URLLoadingPostgres
+
+/// `cachetool --postgres` (issue 23): the commands that work on a fleet's
+/// database, with the same text and JSON as on a folder, and no password
+/// from the connection string in any output.
+@Suite struct CacheToolPostgresTests {
+    static let cachetool = ChildProcess.productsDirectory.appendingPathComponent("cachetool")
+
+    @Test("info, list, stats, remove, prune, clear, cookies and credentials on PostgreSQL; folder-only commands refused; no password printed")
+    func fleetStore() async throws {
+        let database = try TestPostgres.database()
+        defer { database.drop() }
+        let url = "\(database.url) password=hunter2-secret"
+        let cache = try ResponseCache(memoryCapacity: 0, diskCapacity: 1 << 24, database: PostgresDatabase(url: url))
+        for (index, host) in ["a.example", "a.example", "b.example"].enumerated() {
+            cache.store(
+                url: try #require(URL(string: "https://\(host)/item/\(index)")), status: 200,
+                responseHeaders: [("Cache-Control", "max-age=600"), ("Content-Type", "text/plain")], body: Data("body \(index)".utf8))
+        }
+        let cookies = try CookieStore(database: PostgresDatabase(url: url))
+        cookies.setCookies(["sid=cookie-value-secret; Max-Age=600"], for: try #require(URL(string: "https://a.example/")))
+        let credentials = try CredentialStore(database: PostgresDatabase(url: url))
+        credentials.set(
+            Credential(user: "ann", password: "credential-secret", persistence: .permanent),
+            for: ProtectionSpace(host: "a.example", port: 443, protocol: "https", realm: "api", authenticationMethod: .httpBasic))
+
+        var outputs: [String] = []
+        func run(_ arguments: [String], environment: [String: String]? = nil) async throws -> ChildProcess.Result {
+            let result = try await ChildProcess.run(Self.cachetool, arguments, environment: environment)
+            outputs.append(result.standardOutput + result.standardError)
+            return result
+        }
+        let info = try await run(["info", "--postgres", url, "--json"])
+        #expect(info.status == 0 && info.standardOutput.contains("\"entries\" : 3"), "\(info.standardOutput)\(info.standardError)")
+        let list = try await run(["list", "--postgres", url, "--json", "--host", "a.example"])
+        #expect(list.standardOutput.split(separator: "\n").count == 2, "\(list.standardOutput)")
+        #expect(list.standardOutput.contains("https://a.example/item/0") && list.standardOutput.contains("\"isFresh\":true"))
+        let stats = try await run(["stats", "--postgres", url, "--json"])
+        #expect(stats.status == 0 && stats.standardOutput.contains("\"host\" : \"a.example\""), "\(stats.standardOutput)")
+        var environment = ProcessInfo.processInfo.environment
+        environment["URLLOADING_POSTGRES"] = url
+        let removed = try await run(["remove", "https://b.example/item/2"], environment: environment)
+        #expect(removed.status == 0 && removed.standardOutput.contains("removed 1"), "\(removed.standardOutput)\(removed.standardError)")
+        let pruned = try await run(["prune", "--host", "a.example", "--postgres", url, "--json"])
+        #expect(pruned.standardOutput.contains("\"removed\" : 2") && pruned.standardOutput.contains("\"entries\" : 0"), "\(pruned.standardOutput)")
+        let refused = try await run(["show", "https://a.example/item/0", "--postgres", url])
+        #expect(refused.status == 2 && refused.standardError.contains("works on a cache folder"), "\(refused.standardError)")
+
+        let cookieList = try await run(["cookies", "list", "--postgres", url])
+        #expect(cookieList.status == 0 && cookieList.standardOutput.contains("sid"), "\(cookieList.standardOutput)\(cookieList.standardError)")
+        let credentialList = try await run(["credentials", "list", "--postgres", url])
+        #expect(credentialList.standardOutput.contains("https://a.example:443 realm=\"api\" basic: ann [database, plain text]"), "\(credentialList.standardOutput)")
+        let credentialRemove = try await run(["credentials", "remove", "--host", "a.example", "--postgres", url])
+        #expect(credentialRemove.standardOutput.contains("removed 1 credentials"))
+        let cleared = try await run(["cookies", "clear", "--postgres", url])
+        #expect(cleared.status == 0, "\(cleared.standardError)")
+
+        let empty = try TestPostgres.database()
+        defer { empty.drop() }
+        let missing = try await run(["list", "--postgres", empty.url])
+        #expect(missing.status == 3 && missing.standardError.contains("no cache tables"), "\(missing.standardError)")
+        for output in outputs {
+            #expect(!output.contains("hunter2") && !output.contains("cookie-value-secret") && !output.contains("credential-secret"), "\(output)")
+        }
+    }
+}
