@@ -251,7 +251,7 @@ let package = Package(
         ),
         .testTarget(
             name: "cachetoolTests",
-            dependencies: ["cachetool", "TestSupport", "URLLoading", "URLLoadingPostgres", "Storage", "urlloading-test-helper"],
+            dependencies: ["cachetool", "TestSupport", "URLLoading", "URLLoadingPostgres", "Postgres", "Storage", "urlloading-test-helper"],
             swiftSettings: strictSwift
         ),
     ],

@@ -21,6 +21,66 @@ public enum PostgresCacheMaintenance {
         return database
     }
 
+    /// Makes the cache's tables if they are missing (what a worker does on
+    /// first use) and returns the summary.
+    public static func create(url: String) throws -> CacheStoreSummary {
+        _ = try PostgresCacheStorage(database: PostgresDatabase(url: url, maximumConnections: 2), capacity: 0)
+        return try summary(url: url)
+    }
+
+    /// The stored response for `target` that the request fields select.
+    public static func snapshot(url: String, target: URL, requestHeaders: [(name: String, value: String)]) throws -> CacheEntrySnapshot? {
+        CacheMaintenance.snapshot(from: try storage(url), url: target, requestHeaders: requestHeaders)
+    }
+
+    /// Whether a request for `target` would be served from the cache now, and why.
+    public static func explain(url: String, target: URL, requestHeaders: [(name: String, value: String)]) throws -> CacheExplanation {
+        try CacheMaintenance.explain(from: try storage(url), url: target, requestHeaders: requestHeaders)
+    }
+
+    /// The existing cache as a storage of this process (no capacity: nothing is evicted by looking).
+    private static func storage(_ url: String) throws -> PostgresCacheStorage {
+        try PostgresCacheStorage(database: existing(url), capacity: Int.max)
+    }
+
+    /// Checks the usage row against the entries (what the triggers keep);
+    /// with `repair`, sets it right. The database's own consistency is the
+    /// server's (`amcheck`), not a client's.
+    public static func verify(url: String, repair: Bool) throws -> CacheVerification {
+        let database = try existing(url)
+        return try database.withConnection { (connection) throws(PostgresError) in
+            try connection.transaction { (connection) throws(PostgresError) in
+                let kept = try connection.query("SELECT entries, bytes FROM urlloading_cache_usage WHERE id = 1 FOR UPDATE") {
+                    ($0.int64(0) ?? -1, $0.int64(1) ?? -1)
+                }.first
+                let actual =
+                    try connection.query("SELECT count(*), coalesce(sum(cost), 0)::int8 FROM \(table)") { ($0.int64(0) ?? 0, $0.int64(1) ?? 0) }
+                    .first ?? (0, 0)
+                var problems: [String] = []
+                if let kept {
+                    if kept.0 != actual.0 || kept.1 != actual.1 {
+                        problems.append("usage says \(kept.0) entries and \(kept.1) bytes; the entries are \(actual.0) and \(actual.1) bytes")
+                    }
+                } else {
+                    problems.append("the usage row is missing")
+                }
+                if repair, !problems.isEmpty {
+                    try connection.run("DELETE FROM urlloading_cache_usage")
+                    try connection.run("INSERT INTO urlloading_cache_usage(id, entries, bytes) VALUES (1, $1, $2)", [.int(actual.0), .int(actual.1)])
+                }
+                return CacheVerification(
+                    path: database.description, integrityProblems: [], orphanFiles: [], missingBodies: [], inconsistencies: problems,
+                    repaired: repair && !problems.isEmpty)
+            }
+        }
+    }
+
+    /// `VACUUM` of the cache's table: its dead rows' space for new ones.
+    public static func vacuum(url: String) throws {
+        let database = try existing(url)
+        try database.withConnection { (connection) throws(PostgresError) in try connection.runScript("VACUUM \(table)") }
+    }
+
     /// Entries, bytes and schema version.
     public static func summary(url: String) throws -> CacheStoreSummary {
         let database = try existing(url)

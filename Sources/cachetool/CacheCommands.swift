@@ -195,12 +195,11 @@ extension CacheTool {
             let target = try parseURL(url)
             let headers = try parseHeaders(header)
             try reportingStoreErrors {
-                try store.requireFolder("show")
-                guard let snapshot = try CacheMaintenance.snapshot(in: store.cacheDirectory, url: target, requestHeaders: headers) else {
+                guard let snapshot = try store.cacheSnapshot(target, requestHeaders: headers) else {
                     FileHandle.standardError.write(Data("cachetool: nothing stored for \(CachedURL.displayed(url)) (see `cachetool list`)\n".utf8))
                     throw ExitCode(ExitStatus.notFound)
                 }
-                let explanation = try CacheMaintenance.explain(in: store.cacheDirectory, url: target, requestHeaders: headers)
+                let explanation = try store.explainCache(target, requestHeaders: headers)
                 let report = Report(
                     url: snapshot.url, status: snapshot.status,
                     requestFields: snapshot.varyRequestHeaders.map(redacted).map { [$0.name, $0.value] },
@@ -281,8 +280,7 @@ extension CacheTool {
             let target = try parseURL(url)
             let headers = try parseHeaders(header)
             try reportingStoreErrors {
-                try store.requireFolder("explain")
-                let explanation = try CacheMaintenance.explain(in: store.cacheDirectory, url: target, requestHeaders: headers)
+                let explanation = try store.explainCache(target, requestHeaders: headers)
                 if store.json {
                     try printJSON(explanation)
                     return
@@ -377,8 +375,7 @@ extension CacheTool {
             try reportingStoreErrors {
                 let path = store.cacheDirectory.appendingPathComponent("Cache.sqlite").path
                 let before = (try? FileManager.default.attributesOfItem(atPath: path)[.size] as? Int) ?? 0
-                try store.requireFolder("vacuum")
-                try CacheMaintenance.vacuum(in: store.cacheDirectory)
+                try store.vacuumCache()
                 let after = (try? FileManager.default.attributesOfItem(atPath: path)[.size] as? Int) ?? 0
                 if store.json { try printJSON(["bytesBefore": before, "bytesAfter": after]) } else { print("\(path): \(before) -> \(after) bytes") }
             }

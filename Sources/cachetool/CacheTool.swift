@@ -148,8 +148,7 @@ extension CacheTool {
 
         func run() throws {
             try reportingStoreErrors {
-                try store.requireFolder("create")
-                try printSummary(try CacheMaintenance.create(in: store.cacheDirectory), json: store.json)
+                try printSummary(try store.createCache(), json: store.json)
             }
         }
     }
@@ -183,18 +182,18 @@ extension CacheTool {
             var problems: [String]
             var orphanFiles: [String]
             var missingBodies: [String]
+            var inconsistencies: [String]
             var repaired: Bool
         }
 
         func run() throws {
             try reportingStoreErrors {
-                try store.requireFolder("verify")
-                let result = try CacheMaintenance.verifyStore(in: store.cacheDirectory, repair: repair)
+                let result = try store.verifyCache(repair: repair)
                 if store.json {
                     try printJSON(
                         Report(
                             path: result.path, ok: result.ok, problems: result.integrityProblems, orphanFiles: result.orphanFiles,
-                            missingBodies: result.missingBodies, repaired: result.repaired))
+                            missingBodies: result.missingBodies, inconsistencies: result.inconsistencies, repaired: result.repaired))
                 } else if result.ok {
                     print("ok: \(result.path)")
                 } else {
@@ -202,6 +201,7 @@ extension CacheTool {
                     result.integrityProblems.forEach { print("  \($0)") }
                     result.orphanFiles.forEach { print("  orphan body file: \($0)\(result.repaired ? " (deleted)" : "")") }
                     result.missingBodies.forEach { print("  missing body: \($0)\(result.repaired ? " (entry removed)" : "")") }
+                    result.inconsistencies.forEach { print("  \($0)\(result.repaired ? " (set right)" : "")") }
                     if !result.repaired, result.integrityProblems.isEmpty { print("run with --repair to fix") }
                 }
                 if !result.integrityProblems.isEmpty { throw ExitCode(ExitStatus.damaged) }

@@ -12,9 +12,29 @@ extension StoreOptions {
         postgres ?? ProcessInfo.processInfo.environment["URLLOADING_POSTGRES"].flatMap { $0.isEmpty ? nil : $0 }
     }
 
-    /// Refuses a command that works on a cache folder only.
-    func requireFolder(_ command: String) throws {
-        if postgresURL != nil { throw ValidationError("\(command) works on a cache folder; on PostgreSQL: list, stats, info, remove, prune, clear") }
+    func createCache() throws -> CacheStoreSummary {
+        if let postgresURL { return try PostgresCacheMaintenance.create(url: postgresURL) }
+        return try CacheMaintenance.create(in: cacheDirectory)
+    }
+
+    func cacheSnapshot(_ url: URL, requestHeaders: [(name: String, value: String)]) throws -> CacheEntrySnapshot? {
+        if let postgresURL { return try PostgresCacheMaintenance.snapshot(url: postgresURL, target: url, requestHeaders: requestHeaders) }
+        return try CacheMaintenance.snapshot(in: cacheDirectory, url: url, requestHeaders: requestHeaders)
+    }
+
+    func explainCache(_ url: URL, requestHeaders: [(name: String, value: String)]) throws -> CacheExplanation {
+        if let postgresURL { return try PostgresCacheMaintenance.explain(url: postgresURL, target: url, requestHeaders: requestHeaders) }
+        return try CacheMaintenance.explain(in: cacheDirectory, url: url, requestHeaders: requestHeaders)
+    }
+
+    func verifyCache(repair: Bool) throws -> CacheVerification {
+        if let postgresURL { return try PostgresCacheMaintenance.verify(url: postgresURL, repair: repair) }
+        return try CacheMaintenance.verifyStore(in: cacheDirectory, repair: repair)
+    }
+
+    func vacuumCache() throws {
+        if let postgresURL { return try PostgresCacheMaintenance.vacuum(url: postgresURL) }
+        try CacheMaintenance.vacuum(in: cacheDirectory)
     }
 
     func cacheSummary() throws -> CacheStoreSummary {

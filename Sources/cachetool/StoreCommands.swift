@@ -49,14 +49,20 @@ extension CacheTool {
             var request = URLRequest(url: target)
             request.cachePolicy = policy
             for field in try parseHeaders(header) { request.addValue(field.value, forHTTPHeaderField: field.name) }
-            try store.requireFolder("fetch")
             try await reportingStoreErrorsAsync {
                 let configuration = SessionConfiguration.default
                 configuration.applicationIdentifier = store.applicationIdentifier ?? "cachetool"
-                if store.cacheDir != nil {
+                if let postgresURL = store.postgresURL {
+                    // The fleet's stores, as a worker has them.
+                    let database = try PostgresDatabase(url: postgresURL, maximumConnections: 2)
+                    // No capacity of its own: a fetch never evicts the fleet's entries.
+                    configuration.urlCache = try ResponseCache(memoryCapacity: 0, diskCapacity: Int.max / 2, database: database)
+                    configuration.httpCookieStorage = try CookieStore(database: database)
+                    configuration.urlCredentialStorage = try CredentialStore(database: database)
+                } else if store.cacheDir != nil {
                     configuration.urlCache = try ResponseCache.open(memoryCapacity: 512 * 1024, diskCapacity: 10 * 1024 * 1024, directory: store.cacheDirectory)
                 }
-                if store.dataDir != nil {
+                if store.dataDir != nil, store.postgresURL == nil {
                     configuration.httpCookieStorage = try CookieStore(directory: store.dataDirectory, keepSessionCookies: true)
                     configuration.urlCredentialStorage = try CredentialStore(directory: store.dataDirectory)
                 }

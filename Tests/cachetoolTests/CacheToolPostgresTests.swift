@@ -2,6 +2,7 @@ import Foundation
 import Testing
 import TestSupport
 @_spi(Tools) import URLLoading
+import Postgres
 import URLLoadingPostgres
 
 /// `cachetool --postgres` (issue 23): the commands that work on a fleet's
@@ -10,7 +11,7 @@ import URLLoadingPostgres
 @Suite struct CacheToolPostgresTests {
     static let cachetool = ChildProcess.productsDirectory.appendingPathComponent("cachetool")
 
-    @Test("info, list, stats, remove, prune, clear, cookies and credentials on PostgreSQL; folder-only commands refused; no password printed")
+    @Test("Every cache command, cookies and credentials on PostgreSQL; verify finds a wrong usage row and repairs it; no password printed")
     func fleetStore() async throws {
         let database = try TestPostgres.database()
         defer { database.drop() }
@@ -41,14 +42,30 @@ import URLLoadingPostgres
         #expect(list.standardOutput.contains("https://a.example/item/0") && list.standardOutput.contains("\"isFresh\":true"))
         let stats = try await run(["stats", "--postgres", url, "--json"])
         #expect(stats.status == 0 && stats.standardOutput.contains("\"host\" : \"a.example\""), "\(stats.standardOutput)")
+        let shown = try await run(["show", "https://a.example/item/0", "--postgres", url])
+        #expect(shown.status == 0 && shown.standardOutput.contains("Content-Type: text/plain"), "\(shown.standardOutput)\(shown.standardError)")
+        let explained = try await run(["explain", "https://a.example/item/1", "--postgres", url, "--json"])
+        #expect(explained.standardOutput.contains("\"action\" : \"serve from cache\""), "\(explained.standardOutput)\(explained.standardError)")
+        let verified = try await run(["verify", "--postgres", url])
+        #expect(verified.status == 0 && verified.standardOutput.hasPrefix("ok: "), "\(verified.standardOutput)\(verified.standardError)")
+        let vacuumed = try await run(["vacuum", "--postgres", url])
+        #expect(vacuumed.status == 0, "\(vacuumed.standardError)")
+
         var environment = ProcessInfo.processInfo.environment
         environment["URLLOADING_POSTGRES"] = url
         let removed = try await run(["remove", "https://b.example/item/2"], environment: environment)
         #expect(removed.status == 0 && removed.standardOutput.contains("removed 1"), "\(removed.standardOutput)\(removed.standardError)")
         let pruned = try await run(["prune", "--host", "a.example", "--postgres", url, "--json"])
         #expect(pruned.standardOutput.contains("\"removed\" : 2") && pruned.standardOutput.contains("\"entries\" : 0"), "\(pruned.standardOutput)")
-        let refused = try await run(["show", "https://a.example/item/0", "--postgres", url])
-        #expect(refused.status == 2 && refused.standardError.contains("works on a cache folder"), "\(refused.standardError)")
+        // fetch: a caching curl on the fleet's stores; the second is served from the database.
+        let origin = try await TestOrigin.start()
+        defer { Task { try? await origin.shutdown() } }
+        origin.route("/fetched", response: ScriptedResponse(headers: [HeaderField("Cache-Control", "max-age=600")], body: "fetched body"))
+        let fetchURL = origin.baseURL.appendingPathComponent("fetched").absoluteString
+        let firstFetch = try await run(["fetch", fetchURL, "--postgres", url, "--json"])
+        let secondFetch = try await run(["fetch", fetchURL, "--postgres", url, "--json"])
+        #expect(firstFetch.status == 0 && secondFetch.standardOutput.contains("hit"), "\(firstFetch.standardError)\(secondFetch.standardOutput)")
+        #expect(origin.requests.count == 1)
 
         let cookieList = try await run(["cookies", "list", "--postgres", url])
         #expect(cookieList.status == 0 && cookieList.standardOutput.contains("sid"), "\(cookieList.standardOutput)\(cookieList.standardError)")
@@ -63,6 +80,16 @@ import URLLoadingPostgres
         defer { empty.drop() }
         let missing = try await run(["list", "--postgres", empty.url])
         #expect(missing.status == 3 && missing.standardError.contains("no cache tables"), "\(missing.standardError)")
+        let created = try await run(["create", "--postgres", empty.url, "--json"])
+        #expect(created.status == 0 && created.standardOutput.contains("\"schemaVersion\" : 1"), "\(created.standardOutput)\(created.standardError)")
+        // A usage row set wrong behind the cache's back: verify says so, --repair sets it right.
+        let connection = try PostgresConnection(empty.url)
+        try connection.run("UPDATE urlloading_cache_usage SET bytes = 999 WHERE id = 1")
+        let wrong = try await run(["verify", "--postgres", empty.url])
+        #expect(wrong.status != 0 && (wrong.standardOutput + wrong.standardError).contains("usage says 0 entries and 999 bytes"), "\(wrong.standardOutput)\(wrong.standardError)")
+        let repaired = try await run(["verify", "--repair", "--postgres", empty.url])
+        #expect(repaired.status == 0, "\(repaired.standardOutput)\(repaired.standardError)")
+        #expect(try connection.scalarInt("SELECT bytes FROM urlloading_cache_usage") == 0)
         for output in outputs {
             #expect(!output.contains("hunter2") && !output.contains("cookie-value-secret") && !output.contains("credential-secret"), "\(output)")
         }

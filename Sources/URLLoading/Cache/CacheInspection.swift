@@ -171,9 +171,21 @@ public struct CacheVerification: Sendable, Codable, Equatable {
     public var orphanFiles: [String]
     /// Entries whose body file is gone.
     public var missingBodies: [String]
+    /// Figures the store keeps that disagree with its entries (a fleet's
+    /// usage row); repairable.
+    public var inconsistencies: [String] = []
     /// Whether the problems found were repaired.
     public var repaired: Bool
-    public var ok: Bool { integrityProblems.isEmpty && orphanFiles.isEmpty && missingBodies.isEmpty }
+    public var ok: Bool { integrityProblems.isEmpty && orphanFiles.isEmpty && missingBodies.isEmpty && inconsistencies.isEmpty }
+
+    package init(path: String, integrityProblems: [String], orphanFiles: [String], missingBodies: [String], inconsistencies: [String], repaired: Bool) {
+        self.path = path
+        self.integrityProblems = integrityProblems
+        self.orphanFiles = orphanFiles
+        self.missingBodies = missingBodies
+        self.inconsistencies = inconsistencies
+        self.repaired = repaired
+    }
 }
 
 @_spi(Tools)
@@ -221,14 +233,24 @@ extension CacheMaintenance {
 
     /// The stored response for `url` that the request fields select.
     public static func snapshot(in directory: URL, url: URL, requestHeaders: [(name: String, value: String)] = []) throws -> CacheEntrySnapshot? {
-        let file = try openExisting(directory)
-        let cache = ResponseCache(memory: MemoryTier(capacity: 0), disk: file, logger: Logger(label: "urlloading.cachetool"))
+        try snapshot(from: openExisting(directory), url: url, requestHeaders: requestHeaders)
+    }
+
+    /// `snapshot(in:url:requestHeaders:)` over any store (a fleet's database too).
+    package static func snapshot(from storage: any CacheStorage, url: URL, requestHeaders: [(name: String, value: String)]) -> CacheEntrySnapshot? {
+        let cache = ResponseCache(memory: MemoryTier(capacity: 0), disk: storage, logger: Logger(label: "urlloading.cachetool"))
         return cache.snapshot(for: url, requestHeaders: requestHeaders)
     }
 
     /// Whether a request for `url` would be served from the store now, and why.
     public static func explain(in directory: URL, url: URL, requestHeaders: [(name: String, value: String)], now: Date = Date()) throws -> CacheExplanation {
-        let file = try openExisting(directory)
+        try explain(from: openExisting(directory), url: url, requestHeaders: requestHeaders, now: now)
+    }
+
+    /// `explain(in:url:requestHeaders:now:)` over any store (a fleet's database too).
+    package static func explain(
+        from file: any CacheStorage, url: URL, requestHeaders: [(name: String, value: String)], now: Date = Date()
+    ) throws -> CacheExplanation {
         let headers = HeaderFields(requestHeaders.map { HeaderFields.Field($0.name, $0.value) })
         guard let key = CachePolicy.primaryKey(url) else {
             return CacheExplanation(action: CachePolicy.Action.fetch.rawValue, reasons: ["the URL is not cacheable (not http or https)"])
@@ -432,7 +454,7 @@ extension CacheMaintenance {
         let damage = crafted.map { "entry \($0.0): its body file name is not a name this library writes" }
         return CacheVerification(
             path: file.database.path, integrityProblems: (integrity == ["ok"] ? [] : integrity) + damage,
-            orphanFiles: orphans, missingBodies: missing.map { CachedURL.displayed($0.1) }, repaired: repair)
+            orphanFiles: orphans, missingBodies: missing.map { CachedURL.displayed($0.1) }, inconsistencies: [], repaired: repair)
     }
 
     private static func counting(_ file: DiskTier, _ body: () throws(StoreError) -> Void) throws(StoreError) -> Int {
