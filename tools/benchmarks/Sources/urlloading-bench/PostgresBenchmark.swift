@@ -63,6 +63,8 @@ enum PostgresBenchmark {
         print("pg-store   \(formatted(oursStore).leftPadded(8))   \(formatted(rawStore).leftPadded(12))")
         print("pg-hit     \(formatted(oursHit).leftPadded(8))   \(formatted(rawHit).leftPadded(12))   \(formatted(sqliteHit).leftPadded(17))")
 
+        print("\nlarge bodies (raw libpq, best of \(LargeBodyBenchmark.rounds)):")
+        LargeBodyBenchmark.run(createDatabase(conninfo, "bench_bodies")).forEach { print("  \($0)") }
         let (requests, fleetTime) = fleet(conninfo: conninfo)
         print("fleet: \(fleetWorkers) workers × \(fleetConcurrency) concurrent requests for each of \(fleetURLs) URLs (origin answers after 20 ms): \(Int(fleetTime)) ms, \(requests) origin requests")
         let (medianMs, maxMs) = invalidation(conninfo: conninfo)
