@@ -6,8 +6,9 @@ import Foundation
 /// parameters and come back in binary format; the connection string is
 /// never kept in an error or a description (it may hold a password).
 package final class PostgresConnection: @unchecked Sendable {
-    // @unchecked: libpq's PGconn is safe for one thread at a time; the pool
-    // gives a connection to one borrower at a time and never shares it.
+    // @unchecked: libpq's PGconn, and `prepared` beside it, are used by one
+    // thread at a time: the pool gives a connection to one borrower at a
+    // time, and a listener's or a held lock's connection has one owner.
     private let connection: OpaquePointer
     /// Statements prepared on this connection, by their text: a statement
     /// run again skips the server's parse and plan (half of a small query's time).

@@ -9,8 +9,7 @@ import Postgres
 /// eviction by size, exact usage, counters — over one table for every
 /// worker. Bodies are inline (`bytea`); the LRU order is kept to the minute
 /// and written in batches, as on SQLite, so a hit costs one read.
-final class PostgresCacheStorage: CacheStorage, @unchecked Sendable {
-    // @unchecked: `state` is the only mutable field, behind its lock.
+final class PostgresCacheStorage: CacheStorage, Sendable {
     let database: PostgresDatabase
     /// One origin fetch per key across the fleet.
     let fleet: (any FleetCoalescing)?
