@@ -27,10 +27,12 @@ final class PostgresCacheStorage: CacheStorage, Sendable {
         """
 
     /// Opens the cache tables of `database` (created or migrated as needed).
-    init(database: PostgresDatabase, capacity: Int) throws(StoreError) {
+    /// - Parameter fleetWaitBound: How long a worker waits for another's
+    ///   fetch of a key before fetching itself.
+    init(database: PostgresDatabase, capacity: Int, fleetWaitBound: TimeInterval = 30) throws(StoreError) {
         self.database = database
         state = Lock(max(0, capacity))
-        fleet = try PostgresFleetLocks(database: database)
+        fleet = try PostgresFleetLocks(database: database, waitBound: fleetWaitBound)
         listener = try database.openStore("cache", migrations: PostgresSchema.cache, channel: PostgresListener.cacheChannel)
     }
 

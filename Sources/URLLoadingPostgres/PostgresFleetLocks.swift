@@ -6,10 +6,11 @@ import URLLoading
 
 /// Coalescing of cache misses across a fleet (issue 23) with one PostgreSQL
 /// advisory lock per cache key: the worker that takes it fetches, the others
-/// block on it in the server and look in the cache again when it is let go.
-/// A worker that dies lets its locks go with its connections, so the next
-/// waiter fetches itself; a wait is bounded (`waitBound`), after which the
-/// waiter fetches without the lock.
+/// block on it in the server and look in the cache again when it is let go
+/// (without keeping it: a response that was not stored sends them all to the
+/// origin at once, not one after another). A worker that dies lets its
+/// locks go with its connections, so the waiters fetch themselves; a wait is
+/// bounded (`waitBound`), after which the waiter fetches without the lock.
 ///
 /// Locks are held on connections of a pool of their own, so a fetch that
 /// holds one never takes a connection the stores need; each wait or hold
@@ -56,11 +57,22 @@ final class PostgresFleetLocks: FleetCoalescing, Sendable {
             }
             do {
                 let free = try connection.query("SELECT pg_try_advisory_lock($1)", [.int(lockKey)]) { $0.bool(0) }.first ?? nil
-                if free != true {
-                    try connection.run("SET lock_timeout = \(Int(waitBound * 1000))")
-                    try connection.run("SELECT pg_advisory_lock($1)", [.int(lockKey)])
+                if free == true {
+                    // Nobody fetches this key: this worker does, holding the lock until its response is stored.
+                    granted(HeldLock(pool: pool, connection: connection, lockKey: lockKey))
+                    return
                 }
-                granted(HeldLock(pool: pool, connection: connection, lockKey: lockKey))
+                // Another worker fetches it: wait for its lock to go, and let it go at once. The
+                // response is stored by then (a look in the cache finds it), or will not be (not
+                // cacheable, or the holder died): then every waiter fetches for itself, together,
+                // rather than each holding the lock in turn while it fetches.
+                // The wait's own bound (the connection's statement timeout would end it sooner).
+                try connection.run("SET lock_timeout = \(Int(waitBound * 1000))")
+                try connection.run("SET statement_timeout = \(Int(waitBound * 1000) + 1000)")
+                try connection.run("SELECT pg_advisory_lock($1)", [.int(lockKey)])
+                try connection.run("SELECT pg_advisory_unlock($1)", [.int(lockKey)])
+                pool.giveBack(connection)
+                granted(Unclaimed())
             } catch {
                 // A lock timeout: the holder is slow or stuck; this worker fetches alone.
                 logger.warning("waited for a key across the fleet until the bound; fetching alone", metadata: ["error": "\(error)"])

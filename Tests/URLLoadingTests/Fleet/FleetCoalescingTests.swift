@@ -5,7 +5,7 @@ import FoundationNetworking
 import Locking
 import Testing
 import TestSupport
-@testable import URLLoading
+@_spi(Tools) @testable import URLLoading
 import Postgres
 @testable import URLLoadingPostgres
 
@@ -83,5 +83,48 @@ struct FleetCoalescingTests {
         #expect(data == FleetBody.expected(7))
         #expect(origin.requests.map(\.path) == ["/fleet/7"])
         _ = holder
+    }
+
+    @Test("Waiters let go of the key when they get it: after a fetch whose response is not stored, they all go to the origin together, not one after another")
+    func waitersDoNotHoldTheKey() async throws {
+        let database = try TestPostgres.database()
+        defer { database.drop() }
+        let origin = try await TestOrigin.start()
+        defer { Task { try? await origin.shutdown() } }
+        let gate = OriginGate()
+        defer { gate.open() }
+        let body = Array(FleetBody.expected(0))
+        // Not cacheable, and held at the origin until the test opens the gate.
+        origin.route("/fleet/0", response: ScriptedResponse(headers: [HeaderField("Cache-Control", "no-store")], parts: [.waitFor(gate), .bytes(body)]))
+        let url = origin.baseURL.appendingPathComponent("fleet/0")
+        let key = try #require(CachePolicy.primaryKey(url))
+        // "Another worker" fetches the key: it holds its lock.
+        let holder = try PostgresConnection(database.url)
+        try holder.run("SELECT pg_advisory_lock($1)", [.int(PostgresFleetLocks.lockKey(key))])
+        // Three workers (a cache and a session each, so three locks are waited for) ask for it.
+        var sessions: [Session] = []
+        for _ in 0..<3 {
+            let configuration = SessionConfiguration.ephemeral
+            // A wait bound longer than the test's: only letting go of the key lets the others on.
+            let storage = try PostgresCacheStorage(database: PostgresDatabase(url: database.url), capacity: 1 << 24, fleetWaitBound: 600)
+            configuration.urlCache = ResponseCache(memoryCapacity: 0, storage: storage)
+            sessions.append(Session(configuration: configuration))
+        }
+        defer { sessions.forEach { $0.invalidateAndCancel() } }
+        let fetches = sessions.map { session in Task { try await session.data(from: url) } }
+        let watcher = try PostgresConnection(database.url)
+        let waiting = await eventually { (try? watcher.scalarInt("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted")) == 3 }
+        #expect(waiting, "three workers wait for the key")
+        // The holder's response was not stored: it lets the key go.
+        try holder.run("SELECT pg_advisory_unlock($1)", [.int(PostgresFleetLocks.lockKey(key))])
+        // A waiter that kept the key while fetching would hold the others until its response
+        // ended (it cannot: the origin holds it): all three must reach the origin first.
+        let together = await eventually { origin.requests.count == 3 }
+        #expect(together, "the origin saw \(origin.requests.count) of 3 requests while their responses were held")
+        gate.open()
+        for fetch in fetches {
+            let (data, _) = try await fetch.value
+            #expect(data == Data(body))
+        }
     }
 }
