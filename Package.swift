@@ -79,6 +79,7 @@ let package = Package(
             exclude: ["README.md"],
             resources: [
                 .embedInCode("0001_cache_create.sql"),
+                .embedInCode("0002_cache_lru_by_id.sql"),
                 .embedInCode("0001_cookies_create.sql"),
                 .embedInCode("0001_credentials_create.sql"),
                 .embedInCode("0001_transfers_create.sql"),
@@ -215,7 +216,7 @@ let package = Package(
         .testTarget(
             name: "URLLoadingTests",
             dependencies: [
-                "URLLoading", "URLLoadingPostgres", "Postgres", "Storage", "Streams", "TestSupport", "Locking", "urlloading-test-helper",
+                "URLLoading", "URLLoadingPostgres", "Postgres", "Storage", "Migrations", "Streams", "TestSupport", "Locking", "urlloading-test-helper",
             ],
             swiftSettings: strictSwift
         ),

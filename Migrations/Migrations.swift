@@ -7,7 +7,8 @@ package enum Schema {
 
     /// The disk tier of the response cache.
     package static let cache: [Migration] = [
-        Migration(version: 1, name: "cache_create", sql: text(PackageResources._001_cache_create_sql))
+        Migration(version: 1, name: "cache_create", sql: text(PackageResources._001_cache_create_sql)),
+        Migration(version: 2, name: "cache_lru_by_id", sql: text(PackageResources._002_cache_lru_by_id_sql)),
     ]
 
     /// The persistent cookie store.

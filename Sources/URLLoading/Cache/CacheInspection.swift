@@ -70,7 +70,7 @@ public struct CacheListQuery: Sendable {
     public enum Order: String, Sendable, CaseIterable {
         case lastUsed = "last-used", stored, size, url
 
-        /// The column both stores order by.
+        /// The column PostgreSQL orders by (SQLite orders `lastUsed` by row id, its use order).
         package var column: String {
             switch self {
             case .lastUsed: "last_used"
@@ -205,7 +205,8 @@ extension CacheMaintenance {
             conditions.append("status = ?")
             arguments.append(.integer(Int64(status)))
         }
-        let column = query.order.column
+        // The row id is the use order on SQLite (see DiskTier); no index on last_used.
+        let column = query.order == .lastUsed ? "id" : query.order.column
         let sql = """
             SELECT url, host, status, body_size, cost, stored_at, last_used, response_headers, request_time, response_time
             FROM entries \(conditions.isEmpty ? "" : "WHERE " + conditions.joined(separator: " AND "))
@@ -353,7 +354,7 @@ extension CacheMaintenance {
                     let doomed = try file.writing { (connection: Connection) throws(SQLiteError) -> (files: [String], rows: Int) in
                         guard let bytes = try connection.scalarInt("SELECT bytes FROM usage WHERE id = 1"), bytes > size else { return ([], 0) }
                         let victims = try connection.query(
-                            "SELECT id, body_file, cost FROM entries ORDER BY last_used, id LIMIT 1000"
+                            "SELECT id, body_file, cost FROM entries ORDER BY id LIMIT 1000"
                         ) { ($0.int64(0), $0.text(1), $0.int(2)) }
                         var excess = Int(bytes) - size
                         var files: [String] = []

@@ -5,9 +5,10 @@ import Storage
 import Locking
 
 /// The disk tier: an SQLite database (WAL) of stored responses, with bodies
-/// above `inlineBodyLimit` in files beside it (SPEC C2), LRU eviction by an
-/// index on `last_used` (no table scan), and usage kept exact by triggers,
-/// so several processes can share one cache.
+/// above `inlineBodyLimit` in files beside it (SPEC C2), LRU eviction in
+/// row id order (a store takes the next id, a batched touch moves its row to
+/// the next id: no index written per store, no table scan), and usage kept
+/// exact by triggers, so several processes can share one cache.
 ///
 /// Crash safety: a body file is registered in `pending_files` before it is
 /// written and becomes referenced by its row in the same transaction that
@@ -332,7 +333,7 @@ final class DiskTier: Sendable {
     /// Key and URL of every stored entry, oldest use first.
     func listing() throws(StoreError) -> [(key: String, url: String)] {
         try reading { (connection: Connection) throws(SQLiteError) in
-            try connection.query("SELECT key, url FROM entries ORDER BY last_used, id") { ($0.text(0) ?? "", $0.text(1) ?? "") }
+            try connection.query("SELECT key, url FROM entries ORDER BY id") { ($0.text(0) ?? "", $0.text(1) ?? "") }
         }
     }
 
@@ -374,9 +375,13 @@ final class DiskTier: Sendable {
         }
     }
 
+    /// Moves each touched row to the next id, in the order of use, and
+    /// notes when it was used: the id order stays the LRU order.
     private static func applyTouches(_ touches: [Int64: Double], _ connection: Connection) throws(SQLiteError) {
-        for (id, time) in touches {
-            try connection.run("UPDATE entries SET last_used = max(last_used, ?) WHERE id = ?", [.real(time), .integer(id)])
+        for (id, time) in touches.sorted(by: { ($0.value, $0.key) < ($1.value, $1.key) }) {
+            try connection.run(
+                "UPDATE entries SET id = (SELECT max(id) FROM entries) + 1, last_used = max(last_used, ?) WHERE id = ?",
+                [.real(time), .integer(id)])
         }
     }
 
@@ -392,7 +397,7 @@ final class DiskTier: Sendable {
         var files: [String] = []
         while let bytes = try connection.scalarInt("SELECT bytes FROM usage WHERE id = 1"), bytes > capacity {
             let victims = try connection.query(
-                "SELECT id, body_file FROM entries WHERE id != ? ORDER BY last_used, id LIMIT 32", [.integer(kept ?? -1)]
+                "SELECT id, body_file FROM entries WHERE id != ? ORDER BY id LIMIT 32", [.integer(kept ?? -1)]
             ) { ($0.int64(0), $0.text(1)) }
             guard !victims.isEmpty else { break }
             for (id, file) in victims {
