@@ -94,8 +94,14 @@ extension CachePolicy {
     static func isNormalizedKey(_ text: String) -> Bool {
         var text = text
         return text.withUTF8 { bytes -> Bool in
-            let https = bytes.starts(with: "https://".utf8)
-            guard https || bytes.starts(with: "http://".utf8) else { return false }
+            // Byte by byte: `starts(with:)` over a String's UTF-8 view is generic and slow here.
+            func hasPrefix(_ prefix: StaticString) -> Bool {
+                guard bytes.count >= prefix.utf8CodeUnitCount else { return false }
+                for offset in 0..<prefix.utf8CodeUnitCount where bytes[offset] != prefix.utf8Start[offset] { return false }
+                return true
+            }
+            let https = hasPrefix("https://")
+            guard https || hasPrefix("http://") else { return false }
             var index = https ? 8 : 7
             let hostStart = index
             var portStart = -1
@@ -126,10 +132,23 @@ extension CachePolicy {
 
     /// The host of a primary key (lowercase, without port).
     package static func host(ofKey key: String) -> String {
-        guard let schemeEnd = key.range(of: "://") else { return "" }
-        let authority = key[schemeEnd.upperBound...].prefix { $0 != "/" && $0 != "?" }
-        if authority.hasPrefix("[") { return String(authority.prefix { $0 != "]" }.dropFirst()) }
-        return String(authority.prefix { $0 != ":" })
+        // Over UTF-8 bytes: every delimiter is ASCII, and Foundation's `range(of:)` cost a store microseconds.
+        let bytes = key.utf8
+        var schemeEnd: String.UTF8View.Index?
+        var index = bytes.startIndex
+        while index < bytes.endIndex {
+            if bytes[index] == UInt8(ascii: ":"), bytes[index...].starts(with: "://".utf8) {
+                schemeEnd = bytes.index(index, offsetBy: 3)
+                break
+            }
+            index = bytes.index(after: index)
+        }
+        guard let schemeEnd else { return "" }
+        let authority = bytes[schemeEnd...].prefix { $0 != UInt8(ascii: "/") && $0 != UInt8(ascii: "?") }
+        if authority.first == UInt8(ascii: "[") {
+            return String(decoding: authority.dropFirst().prefix { $0 != UInt8(ascii: "]") }, as: UTF8.self)
+        }
+        return String(decoding: authority.prefix { $0 != UInt8(ascii: ":") }, as: UTF8.self)
     }
 
     /// The primary cache key of a URL: scheme and host lowercased, default

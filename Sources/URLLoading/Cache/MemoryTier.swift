@@ -1,10 +1,48 @@
 import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
 import Locking
 
 /// The memory tier: stored responses by primary key (each key holding its
 /// Vary variants), evicting the least recently used keys when their byte
 /// cost passes the capacity (SPEC C1).
 final class MemoryTier: Sendable {
+    /// A stored response as the tier holds it: one immutable object, so a
+    /// hit retains one reference, with what a hit asks of it worked out once.
+    final class Entry: Sendable {
+        let response: StoredResponse
+        /// Whether the request's fields select this entry or another
+        /// variant (Vary, or the credentials it was stored for); when not,
+        /// any request for the key takes it.
+        let selectsByRequest: Bool
+        /// What `cachedResponse(for:)` hands out, once built.
+        private let handedOut = Lock<CachedResponse?>(nil)
+
+        init(_ response: StoredResponse) {
+            self.response = response
+            selectsByRequest =
+                response.entry.responseHeaders.contains("Vary")
+                || response.entry.requestHeaders.contains(StoredResponse.credentialsField)
+        }
+
+        /// What `cachedResponse(for:)` hands out: built on the first hand-out,
+        /// the same `HTTPURLResponse` and body after (as Apple's URLCache
+        /// hands out the objects it holds); building the response costs
+        /// several microseconds, most of a memory hit.
+        func cachedResponse() -> CachedResponse? {
+            if let built = handedOut.withLock({ $0 }) { return built }
+            // Built outside the lock: two first hand-outs at once build two and keep the first.
+            guard let http = response.httpResponse(), let data = try? response.wholeBody() else { return nil }
+            let made = CachedResponse(response: http, data: data, userInfo: response.userInfo, storagePolicy: response.storagePolicy)
+            return handedOut.withLock { kept in
+                if let kept { return kept }
+                kept = made
+                return made
+            }
+        }
+    }
+
     private let state: Lock<LRU>
 
     init(capacity: Int) {
@@ -24,8 +62,13 @@ final class MemoryTier: Sendable {
     var count: Int { state.withLock { $0.index.count } }
 
     /// The variants stored under `key`, marking them most recently used.
-    func variants(for key: String) -> [StoredResponse] {
+    func entries(for key: String) -> [Entry] {
         state.withLock { $0.get(key) ?? [] }
+    }
+
+    /// The variants stored under `key`, marking them most recently used.
+    func variants(for key: String) -> [StoredResponse] {
+        entries(for: key).map(\.response)
     }
 
     /// Whether the 5% rule lets a response of `cost` bytes in.
@@ -37,14 +80,21 @@ final class MemoryTier: Sendable {
     /// Returns false when the 5% rule keeps it out (SPEC C3).
     @discardableResult
     func store(_ response: StoredResponse) -> Bool {
-        state.withLock { lru in
+        store(Entry(response))
+    }
+
+    /// Stores `entry`, as `store(_:)` its response.
+    @discardableResult
+    func store(_ entry: Entry) -> Bool {
+        let response = entry.response
+        return state.withLock { lru in
             guard lru.admits(response.cost) else {
                 lru.remove(response.key)
                 return false
             }
             var variants = lru.get(response.key) ?? []
-            variants.removeAll { $0.variant == response.variant }
-            variants.append(response)
+            variants.removeAll { $0.response.variant == response.variant }
+            variants.append(entry)
             lru.set(response.key, variants)
             return true
         }
@@ -57,7 +107,7 @@ final class MemoryTier: Sendable {
     func remove(key: String, variant: String) {
         state.withLock { lru in
             guard var variants = lru.get(key) else { return }
-            variants.removeAll { $0.variant == variant }
+            variants.removeAll { $0.response.variant == variant }
             if variants.isEmpty { lru.remove(key) } else { lru.set(key, variants) }
         }
     }
@@ -71,7 +121,7 @@ final class MemoryTier: Sendable {
         state.withLock { lru in
             for key in Array(lru.index.keys) {
                 guard let variants = lru.peek(key) else { continue }
-                let kept = variants.filter { $0.storedAt < date }
+                let kept = variants.filter { $0.response.storedAt < date }
                 if kept.isEmpty { lru.remove(key) } else if kept.count != variants.count { lru.set(key, kept) }
             }
         }
@@ -82,7 +132,7 @@ final class MemoryTier: Sendable {
     struct LRU {
         struct Slot {
             var key: String
-            var variants: [StoredResponse]
+            var variants: [Entry]
             var cost: Int
             var newer: Int
             var older: Int
@@ -102,18 +152,18 @@ final class MemoryTier: Sendable {
         /// of the capacity; a capacity of 0 keeps nothing.
         func admits(_ cost: Int) -> Bool { capacity > 0 && cost <= capacity / 20 }
 
-        mutating func get(_ key: String) -> [StoredResponse]? {
+        mutating func get(_ key: String) -> [Entry]? {
             guard let slot = index[key] else { return nil }
             moveToNewest(slot)
             return slots[slot].variants
         }
 
-        func peek(_ key: String) -> [StoredResponse]? {
+        func peek(_ key: String) -> [Entry]? {
             index[key].map { slots[$0].variants }
         }
 
-        mutating func set(_ key: String, _ variants: [StoredResponse]) {
-            let cost = variants.reduce(0) { $0 + $1.cost }
+        mutating func set(_ key: String, _ variants: [Entry]) {
+            let cost = variants.reduce(0) { $0 + $1.response.cost }
             if let slot = index[key] {
                 usage += cost - slots[slot].cost
                 slots[slot].variants = variants

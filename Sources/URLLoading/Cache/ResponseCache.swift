@@ -145,10 +145,7 @@ public final class ResponseCache: Sendable, CustomStringConvertible {
     ///   variants when the stored response has Vary.
     public func cachedResponse(for request: URLRequest) -> CachedResponse? {
         guard let url = request.url, let key = CachePolicy.primaryKey(url) else { return nil }
-        guard let stored = lookup(key: key, requestHeaders: HeaderFields(request.allHTTPHeaderFields ?? [:])),
-            let response = stored.httpResponse(), let data = try? stored.wholeBody()
-        else { return nil }
-        return CachedResponse(response: response, data: data, userInfo: stored.userInfo, storagePolicy: stored.storagePolicy)
+        return hit(key: key, requestHeaders: HeaderFields(request.allHTTPHeaderFields ?? [:]))?.cachedResponse()
     }
 
     /// Stores `cachedResponse` for `request`, in the tiers its storage
@@ -202,38 +199,46 @@ public final class ResponseCache: Sendable, CustomStringConvertible {
 
     /// The stored response for a primary key whose Vary matches the request's
     /// fields: memory tier first, then disk (promoted to memory on a hit).
-    package func lookup(key: String, requestHeaders: HeaderFields, now: Double = Date().timeIntervalSince1970) -> StoredResponse? {
+    package func lookup(key: String, requestHeaders: HeaderFields, now: Double? = nil) -> StoredResponse? {
+        hit(key: key, requestHeaders: requestHeaders, now: now)?.response
+    }
+
+    /// `lookup`'s response as the memory tier's entry, which keeps the
+    /// `HTTPURLResponse` it is handed out as. `now` (the clock's by
+    /// default) matters to the disk tier's LRU only.
+    func hit(key: String, requestHeaders: HeaderFields, now: Double? = nil) -> MemoryTier.Entry? {
         lookups.add(1, ordering: .relaxed)
         var comparable: HeaderFields?
         let hasCredentials = requestHeaders.contains(StoredResponse.credentialsField)
-        func matching(_ variants: [StoredResponse]) -> StoredResponse? {
-            func selects(_ stored: StoredResponse) -> Bool {
-                guard stored.entry.responseHeaders.contains("Vary") || stored.entry.requestHeaders.contains(StoredResponse.credentialsField)
-                else { return true }
+        func matching(_ variants: [MemoryTier.Entry]) -> MemoryTier.Entry? {
+            func selects(_ candidate: MemoryTier.Entry) -> Bool {
+                guard candidate.selectsByRequest else { return true }
+                let stored = candidate.response
                 if comparable == nil { comparable = StoredResponse.comparableRequestHeaders(requestHeaders) }
                 return CachePolicy.varyMatches(stored.entry, requestHeaders: comparable ?? requestHeaders).allowed
             }
             // A request with credentials takes the entry stored for them
             // before one stored without any.
             if hasCredentials, variants.count > 1,
-                let own = variants.last(where: { $0.entry.requestHeaders.contains(StoredResponse.credentialsField) && selects($0) })
+                let own = variants.last(where: { $0.response.entry.requestHeaders.contains(StoredResponse.credentialsField) && selects($0) })
             {
                 return own
             }
             return variants.last(where: selects)
         }
-        if let hit = matching(memory.variants(for: key)) {
+        if let hit = matching(memory.entries(for: key)) {
             disk?.count("hits")
             return hit
         }
         guard let disk else { return nil }
         do {
-            guard let hit = matching(try disk.variants(for: key, now: now)) else {
+            let variants = try disk.variants(for: key, now: now ?? Date().timeIntervalSince1970)
+            guard let hit = matching(variants.map { MemoryTier.Entry($0) }) else {
                 disk.count("misses")
                 return nil
             }
             disk.count("hits")
-            if hit.storagePolicy != .notAllowed { storeInMemory(hit) }
+            if hit.response.storagePolicy != .notAllowed { storeInMemory(hit) }
             return hit
         } catch {
             logger.warning("cache lookup failed; treated as a miss", metadata: ["error": "\(error)"])
@@ -258,8 +263,15 @@ public final class ResponseCache: Sendable, CustomStringConvertible {
     /// The memory tier holds bodies, never a disk file's descriptor: a
     /// file-backed body is read in only when the tier admits its size.
     private func storeInMemory(_ response: StoredResponse) {
+        storeInMemory(MemoryTier.Entry(response))
+    }
+
+    /// As `storeInMemory(_:)` for a response; the entry itself is kept
+    /// (with the `HTTPURLResponse` it may have built) unless its body must be read in.
+    private func storeInMemory(_ entry: MemoryTier.Entry) {
+        let response = entry.response
         guard response.bodyFile != nil else {
-            memory.store(response)
+            memory.store(entry)
             return
         }
         guard memory.admits(response.cost), let inMemory = response.materialized() else { return }

@@ -128,21 +128,22 @@ package struct StoredResponse: Sendable, Equatable {
 /// checks every length and returns nil on a damaged blob.
 package enum FieldCoding {
     package static func encode(_ fields: HeaderFields) -> Data {
-        var data = Data()
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(fields.reduce(0) { $0 + 8 + $1.name.utf8.count + $1.value.utf8.count })
         for field in fields {
-            append(field.name, to: &data)
-            append(field.value, to: &data)
+            append(field.name, to: &bytes)
+            append(field.value, to: &bytes)
         }
-        return data
+        return Data(bytes)
     }
 
     package static func encode(_ dictionary: [String: String]) -> Data {
-        var data = Data()
+        var bytes: [UInt8] = []
         for (name, value) in dictionary.sorted(by: { $0.key < $1.key }) {
-            append(name, to: &data)
-            append(value, to: &data)
+            append(name, to: &bytes)
+            append(value, to: &bytes)
         }
-        return data
+        return Data(bytes)
     }
 
     package static func decodeFields(_ data: Data) -> HeaderFields? {
@@ -157,11 +158,13 @@ package enum FieldCoding {
         return dictionary
     }
 
-    private static func append(_ string: String, to data: inout Data) {
-        let utf8 = Array(string.utf8)
-        let count = UInt32(truncatingIfNeeded: utf8.count)
-        data.append(contentsOf: [UInt8(count & 0xFF), UInt8(count >> 8 & 0xFF), UInt8(count >> 16 & 0xFF), UInt8(count >> 24)])
-        data.append(contentsOf: utf8)
+    private static func append(_ string: String, to bytes: inout [UInt8]) {
+        let count = UInt32(truncatingIfNeeded: string.utf8.count)
+        bytes.append(UInt8(count & 0xFF))
+        bytes.append(UInt8(count >> 8 & 0xFF))
+        bytes.append(UInt8(count >> 16 & 0xFF))
+        bytes.append(UInt8(count >> 24))
+        bytes.append(contentsOf: string.utf8)
     }
 
     private static func strings(_ data: Data) -> [String]? {

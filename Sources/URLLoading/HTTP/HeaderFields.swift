@@ -27,7 +27,8 @@ package struct HeaderFields: Sendable, Equatable, Hashable, Sequence, Expressibl
 
     /// From a dictionary (as `URLRequest.allHTTPHeaderFields` gives).
     package init(_ dictionary: [String: String]) {
-        self.fields = dictionary.sorted { $0.key < $1.key }.map { Field($0.key, $0.value) }
+        // Most requests a cache lookup sees have no fields of their own.
+        self.fields = dictionary.isEmpty ? [] : dictionary.sorted { $0.key < $1.key }.map { Field($0.key, $0.value) }
     }
 
     package func makeIterator() -> IndexingIterator<[Field]> { fields.makeIterator() }

@@ -51,6 +51,27 @@ import TestSupport
         #expect(cache.currentMemoryUsage == 0)
     }
 
+    @Test("cachedResponse(for:) hands out one HTTPURLResponse per memory entry; a new store replaces it, a disk hit builds one")
+    func handsOutOneResponse() throws {
+        let folder = TemporaryDirectory()
+        let cache = try ResponseCache.open(memoryCapacity: 1 << 20, diskCapacity: 1 << 20, directory: folder.url)
+        let request = URLRequest(url: try #require(URL(string: "https://example.com/once")))
+        cache.store(Self.stored("https://example.com/once", body: Data("one".utf8), headers: [("Cache-Control", "max-age=60"), ("ETag", "\"1\"")]))
+        let first = try #require(cache.cachedResponse(for: request))
+        let second = try #require(cache.cachedResponse(for: request))
+        #expect(first.response === second.response)
+        #expect(first.response.value(forHTTPHeaderField: "ETag") == "\"1\"")
+        cache.store(Self.stored("https://example.com/once", body: Data("two".utf8), headers: [("Cache-Control", "max-age=60"), ("ETag", "\"2\"")]))
+        let replaced = try #require(cache.cachedResponse(for: request))
+        #expect(replaced.response !== first.response)
+        #expect(replaced.response.value(forHTTPHeaderField: "ETag") == "\"2\"" && replaced.data == Data("two".utf8))
+        // From the disk tier in a new cache: built there, then the promoted entry's.
+        let reopened = try ResponseCache.open(memoryCapacity: 1 << 20, diskCapacity: 1 << 20, directory: folder.url)
+        let fromDisk = try #require(reopened.cachedResponse(for: request))
+        #expect(fromDisk.response.value(forHTTPHeaderField: "ETag") == "\"2\"" && fromDisk.data == Data("two".utf8))
+        #expect(reopened.cachedResponse(for: request)?.response === fromDisk.response)
+    }
+
     @Test("C2: entries survive a restart, large bodies included, with exact usage", arguments: CacheBackend.allCases)
     func survivesRestart(_ backend: CacheBackend) throws {
         let place = try backend.place()

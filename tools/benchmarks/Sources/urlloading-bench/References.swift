@@ -91,7 +91,12 @@ final class RawSQLite {
 
     /// Reads one row's headers and body; returns the body size.
     func lookup(_ index: Int) -> Int {
-        sqlite3_bind_text(select, 1, Fixture.url(index).absoluteString, -1, bench_sqlite_transient())
+        lookup(key: Fixture.url(index).absoluteString)
+    }
+
+    /// Reads the row of `key`'s headers and body; returns the body size.
+    func lookup(key: String) -> Int {
+        sqlite3_bind_text(select, 1, key, -1, bench_sqlite_transient())
         defer { sqlite3_reset(select) }
         guard sqlite3_step(select) == SQLITE_ROW else { return 0 }
         let headers = Data(bytes: sqlite3_column_blob(select, 0), count: Int(sqlite3_column_bytes(select, 0)))
