@@ -30,7 +30,11 @@ import Synchronization
 /// and CPU time goes down too (`tools/bench session`, get-seq). A loop
 /// with nothing to do does not spin, and a spin ends after its budget, so
 /// an idle session costs nothing and each change to idle at most the budget;
-/// at most one loop fewer than the machine's CPUs spins at a time.
+/// at most one loop fewer than the machine's CPUs spins at a time. A spin
+/// that ends without work burned its budget for nothing, so the loop then
+/// skips spins of that kind for a while (`SpinPolicy`): callers that take
+/// longer than the budget to send their next request do not pay it on every
+/// request.
 package final class CurlMulti: Sendable {
     /// A response head larger than this is refused: a server sending an
     /// endless head must not take memory without bound. 256 KiB is Chrome's
@@ -182,6 +186,7 @@ package final class CurlMulti: Sendable {
         /// and none at all on one CPU.
         static let spinSlots = SpinSlots(limit: ProcessInfo.processInfo.activeProcessorCount - 1)
         private let multi: UnsafeMutableRawPointer
+        private var spinPolicy = SpinPolicy()
         private var transfers: [TransferID: Transfer] = [:]
         private var byHandle: [UnsafeMutableRawPointer: TransferID] = [:]
         /// Idle handles kept: enough for a burst of concurrent transfers.
@@ -263,18 +268,23 @@ package final class CurlMulti: Sendable {
         /// Waits without sleeping, at most `spinNanoseconds`, for a command
         /// or (with transfers running) a ready socket.
         private func spin() {
-            guard Self.spinSlots.take() else { return }
+            let wait: SpinPolicy.Wait = transfers.isEmpty ? .command : .socket
+            guard spinPolicy.shouldSpin(for: wait), Self.spinSlots.take() else { return }
             defer { Self.spinSlots.give() }
             let deadline = DispatchTime.now().uptimeNanoseconds + Self.spinNanoseconds
             var ready: Int32 = 0
-            while !hasCommands.load(ordering: .acquiring), DispatchTime.now().uptimeNanoseconds < deadline {
-                if transfers.isEmpty {
+            var caught = false
+            while !caught, DispatchTime.now().uptimeNanoseconds < deadline {
+                if hasCommands.load(ordering: .acquiring) {
+                    caught = true
+                } else if transfers.isEmpty {
                     urlloading_cpu_relax()
                 } else {
                     curl_multi_poll(multi, nil, 0, 0, &ready)
-                    if ready > 0 { return }
+                    caught = ready > 0
                 }
             }
+            spinPolicy.spun(for: wait, caughtWork: caught)
         }
 
         private func expireIdleTransfers() {
@@ -330,33 +340,5 @@ package final class CurlMulti: Sendable {
             }
             transfer.observer.transferDidComplete(result)
         }
-    }
-}
-
-/// A bounded count of holders (the loops spinning at one time), taken and
-/// given back without a lock.
-package final class SpinSlots: Sendable {
-    private let taken = Atomic<Int>(0)
-    /// How many may hold a slot at once (0: none ever).
-    package let limit: Int
-
-    package init(limit: Int) {
-        self.limit = max(0, limit)
-    }
-
-    /// Takes a slot; false when all are taken.
-    package func take() -> Bool {
-        var current = taken.load(ordering: .relaxed)
-        while current < limit {
-            let (exchanged, seen) = taken.compareExchange(expected: current, desired: current + 1, ordering: .acquiringAndReleasing)
-            if exchanged { return true }
-            current = seen
-        }
-        return false
-    }
-
-    /// Gives back a slot `take` returned.
-    package func give() {
-        taken.subtract(1, ordering: .releasing)
     }
 }
