@@ -60,7 +60,13 @@ extension Lock: Sendable {}
 @usableFromInline
 final class PThreadBox<Value>: @unchecked Sendable {
     private let mutex: UnsafeMutablePointer<pthread_mutex_t>
-    private nonisolated(unsafe) var value: Value
+    /// The value, with a byte after it. Alone, a value of no size (a lock
+    /// guarding `()`) would sit one past the end of this object, at the
+    /// start of the next heap block: the sanitizer's record of an access
+    /// there outlives this object, and another lock later allocated before
+    /// that address had its accesses reported as racing with it (CI run of
+    /// 2026-11-26, `CookieStoreEngine.writer`).
+    private nonisolated(unsafe) var storage: (value: Value, padding: UInt8)
 
     @usableFromInline
     init(_ value: consuming sending Value) {
@@ -68,7 +74,7 @@ final class PThreadBox<Value>: @unchecked Sendable {
         mutex.initialize(to: pthread_mutex_t())
         let status = pthread_mutex_init(mutex, nil)
         precondition(status == 0, "pthread_mutex_init failed: \(status)")
-        self.value = value
+        self.storage = (value, 0)
     }
 
     deinit {
@@ -82,7 +88,7 @@ final class PThreadBox<Value>: @unchecked Sendable {
     ) throws(E) -> sending Result {
         pthread_mutex_lock(mutex)
         defer { pthread_mutex_unlock(mutex) }
-        return try body(&value)
+        return try body(&storage.value)
     }
 }
 #endif
