@@ -1,4 +1,5 @@
 import Locking
+import Synchronization
 
 /// What a persistent tier gathers between writes (both storages keep one):
 /// LRU touches, written in batches, and counter increments for `cachetool
@@ -17,6 +18,11 @@ package final class CacheLedger: Sendable {
     }
 
     private let state = Lock(State())
+    /// The counters of every lookup, kept without the lock: a memory hit
+    /// of a cache with a disk tier took 0.33–0.52 µs with a lock and a
+    /// dictionary update for its count, 0.29–0.34 µs without.
+    private let hits = Atomic<Int>(0)
+    private let misses = Atomic<Int>(0)
 
     package init() {}
 
@@ -38,14 +44,23 @@ package final class CacheLedger: Sendable {
 
     /// Counts an event.
     package func count(_ counter: String) {
-        state.withLock { $0.counters[counter, default: 0] += 1 }
+        switch counter {
+        case "hits": hits.add(1, ordering: .relaxed)
+        case "misses": misses.add(1, ordering: .relaxed)
+        default: state.withLock { $0.counters[counter, default: 0] += 1 }
+        }
     }
 
     /// The counter increments gathered, now taken.
     package func takeCounters() -> [String: Int] {
-        state.withLock { state in
+        var counters = state.withLock { state in
             defer { state.counters = [:] }
             return state.counters
         }
+        let hits = hits.exchange(0, ordering: .relaxed)
+        let misses = misses.exchange(0, ordering: .relaxed)
+        if hits > 0 { counters["hits", default: 0] += hits }
+        if misses > 0 { counters["misses", default: 0] += misses }
+        return counters
     }
 }

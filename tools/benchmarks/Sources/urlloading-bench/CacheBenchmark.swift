@@ -160,9 +160,10 @@ enum CacheBenchmark {
         try? FileManager.default.removeItem(atPath: NSTemporaryDirectory() + "urlloading-bench-\(getpid())")
     }
 
-    /// Microseconds per memory-tier hit over `lookups` lookups among `smallCache` entries.
-    static func memoryHitOurs(_ lookups: Int) -> Double {
-        let cache = ResponseCache(memoryCapacity: 256 << 20)
+    /// Microseconds per memory-tier hit over `lookups` lookups among
+    /// `smallCache` entries; with `disk`, of a cache that also has a disk tier there.
+    static func memoryHitOurs(_ lookups: Int, disk: String? = nil) -> Double {
+        let cache = disk.map { ours($0, memory: 256 << 20) } ?? ResponseCache(memoryCapacity: 256 << 20)
         for i in 0..<smallCache { storeOurs(cache, i) }
         let order = Fixture.lookups(lookups, below: smallCache)
         let requests = memoryHitRequests()

@@ -21,7 +21,7 @@
 //   urlloading-bench child-disk-hit <ours|raw|foundation> <path> <entries> <lookups>
 //   urlloading-bench child-open <ours|raw|foundation> <path> <entries>
 //   urlloading-bench child-populate <path> <entries>      (for profiling)
-//   urlloading-bench child-memory-hit <lookups>           (for profiling)
+//   urlloading-bench child-memory-hit <lookups> [<dir>]   (for profiling; with a disk tier in dir)
 //   urlloading-bench resume-child <base-url>              (resume() latency)
 //   urlloading-bench ws-child <port> <messages> <size>    (WebSocket echo)
 //   urlloading-bench session-ws <ws-bench>                 (only the WebSocket figures)
@@ -91,8 +91,10 @@ case "resume-child":
     guard arguments.count == 2 else { fail("usage: urlloading-bench resume-child <base-url>") }
     print(ResumeBenchmark.child(base: arguments[1]))
 case "child-memory-hit":
-    guard arguments.count == 2, let lookups = Int(arguments[1]), (1...1_000_000_000).contains(lookups) else { fail("bad arguments") }
-    print(CacheBenchmark.memoryHitOurs(lookups))
+    guard arguments.count == 2 || arguments.count == 3, let lookups = Int(arguments[1]), (1...1_000_000_000).contains(lookups) else {
+        fail("usage: urlloading-bench child-memory-hit <lookups> [<disk-tier-directory>]")
+    }
+    print(CacheBenchmark.memoryHitOurs(lookups, disk: arguments.count == 3 ? arguments[2] : nil))
 case "child-populate":
     guard arguments.count == 3, let entries = Int(arguments[2]) else { fail("bad arguments") }
     CacheBenchmark.populateOurs(arguments[1], entries)
