@@ -51,7 +51,10 @@ import URLLoading
         let origin = try await TestOrigin.start()
         origin.route("/digest", Routes.digest(realm: "r", user: "ann", password: "pw", nonce: "n1") { _ in ScriptedResponse(body: "behind digest") })
         let configuration = SessionConfiguration.ephemeral
-        configuration.timeoutIntervalForRequest = 5
+        // Changed through a `let`, as Apple's class allows. Generous: under the
+        // sanitizers the whole suite shares two cores, and 5 s once ran out
+        // before the origin's answer (CI, 2026-11-26).
+        configuration.timeoutIntervalForRequest = 30
         let delegate = PortedDelegate()
         let session = Session(configuration: configuration, delegate: delegate, delegateQueue: nil)
         let task: SessionDataTask = session.dataTask(with: origin.url("/digest"))
