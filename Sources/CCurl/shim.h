@@ -71,6 +71,20 @@ static inline void urlloading_cpu_relax(void) {
 #endif
 }
 
+// A share object's options (CURLSHOPT_*), variadic too.
+static inline CURLSHcode urlloading_share_setopt_long(CURLSH *s, CURLSHoption o, long v) {
+    return curl_share_setopt(s, o, v);
+}
+static inline CURLSHcode urlloading_share_setopt_pointer(CURLSH *s, CURLSHoption o, void *v) {
+    return curl_share_setopt(s, o, v);
+}
+static inline CURLSHcode urlloading_share_setopt_lock(CURLSH *s, curl_lock_function f) {
+    return curl_share_setopt(s, CURLSHOPT_LOCKFUNC, f);
+}
+static inline CURLSHcode urlloading_share_setopt_unlock(CURLSH *s, curl_unlock_function f) {
+    return curl_share_setopt(s, CURLSHOPT_UNLOCKFUNC, f);
+}
+
 static inline CURLMcode urlloading_multi_setopt_long(CURLM *m, CURLMoption o, long v) {
     return curl_multi_setopt(m, o, v);
 }

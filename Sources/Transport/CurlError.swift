@@ -1,10 +1,10 @@
 import CCurl
 
 /// A libcurl failure: the raw `CURLcode` (or `CURLMcode` for the multi
-/// interface) and libcurl's own text for it.
+/// interface, `CURLSHcode` for a share object) and libcurl's own text for it.
 package struct CurlError: Error, CustomStringConvertible, Sendable, Equatable {
     /// Which libcurl interface reported the code.
-    package enum Interface: Sendable, Equatable { case easy, multi, global }
+    package enum Interface: Sendable, Equatable { case easy, multi, share, global }
 
     /// The raw code.
     package let code: Int32
@@ -24,6 +24,12 @@ package struct CurlError: Error, CustomStringConvertible, Sendable, Equatable {
         self.code = Int32(code.rawValue)
         self.interface = .multi
         self.message = String(cString: curl_multi_strerror(code))
+    }
+
+    init(share code: CURLSHcode) {
+        self.code = Int32(code.rawValue)
+        self.interface = .share
+        self.message = String(cString: curl_share_strerror(code))
     }
 
     package var description: String {

@@ -3,11 +3,14 @@ import Foundation
 import Locking
 import Synchronization
 
-/// One thread running libcurl's multi interface: every transfer of the
-/// sessions that share it, connection reuse and HTTP/2 multiplexing across
-/// them. Work arrives as commands (start, cancel, unpause, shut down) and
-/// wakes the thread with `curl_multi_wakeup`; the thread alone touches easy
-/// handles, so libcurl is never called from two threads at once.
+/// The transport: threads running libcurl's multi interface (`CurlLoop`),
+/// one by default, each carrying every transfer of the origins it was given,
+/// with connection reuse and HTTP/2 multiplexing across them. Work arrives
+/// as commands (start, cancel, unpause, shut down) and wakes a loop with
+/// `curl_multi_wakeup`; a loop's thread alone touches its easy handles, so
+/// libcurl is never called from two threads on one handle. Several loops
+/// (issue 24) keep each origin on one loop, so they never multiply its
+/// connections, and share DNS answers and TLS sessions (`CurlShare`).
 ///
 /// State machine of a transfer (on the loop thread): added → (head received)
 /// → (body, possibly paused and unpaused) → done; a cancel command at any
@@ -16,7 +19,7 @@ import Synchronization
 /// One turn of the loop: take the commands → `curl_multi_perform` → hand
 /// over finished transfers → expire idle ones → then, when the turn did
 /// work (took a command or finished a transfer): **spin** — look again
-/// without sleeping, for at most `Loop.spinNanoseconds`, until a command
+/// without sleeping, for at most `CurlLoop.spinNanoseconds`, until a command
 /// arrives or a socket is ready → **sleep** in `curl_multi_poll` unless a
 /// command is waiting (`Shared.polling` tells senders to wake it).
 ///
@@ -51,82 +54,55 @@ package final class CurlMulti: Sendable {
         package init(_ raw: UInt64) { self.raw = raw }
     }
 
-    private enum Command {
-        /// A transfer configured by the thread that started it.
-        case start(TransferID, HandOff, TransferRequest.Body)
-        case cancel(TransferID)
-        case unpause(TransferID)
-        case shutdown
-    }
+    /// The loops, each a thread with its own multi handle; every origin's
+    /// transfers go to one of them (see `loopIndex`).
+    private let loops: [CurlLoop]
 
-    /// A configured transfer on its way from the thread that made it to the
-    /// loop thread: owned by exactly one of them at a time.
-    private struct HandOff: @unchecked Sendable {
-        let transfer: Transfer
-    }
+    /// The most loops a transport runs.
+    package static let maximumLoops = 16
 
-    /// An idle easy handle; only the thread that popped it from the pool uses it.
-    private struct IdleHandle: @unchecked Sendable {
-        let pointer: UnsafeMutableRawPointer
-    }
-
-    private struct Shared {
-        var commands: [Command] = []
-        var nextID: UInt64 = 1
-        var shutDown = false
-        /// Easy handles of finished transfers, reset, ready for the next:
-        /// reusing spares an allocation and libcurl's per-handle set-up.
-        var idleHandles: [IdleHandle] = []
-        /// The loop thread is in (or about to enter) `curl_multi_poll` and
-        /// needs a wake-up for new commands; otherwise it finds them on its
-        /// next turn, and the wake-up's system call is saved.
-        var polling = false
-        /// The loop cleaned up its multi handle: nobody may wake it any more.
-        var multiClosed = false
-    }
-
-    private let loop: Loop
-
-    /// Starts the loop thread.
+    /// Starts the loop threads.
     ///
-    /// - Parameter maximumConnectionsPerHost: Connections libcurl may open to
-    ///   one host (Apple's default is 6).
+    /// - Parameters:
+    ///   - maximumConnectionsPerHost: Connections libcurl may open to
+    ///     one host (Apple's default is 6).
+    ///   - loops: Transport loops (threads), clamped to 1...`maximumLoops`.
+    ///     With more than one, each origin (or proxy) stays on one loop, so
+    ///     loops never multiply its connections, and the loops share DNS
+    ///     answers and TLS sessions through a libcurl share object; with one,
+    ///     there is no share object and nothing is routed.
     /// - Throws: `CurlError` when libcurl cannot initialise.
-    package init(maximumConnectionsPerHost: Int = 6) throws(CurlError) {
+    package init(maximumConnectionsPerHost: Int = 6, loops: Int = 1) throws(CurlError) {
         try Curl.globalInit()
-        guard let multi = curl_multi_init() else { throw CurlError(multi: CURLM_OUT_OF_MEMORY) }
-        _ = urlloading_multi_setopt_long(multi, CURLMOPT_MAX_HOST_CONNECTIONS, maximumConnectionsPerHost)
-        _ = urlloading_multi_setopt_long(multi, CURLMOPT_PIPELINING, Int(CURLPIPE_MULTIPLEX))
-        loop = Loop(multi: multi)
-        let loop = self.loop
-        let thread = Thread {
-            loop.run {
-                loop.shared.withLock { state in
-                    defer { state.commands.removeAll() }
-                    loop.hasCommands.store(false, ordering: .relaxed)
-                    return state.commands
-                }
-            }
+        let count = min(max(loops, 1), Self.maximumLoops)
+        let share = count > 1 ? try CurlShare() : nil
+        var made: [CurlLoop] = []
+        for _ in 0..<count {
+            made.append(try CurlLoop(maximumConnectionsPerHost: maximumConnectionsPerHost, share: share))
         }
-        thread.name = "urlloading.curl"
-        thread.start()
+        self.loops = made
+        for (index, loop) in made.enumerated() {
+            loop.start(name: count == 1 ? "urlloading.curl" : "urlloading.curl.\(index)")
+        }
     }
 
     deinit {
         shutdown()
     }
 
+    /// How many loops this transport runs.
+    package var loopCount: Int { loops.count }
+
     /// Starts a transfer; its events go to `observer` on the loop thread.
     /// The easy handle is configured here, on the caller's thread: the loop
-    /// thread carries every transfer of the process, and only adds it.
+    /// thread carries every transfer of its origins, and only adds it.
     /// After `shutdown`, the observer hears at once that it failed.
     @discardableResult
     package func start(_ request: TransferRequest, observer: any TransferObserver) -> TransferID {
-        let (id, idle) = loop.shared.withLock { state -> (TransferID, UnsafeMutableRawPointer?) in
-            let id = TransferID(state.nextID)
-            state.nextID += 1
-            return (id, state.shutDown ? nil : state.idleHandles.popLast()?.pointer)
-        }
+        let index = Self.loopIndex(for: request, loops: loops.count)
+        let loop = loops[index]
+        let (number, idle) = loop.take()
+        let id = TransferID(number &* UInt64(loops.count) &+ UInt64(index))
         let transfer: Transfer
         do {
             transfer = try Transfer(request: request, observer: observer, reusing: idle)
@@ -134,7 +110,8 @@ package final class CurlMulti: Sendable {
             observer.transferDidComplete(.failure(error))
             return id
         }
-        if !loop.send(.start(id, HandOff(transfer: transfer), request.body)) {
+        if let share = loop.share { _ = urlloading_easy_setopt_pointer(transfer.handle, CURLOPT_SHARE, share.handle) }
+        if !loop.send(.start(id, CurlLoop.HandOff(transfer: transfer), request.body)) {
             transfer.close()
             observer.transferDidComplete(.failure(.shutDown))
         }
@@ -144,201 +121,54 @@ package final class CurlMulti: Sendable {
     /// Cancels a transfer; its observer hears `.cancelled` unless it already
     /// completed. Never waits for the loop.
     package func cancel(_ id: TransferID) {
-        loop.send(.cancel(id))
+        loop(of: id).send(.cancel(id))
     }
 
     /// Resumes a transfer whose observer refused a chunk.
     package func unpause(_ id: TransferID) {
-        loop.send(.unpause(id))
+        loop(of: id).send(.unpause(id))
     }
 
-    /// Cancels every transfer and ends the thread.
+    /// Cancels every transfer and ends the threads.
     package func shutdown() {
-        loop.shared.withLock { state in
-            defer { state.shutDown = true }
-            guard !state.shutDown else { return }
-            state.commands.append(.shutdown)
-            loop.hasCommands.store(true, ordering: .releasing)
-            // Under the lock: the loop frees its multi handle under it too.
-            if !state.multiClosed { loop.wakeHoldingLock() }
-        }
+        for loop in loops { loop.shutdown() }
     }
 
-    /// What the loop thread owns. Other threads touch only `shared` (behind
-    /// its lock), `hasCommands` (atomic), and `send` and `wakeHoldingLock`,
-    /// which use those two and `curl_multi_wakeup` (thread-safe) under the
-    /// lock the loop frees the multi handle under; everything else runs on
-    /// the loop thread, which is why the class may cross to it.
-    private final class Loop: @unchecked Sendable {
-        /// Commands from other threads; the one piece of shared state.
-        let shared = Lock(Shared())
-        /// Set (under the lock) with each command queued and cleared when the
-        /// loop takes them: what a spinning loop watches without the lock.
-        let hasCommands = Atomic<Bool>(false)
-        /// How long a loop that just did work looks for more before it
-        /// sleeps. 60 µs covers a caller's turn-around and a loopback
-        /// server's answer (30 µs was too short half the time, 100 µs no
-        /// faster).
-        static let spinNanoseconds: UInt64 = 60_000
-        /// Loops of the process (one per session) that may spin at once:
-        /// one CPU fewer than the machine has, so that spinning loops never
-        /// take every core from the threads that would bring their work —
-        /// and none at all on one CPU.
-        static let spinSlots = SpinSlots(limit: ProcessInfo.processInfo.activeProcessorCount - 1)
-        private let multi: UnsafeMutableRawPointer
-        private var spinPolicy = SpinPolicy()
-        private var transfers: [TransferID: Transfer] = [:]
-        private var byHandle: [UnsafeMutableRawPointer: TransferID] = [:]
-        /// Idle handles kept: enough for a burst of concurrent transfers.
-        private static let idleHandleLimit = 64
+    private func loop(of id: TransferID) -> CurlLoop {
+        loops[Int(id.raw % UInt64(loops.count))]
+    }
 
-        init(multi: UnsafeMutableRawPointer) {
-            self.multi = multi
+    /// The loop a request's transfer runs on: by the proxy it goes through,
+    /// else by its origin (scheme, host and port, in any case), so that one
+    /// origin's connections are all in one loop's cache and its
+    /// per-host limit holds. A stable hash (FNV-1a), so the choice is the
+    /// same in every process.
+    package static func loopIndex(for request: TransferRequest, loops: Int) -> Int {
+        guard loops > 1 else { return 0 }
+        let key = request.proxy.flatMap { $0.isEmpty ? nil : $0 } ?? request.url
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        for byte in originBytes(of: key) {
+            hash = (hash ^ UInt64(byte | (byte >= 0x41 && byte <= 0x5A ? 0x20 : 0))) &* 0x0000_0100_0000_01B3
         }
+        return Int(hash % UInt64(loops))
+    }
 
-        /// Wakes the loop from `curl_multi_poll`. Called only while holding
-        /// `shared`'s lock, under which the loop frees the multi handle: a
-        /// wake-up after the loop ended would touch freed memory.
-        func wakeHoldingLock() {
-            curl_multi_wakeup(multi)
+    /// The "scheme://host[:port]" part of an absolute URL, without user
+    /// information or the scheme's default port; the whole string when it
+    /// has no "://".
+    static func originBytes(of url: String) -> ArraySlice<UInt8> {
+        let bytes = Array(url.utf8)
+        guard let colon = bytes.firstIndex(of: UInt8(ascii: ":")), bytes[colon...].starts(with: "://".utf8) else {
+            return bytes[...]
         }
-
-        func run(takeCommands: () -> [Command]) {
-            var running: Int32 = 0
-            loop: while true {
-                let commands = takeCommands()
-                var worked = !commands.isEmpty
-                for command in commands {
-                    switch command {
-                    case .start(let id, let handOff, let body):
-                        start(id, handOff.transfer, body)
-                    case .cancel(let id):
-                        if let transfer = transfers[id] { transfer.observer.transferWasCancelled(after: transfer.metrics()) }
-                        finish(id, .failure(.cancelled))
-                    case .unpause(let id):
-                        if let transfer = transfers[id] {
-                            transfer.paused = false
-                            curl_easy_pause(transfer.handle, CURLPAUSE_CONT)
-                        }
-                    case .shutdown:
-                        for id in Array(transfers.keys) { finish(id, .failure(.shutDown)) }
-                        break loop
-                    }
-                }
-                curl_multi_perform(multi, &running)
-                var left: Int32 = 0
-                while let message = curl_multi_info_read(multi, &left) {
-                    guard message.pointee.msg == CURLMSG_DONE, let handle = message.pointee.easy_handle,
-                        let id = byHandle[handle], let transfer = transfers[id]
-                    else { continue }
-                    let code = message.pointee.data.result
-                    worked = true
-                    if code == CURLE_OK {
-                        // An empty body never reached the write callback: the head goes now.
-                        if transfer.connectOnly || transfer.deliverHead() {
-                            finish(id, .success(transfer.metrics()))
-                        } else {
-                            finish(id, .failure(transfer.failure ?? .badResponse("no final response")))
-                        }
-                    } else {
-                        finish(id, .failure(transfer.failure ?? .curl(CurlError(easy: code, detail: transfer.errorDetail))))
-                    }
-                }
-                expireIdleTransfers()
-                if worked { spin() }
-                // Sleep only with no command waiting; from here on, new
-                // commands wake the poll. At least every 250 ms, for idle timeouts.
-                let sleeps = shared.withLock { state -> Bool in
-                    state.polling = state.commands.isEmpty
-                    return state.polling
-                }
-                if sleeps {
-                    curl_multi_poll(multi, nil, 0, 250, nil)
-                    shared.withLock { $0.polling = false }
-                }
-            }
-            shared.withLock { state in
-                state.idleHandles.forEach { curl_easy_cleanup($0.pointer) }
-                state.idleHandles.removeAll()
-                state.multiClosed = true
-                curl_multi_cleanup(multi)
-            }
+        let authorityStart = colon + 3
+        var end = bytes[authorityStart...].firstIndex { $0 == UInt8(ascii: "/") || $0 == UInt8(ascii: "?") || $0 == UInt8(ascii: "#") } ?? bytes.endIndex
+        let hostStart = bytes[authorityStart..<end].lastIndex(of: UInt8(ascii: "@")).map { $0 + 1 } ?? authorityStart
+        let scheme = String(decoding: bytes[..<colon], as: UTF8.self).lowercased()
+        let defaultPort = scheme == "http" ? ":80" : scheme == "https" ? ":443" : nil
+        if let defaultPort, bytes[hostStart..<end].reversed().starts(with: defaultPort.utf8.reversed()) {
+            end -= defaultPort.utf8.count
         }
-
-        /// Waits without sleeping, at most `spinNanoseconds`, for a command
-        /// or (with transfers running) a ready socket.
-        private func spin() {
-            let wait: SpinPolicy.Wait = transfers.isEmpty ? .command : .socket
-            guard spinPolicy.shouldSpin(for: wait), Self.spinSlots.take() else { return }
-            defer { Self.spinSlots.give() }
-            let deadline = DispatchTime.now().uptimeNanoseconds + Self.spinNanoseconds
-            var ready: Int32 = 0
-            var caught = false
-            while !caught, DispatchTime.now().uptimeNanoseconds < deadline {
-                if hasCommands.load(ordering: .acquiring) {
-                    caught = true
-                } else if transfers.isEmpty {
-                    urlloading_cpu_relax()
-                } else {
-                    curl_multi_poll(multi, nil, 0, 0, &ready)
-                    caught = ready > 0
-                }
-            }
-            spinPolicy.spun(for: wait, caughtWork: caught)
-        }
-
-        private func expireIdleTransfers() {
-            let now = DispatchTime.now().uptimeNanoseconds
-            for (id, transfer) in transfers where transfer.isIdle(at: now) {
-                finish(id, .failure(.idleTimeout(transfer.idleSeconds ?? 0)))
-            }
-        }
-
-        private func start(_ id: TransferID, _ transfer: Transfer, _ body: TransferRequest.Body) {
-            let code = curl_multi_add_handle(multi, transfer.handle)
-            guard code == CURLM_OK else {
-                transfer.close()
-                transfer.observer.transferDidComplete(.failure(.curl(CurlError(multi: code))))
-                return
-            }
-            transfers[id] = transfer
-            byHandle[transfer.handle] = id
-            if case .stream(let pipe, _) = body {
-                // A paused read goes on when the producer wrote more.
-                pipe.setReadableHandler { [weak self] in self?.send(.unpause(id)) }
-            }
-        }
-
-        /// Queues a command from any thread (the loop's own included) and
-        /// wakes the loop if it sleeps; false after shutdown (not queued).
-        @discardableResult
-        func send(_ command: Command) -> Bool {
-            shared.withLock { state -> Bool in
-                guard !state.shutDown else { return false }
-                state.commands.append(command)
-                hasCommands.store(true, ordering: .releasing)
-                if state.polling, !state.multiClosed { wakeHoldingLock() }
-                return true
-            }
-        }
-
-        /// Removes a transfer and tells its observer, exactly once.
-        private func finish(_ id: TransferID, _ result: Result<TransferMetrics, TransferError>) {
-            guard let transfer = transfers.removeValue(forKey: id) else { return }
-            byHandle[transfer.handle] = nil
-            curl_multi_remove_handle(multi, transfer.handle)
-            // A connect-only handle still owns its connection: never reused.
-            let keep = !transfer.connectOnly
-            transfer.close(keepHandle: keep)
-            if keep {
-                let pooled = shared.withLock { state -> Bool in
-                    guard state.idleHandles.count < Self.idleHandleLimit, !state.shutDown else { return false }
-                    state.idleHandles.append(IdleHandle(pointer: transfer.handle))
-                    return true
-                }
-                if !pooled { curl_easy_cleanup(transfer.handle) }
-            }
-            transfer.observer.transferDidComplete(result)
-        }
+        return ArraySlice(bytes[..<authorityStart] + bytes[hostStart..<end])
     }
 }

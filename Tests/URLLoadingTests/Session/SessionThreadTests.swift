@@ -145,4 +145,41 @@ import TestSupport
         #expect(try await setting.value == Data("set".utf8))
         #expect(configuration.httpCookieStorage?.allCookies.map(\.name) == ["a"])
     }
+
+    @Test("Issue 24: a session with 3 transport loops fetches from 6 origins at once, 4 GETs each; the count is kept, clamped, and 1 to 4 by default")
+    func severalTransportLoops() async throws {
+        #expect((1...4).contains(SessionConfiguration.defaultTransportLoops))
+        #expect(SessionConfiguration.ephemeral.transportLoops == SessionConfiguration.defaultTransportLoops)
+        var origins: [TestOrigin] = []
+        for index in 0..<6 {
+            let origin = try await TestOrigin.start()
+            origin.route("/n", response: ScriptedResponse(body: "origin \(index)"))
+            origins.append(origin)
+        }
+        let configuration = SessionConfiguration.ephemeral
+        configuration.transportLoops = 3
+        let session = Session(configuration: configuration)
+        #expect(session.configuration.transportLoops == 3)
+        #expect(session.multi?.loopCount == 3)
+        let bodies = try await withThrowingTaskGroup(of: (Int, String).self) { group in
+            for (index, origin) in origins.enumerated() {
+                for _ in 0..<4 {
+                    group.addTask {
+                        let (data, response) = try await session.data(from: origin.url("/n"))
+                        #expect((response as? HTTPURLResponse)?.statusCode == 200)
+                        return (index, String(decoding: data, as: UTF8.self))
+                    }
+                }
+            }
+            return try await group.reduce(into: []) { $0.append($1) }
+        }
+        #expect(bodies.count == 24)
+        #expect(bodies.allSatisfy { $0.1 == "origin \($0.0)" })
+        session.finishTasksAndInvalidate()
+        configuration.transportLoops = 99
+        let clamped = Session(configuration: configuration)
+        #expect(clamped.multi?.loopCount == 16)
+        clamped.finishTasksAndInvalidate()
+        for origin in origins { try await origin.shutdown() }
+    }
 }

@@ -122,7 +122,7 @@ public final class Session: Sendable, CustomStringConvertible {
         credentialStore = settings.resolveCredentialStore()
         errors += [urlCache?.startupError, cookieStore?.startupError, credentialStore?.startupError].compactMap { $0 }
         do {
-            multi = try CurlMulti(maximumConnectionsPerHost: settings.httpMaximumConnectionsPerHost)
+            multi = try CurlMulti(maximumConnectionsPerHost: settings.httpMaximumConnectionsPerHost, loops: settings.transportLoops)
         } catch {
             let failure = SessionError(.unknown, failingURL: nil, message: "libcurl could not start: \(error)")
             logger.error("\(failure)")

@@ -39,6 +39,8 @@ extension SessionConfiguration {
         /// Redirects a task follows before failing with `.httpTooManyRedirects`
         /// (Apple's limit is 16).
         var httpMaximumRedirects = 16
+        /// Transport loops (threads running libcurl) of the session.
+        var transportLoops = SessionConfiguration.defaultTransportLoops
         /// Whether requests get cookies from the cookie store and responses'
         /// `Set-Cookie` fields go into it (per request, `URLRequest.httpShouldHandleCookies`
         /// must allow it too).

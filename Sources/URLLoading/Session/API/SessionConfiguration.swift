@@ -128,6 +128,23 @@ public final class SessionConfiguration: Sendable, CustomStringConvertible {
         get { value(\.httpMaximumRedirects) }
         set { update(\.httpMaximumRedirects, newValue) }
     }
+    /// Threads running libcurl for this session's transfers (ours alone;
+    /// issue 24). Each origin's transfers (or each proxy's) stay on one
+    /// loop, so more loops never open more connections to an origin than
+    /// `httpMaximumConnectionsPerHost`; the loops share DNS answers and TLS
+    /// sessions. More loops help only with many origins and many cores.
+    /// Values outside 1...16 are taken as the nearest of them. Default:
+    /// `defaultTransportLoops`.
+    public var transportLoops: Int {
+        get { value(\.transportLoops) }
+        set { update(\.transportLoops, newValue) }
+    }
+    /// One loop per eight CPUs, at least one and at most four: one loop
+    /// carries tens of thousands of small requests a second, and each loop
+    /// keeps a core busy while it spins.
+    public static var defaultTransportLoops: Int {
+        min(4, max(1, ProcessInfo.processInfo.activeProcessorCount / 8))
+    }
     /// Whether requests get cookies from the cookie store and responses'
     /// `Set-Cookie` fields go into it (per request, `URLRequest.httpShouldHandleCookies`
     /// must allow it too).

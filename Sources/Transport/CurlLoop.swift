@@ -1,0 +1,268 @@
+import CCurl
+import Foundation
+import Locking
+import Synchronization
+
+/// One transport loop: a thread running one libcurl multi handle (see
+/// `CurlMulti` for a turn of the loop and why it spins). What the loop thread
+/// owns: other threads touch only `shared` (behind its lock), `hasCommands`
+/// (atomic), and `send`, `take` and `wakeHoldingLock`, which use those two
+/// and `curl_multi_wakeup` (thread-safe) under the lock the loop frees the
+/// multi handle under; everything else runs on the loop thread, which is
+/// why the class may cross to it.
+final class CurlLoop: @unchecked Sendable {
+    typealias TransferID = CurlMulti.TransferID
+
+    enum Command {
+        /// A transfer configured by the thread that started it.
+        case start(TransferID, HandOff, TransferRequest.Body)
+        case cancel(TransferID)
+        case unpause(TransferID)
+        case shutdown
+    }
+
+    /// A configured transfer on its way from the thread that made it to the
+    /// loop thread: owned by exactly one of them at a time.
+    struct HandOff: @unchecked Sendable {
+        let transfer: Transfer
+    }
+
+    /// An idle easy handle; only the thread that popped it from the pool uses it.
+    struct IdleHandle: @unchecked Sendable {
+        let pointer: UnsafeMutableRawPointer
+    }
+
+    struct Shared {
+        var commands: [Command] = []
+        /// The next transfer's number on this loop.
+        var nextNumber: UInt64 = 1
+        var shutDown = false
+        /// Easy handles of finished transfers, reset, ready for the next:
+        /// reusing spares an allocation and libcurl's per-handle set-up.
+        var idleHandles: [IdleHandle] = []
+        /// The loop thread is in (or about to enter) `curl_multi_poll` and
+        /// needs a wake-up for new commands; otherwise it finds them on its
+        /// next turn, and the wake-up's system call is saved.
+        var polling = false
+        /// The loop cleaned up its multi handle: nobody may wake it any more.
+        var multiClosed = false
+    }
+
+    /// Commands from other threads; the one piece of shared state.
+    let shared = Lock(Shared())
+    /// Set (under the lock) with each command queued and cleared when the
+    /// loop takes them: what a spinning loop watches without the lock.
+    let hasCommands = Atomic<Bool>(false)
+    /// How long a loop that just did work looks for more before it
+    /// sleeps. 60 µs covers a caller's turn-around and a loopback
+    /// server's answer (30 µs was too short half the time, 100 µs no
+    /// faster).
+    static let spinNanoseconds: UInt64 = 60_000
+    /// Loops of the process (one per session) that may spin at once:
+    /// one CPU fewer than the machine has, so that spinning loops never
+    /// take every core from the threads that would bring their work —
+    /// and none at all on one CPU.
+    static let spinSlots = SpinSlots(limit: ProcessInfo.processInfo.activeProcessorCount - 1)
+    private let multi: UnsafeMutableRawPointer
+    /// The transport's share object (DNS, TLS sessions), when it has several
+    /// loops; held until this loop's handles are cleaned up.
+    let share: CurlShare?
+    private var spinPolicy = SpinPolicy()
+    private var transfers: [TransferID: Transfer] = [:]
+    private var byHandle: [UnsafeMutableRawPointer: TransferID] = [:]
+    /// Idle handles kept: enough for a burst of concurrent transfers.
+    private static let idleHandleLimit = 64
+
+    /// A loop with its own multi handle; `start()` starts its thread.
+    ///
+    /// - Throws: `CurlError` when libcurl cannot make a multi handle.
+    init(maximumConnectionsPerHost: Int, share: CurlShare?) throws(CurlError) {
+        guard let multi = curl_multi_init() else { throw CurlError(multi: CURLM_OUT_OF_MEMORY) }
+        _ = urlloading_multi_setopt_long(multi, CURLMOPT_MAX_HOST_CONNECTIONS, maximumConnectionsPerHost)
+        _ = urlloading_multi_setopt_long(multi, CURLMOPT_PIPELINING, Int(CURLPIPE_MULTIPLEX))
+        self.multi = multi
+        self.share = share
+    }
+
+    /// Starts the loop's thread, named `name`.
+    func start(name: String) {
+        let thread = Thread { [self] in
+            run {
+                shared.withLock { state in
+                    defer { state.commands.removeAll() }
+                    hasCommands.store(false, ordering: .relaxed)
+                    return state.commands
+                }
+            }
+        }
+        thread.name = name
+        thread.start()
+    }
+
+    /// Takes a number for a new transfer and, unless the loop is shut down,
+    /// an idle easy handle to configure it on.
+    func take() -> (number: UInt64, idle: UnsafeMutableRawPointer?) {
+        shared.withLock { state in
+            let number = state.nextNumber
+            state.nextNumber += 1
+            return (number, state.shutDown ? nil : state.idleHandles.popLast()?.pointer)
+        }
+    }
+
+    /// Queues `shutdown` once and wakes the loop.
+    func shutdown() {
+        shared.withLock { state in
+            defer { state.shutDown = true }
+            guard !state.shutDown else { return }
+            state.commands.append(.shutdown)
+            hasCommands.store(true, ordering: .releasing)
+            // Under the lock: the loop frees its multi handle under it too.
+            if !state.multiClosed { wakeHoldingLock() }
+        }
+    }
+
+    /// Wakes the loop from `curl_multi_poll`. Called only while holding
+    /// `shared`'s lock, under which the loop frees the multi handle: a
+    /// wake-up after the loop ended would touch freed memory.
+    func wakeHoldingLock() {
+        curl_multi_wakeup(multi)
+    }
+
+    private func run(takeCommands: () -> [Command]) {
+        var running: Int32 = 0
+        loop: while true {
+            let commands = takeCommands()
+            var worked = !commands.isEmpty
+            for command in commands {
+                switch command {
+                case .start(let id, let handOff, let body):
+                    start(id, handOff.transfer, body)
+                case .cancel(let id):
+                    if let transfer = transfers[id] { transfer.observer.transferWasCancelled(after: transfer.metrics()) }
+                    finish(id, .failure(.cancelled))
+                case .unpause(let id):
+                    if let transfer = transfers[id] {
+                        transfer.paused = false
+                        curl_easy_pause(transfer.handle, CURLPAUSE_CONT)
+                    }
+                case .shutdown:
+                    for id in Array(transfers.keys) { finish(id, .failure(.shutDown)) }
+                    break loop
+                }
+            }
+            curl_multi_perform(multi, &running)
+            var left: Int32 = 0
+            while let message = curl_multi_info_read(multi, &left) {
+                guard message.pointee.msg == CURLMSG_DONE, let handle = message.pointee.easy_handle,
+                    let id = byHandle[handle], let transfer = transfers[id]
+                else { continue }
+                let code = message.pointee.data.result
+                worked = true
+                if code == CURLE_OK {
+                    // An empty body never reached the write callback: the head goes now.
+                    if transfer.connectOnly || transfer.deliverHead() {
+                        finish(id, .success(transfer.metrics()))
+                    } else {
+                        finish(id, .failure(transfer.failure ?? .badResponse("no final response")))
+                    }
+                } else {
+                    finish(id, .failure(transfer.failure ?? .curl(CurlError(easy: code, detail: transfer.errorDetail))))
+                }
+            }
+            expireIdleTransfers()
+            if worked { spin() }
+            // Sleep only with no command waiting; from here on, new
+            // commands wake the poll. At least every 250 ms, for idle timeouts.
+            let sleeps = shared.withLock { state -> Bool in
+                state.polling = state.commands.isEmpty
+                return state.polling
+            }
+            if sleeps {
+                curl_multi_poll(multi, nil, 0, 250, nil)
+                shared.withLock { $0.polling = false }
+            }
+        }
+        shared.withLock { state in
+            state.idleHandles.forEach { curl_easy_cleanup($0.pointer) }
+            state.idleHandles.removeAll()
+            state.multiClosed = true
+            curl_multi_cleanup(multi)
+        }
+    }
+
+    /// Waits without sleeping, at most `spinNanoseconds`, for a command
+    /// or (with transfers running) a ready socket.
+    private func spin() {
+        let wait: SpinPolicy.Wait = transfers.isEmpty ? .command : .socket
+        guard spinPolicy.shouldSpin(for: wait), Self.spinSlots.take() else { return }
+        defer { Self.spinSlots.give() }
+        let deadline = DispatchTime.now().uptimeNanoseconds + Self.spinNanoseconds
+        var ready: Int32 = 0
+        var caught = false
+        while !caught, DispatchTime.now().uptimeNanoseconds < deadline {
+            if hasCommands.load(ordering: .acquiring) {
+                caught = true
+            } else if transfers.isEmpty {
+                urlloading_cpu_relax()
+            } else {
+                curl_multi_poll(multi, nil, 0, 0, &ready)
+                caught = ready > 0
+            }
+        }
+        spinPolicy.spun(for: wait, caughtWork: caught)
+    }
+
+    private func expireIdleTransfers() {
+        let now = DispatchTime.now().uptimeNanoseconds
+        for (id, transfer) in transfers where transfer.isIdle(at: now) {
+            finish(id, .failure(.idleTimeout(transfer.idleSeconds ?? 0)))
+        }
+    }
+
+    private func start(_ id: TransferID, _ transfer: Transfer, _ body: TransferRequest.Body) {
+        let code = curl_multi_add_handle(multi, transfer.handle)
+        guard code == CURLM_OK else {
+            transfer.close()
+            transfer.observer.transferDidComplete(.failure(.curl(CurlError(multi: code))))
+            return
+        }
+        transfers[id] = transfer
+        byHandle[transfer.handle] = id
+        if case .stream(let pipe, _) = body {
+            // A paused read goes on when the producer wrote more.
+            pipe.setReadableHandler { [weak self] in self?.send(.unpause(id)) }
+        }
+    }
+
+    /// Queues a command from any thread (the loop's own included) and
+    /// wakes the loop if it sleeps; false after shutdown (not queued).
+    @discardableResult
+    func send(_ command: Command) -> Bool {
+        shared.withLock { state -> Bool in
+            guard !state.shutDown else { return false }
+            state.commands.append(command)
+            hasCommands.store(true, ordering: .releasing)
+            if state.polling, !state.multiClosed { wakeHoldingLock() }
+            return true
+        }
+    }
+
+    /// Removes a transfer and tells its observer, exactly once.
+    private func finish(_ id: TransferID, _ result: Result<TransferMetrics, TransferError>) {
+        guard let transfer = transfers.removeValue(forKey: id) else { return }
+        byHandle[transfer.handle] = nil
+        curl_multi_remove_handle(multi, transfer.handle)
+        // A connect-only handle still owns its connection: never reused.
+        let keep = !transfer.connectOnly
+        transfer.close(keepHandle: keep)
+        if keep {
+            let pooled = shared.withLock { state -> Bool in
+                guard state.idleHandles.count < Self.idleHandleLimit, !state.shutDown else { return false }
+                state.idleHandles.append(IdleHandle(pointer: transfer.handle))
+                return true
+            }
+            if !pooled { curl_easy_cleanup(transfer.handle) }
+        }
+        transfer.observer.transferDidComplete(result)
+    }
+}
