@@ -53,11 +53,20 @@ final class CurlLoop: @unchecked Sendable {
     /// Set (under the lock) with each command queued and cleared when the
     /// loop takes them: what a spinning loop watches without the lock.
     let hasCommands = Atomic<Bool>(false)
-    /// How long a loop that just did work looks for more before it
-    /// sleeps. 60 µs covers a caller's turn-around and a loopback
-    /// server's answer (30 µs was too short half the time, 100 µs no
-    /// faster).
-    static let spinNanoseconds: UInt64 = 60_000
+    /// How long a loop that just did work, with transfers running, looks
+    /// for a ready socket before it sleeps: a loopback server's answer
+    /// (30 µs was too short half the time; 120 and 250 µs no faster).
+    static let socketSpinNanoseconds: UInt64 = 60_000
+    /// How long a loop whose transfers all ended looks for the next command
+    /// before it sleeps: a caller's turn-around — its thread woken, the
+    /// response object built, the next request configured — took 100–150 µs
+    /// on this project's 2-core machine, so a 60 µs spin caught it almost
+    /// never and the loop slept and was woken for every sequential request.
+    /// With 250 µs, 10,000 sequential GETs took 1.2–1.4 s instead of
+    /// 2.2–2.3 s and less CPU (1.6–1.9 s against 2.0–2.1 s), as sleeping
+    /// and being woken costs more than spinning (issue 24). A caller slower
+    /// than that makes the loop back off (`SpinPolicy`).
+    static let commandSpinNanoseconds: UInt64 = 250_000
     /// Loops of the process (one per session) that may spin at once:
     /// one CPU fewer than the machine has, so that spinning loops never
     /// take every core from the threads that would bring their work —
@@ -190,13 +199,15 @@ final class CurlLoop: @unchecked Sendable {
         }
     }
 
-    /// Waits without sleeping, at most `spinNanoseconds`, for a command
-    /// or (with transfers running) a ready socket.
+    /// Waits without sleeping, at most `commandSpinNanoseconds` for a
+    /// command or (with transfers running) `socketSpinNanoseconds` for a
+    /// command or a ready socket.
     private func spin() {
         let wait: SpinPolicy.Wait = transfers.isEmpty ? .command : .socket
         guard spinPolicy.shouldSpin(for: wait), Self.spinSlots.take() else { return }
         defer { Self.spinSlots.give() }
-        let deadline = DispatchTime.now().uptimeNanoseconds + Self.spinNanoseconds
+        let budget = wait == .command ? Self.commandSpinNanoseconds : Self.socketSpinNanoseconds
+        let deadline = DispatchTime.now().uptimeNanoseconds + budget
         var ready: Int32 = 0
         var caught = false
         while !caught, DispatchTime.now().uptimeNanoseconds < deadline {
