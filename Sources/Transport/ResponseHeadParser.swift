@@ -68,13 +68,26 @@ package struct ResponseHeadParser {
         }
         if line.starts(with: "HTTP/".utf8) {
             // A new status line: an interim (1xx) head before it is forgotten.
-            let parts = text(0..<line.count).split(separator: " ", maxSplits: 2, omittingEmptySubsequences: true)
-            guard parts.count >= 2, parts[1].utf8.count == 3, let code = Int(parts[1]), (100...999).contains(code) else {
+            // "HTTP-version SP status-code [SP reason]", read off the bytes.
+            let space = UInt8(ascii: " ")
+            var versionEnd = 0
+            while versionEnd < line.count, line[versionEnd] != space { versionEnd += 1 }
+            var codeStart = versionEnd
+            while codeStart < line.count, line[codeStart] == space { codeStart += 1 }
+            var code = 0
+            var index = codeStart
+            while index < line.count, index - codeStart < 4, (0x30...0x39).contains(line[index]) {
+                code = code * 10 + Int(line[index] - 0x30)
+                index += 1
+            }
+            guard index - codeStart == 3, index == line.count || line[index] == space, (100...999).contains(code) else {
                 return .failed(.badResponse("malformed status line"))
             }
             status = code
-            httpVersion = String(parts[0])
+            httpVersion = String(decoding: UnsafeRawBufferPointer(rebasing: line[0..<versionEnd]), as: UTF8.self)
+            // Room for a usual head's fields, so appends do not grow the array.
             headers = []
+            headers.reserveCapacity(16)
             return .none
         }
         if isSpace(line[0]) {

@@ -474,12 +474,19 @@ final class Recorder: TransferObserver {
         }
         #expect(interim.status == 103 && interim.headers.map(\.value) == ["</a>"])
         #expect(events[1] == .interimHead(ResponseHead(status: 100, httpVersion: "HTTP/1.1", headers: [])))
+        // A status line without a reason, or with runs of spaces, is one.
+        for (line, status, version) in [("HTTP/1.1 204\r\n", 204, "HTTP/1.1"), ("HTTP/1.0  301   Moved  \r\n", 301, "HTTP/1.0"), ("HTTP/2 200\r\n", 200, "HTTP/2")] {
+            let (parsed, _) = Self.feed([line, "\r\n"])
+            #expect(parsed.finalHead?.status == status && parsed.finalHead?.httpVersion == version, "\(line)")
+        }
     }
 
     @Test("Malformed status and field lines, and heads past the limit, fail the transfer")
     func failures() {
         for lines in [
             ["HTTP/1.1 2000 OK\r\n"], ["HTTP/1.1 abc\r\n"], ["HTTP/1.1\r\n"], ["HTTP/1.1 200 OK\r\n", "No colon here\r\n"],
+            ["HTTP/1.1 200OK\r\n"], ["HTTP/1.1 20 OK\r\n"], ["HTTP/1.1 0200 OK\r\n"], ["HTTP/1.1 +20 OK\r\n"], ["HTTP/1.1\t200 OK\r\n"],
+            ["HTTP/1.1 099 Low\r\n"],
             ["HTTP/1.1 200 OK\r\n", "Bad Name: x\r\n"], ["HTTP/1.1 200 OK\r\n", ": empty name\r\n"],
         ] {
             let (_, events) = Self.feed(lines)
