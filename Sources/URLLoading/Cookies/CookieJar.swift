@@ -319,7 +319,8 @@ struct CookieJar: Sendable {
     /// The cookies to send with a request for `url` (RFC 6265bis §5.8.3), in
     /// header order, marking them used and dropping expired ones met on the way.
     mutating func cookies(for url: URL, site: SiteContext, now: Date, changes: inout Changes) -> [Cookie] {
-        guard let scheme = url.scheme?.lowercased(), Self.isCookieScheme(scheme), let host = Self.host(of: url) else {
+        // An empty jar (most sessions of an API client) answers before any URL parsing.
+        guard count > 0, let scheme = url.scheme?.lowercased(), Self.isCookieScheme(scheme), let host = Self.host(of: url) else {
             return []
         }
         let key = memoizedBucket(forHost: host)

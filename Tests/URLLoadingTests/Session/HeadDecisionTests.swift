@@ -3,6 +3,7 @@ import Foundation
 import FoundationNetworking
 #endif
 import Testing
+import Transport
 @testable import URLLoading
 
 /// Deciding on a hop's head from values alone (issue 39).
@@ -47,5 +48,37 @@ import Testing
         #expect(Self.decide(302) == .response, "no Location")
         #expect(Self.decide(301, [("Location", "ftp://example.com/")]) == .response, "not http(s)")
         #expect(Self.decide(305, [("Location", "/e")]) == .response && Self.decide(306, [("Location", "/e")]) == .response)
+    }
+}
+
+/// The `HTTPURLResponse` a head becomes (issue 24: built with a look back
+/// over the names for a usual head, by hashing for a long one).
+@Suite struct ResponseObjectTests {
+    static let url = URL(string: "https://example.com/a")!
+
+    static func response(_ headers: [(name: String, value: String)]) throws -> HTTPURLResponse {
+        try #require(SessionTask.makeResponse(url: url, head: ResponseHead(status: 200, httpVersion: "HTTP/1.1", headers: headers)))
+    }
+
+    @Test("RFC 9110 §5.3: lines of one name in any case become one value, in order, in a short head and in a long one")
+    func repeatedNames() throws {
+        let short = try Self.response([("Foo", "1"), ("foo", "2"), ("Bar", "x"), ("FOO", "3")])
+        #expect(short.value(forHTTPHeaderField: "foo") == "1, 2, 3")
+        #expect(short.value(forHTTPHeaderField: "bar") == "x")
+        #expect(short.allHeaderFields.count == 2)
+        var long: [(name: String, value: String)] = (0..<40).map { ("X-Field-\($0)", "\($0)") }
+        long.insert(("Foo", "1"), at: 3)
+        long.insert(("FOO", "2"), at: 20)
+        long.append(("foo", "3"))
+        let response = try Self.response(long)
+        #expect(response.value(forHTTPHeaderField: "Foo") == "1, 2, 3")
+        #expect(response.value(forHTTPHeaderField: "x-field-39") == "39")
+        #expect(response.allHeaderFields.count == 41)
+    }
+
+    @Test("A head of 20,000 fields (a hostile server's) becomes a response with all of them, without work growing with their square")
+    func hugeHead() throws {
+        let response = try Self.response((0..<20_000).map { ("X-\($0)", "v") })
+        #expect(response.allHeaderFields.count == 20_000)
     }
 }

@@ -114,15 +114,30 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
     static func makeResponse(url: URL, head: ResponseHead) -> HTTPURLResponse? {
         // Lines of one name (in any case) become one value (RFC 9110 §5.3):
         // HTTPURLResponse capitalizes names, so "foo" would overwrite "Foo".
-        var fields = [String: String](minimumCapacity: head.headers.count)
-        var firstName = [HeaderFields.CaseInsensitiveName: String](minimumCapacity: head.headers.count)
-        for field in head.headers {
-            let key = HeaderFields.CaseInsensitiveName(field.name)
-            if let name = firstName[key] {
-                fields[name, default: ""] += ", " + field.value
-            } else {
-                firstName[key] = field.name
-                fields[field.name] = field.value
+        // A usual head has a few fields: looking back over the names already
+        // seen costs less than hashing each name folded to one case. A head
+        // of many (a hostile server may send thousands) is hashed, so the
+        // work stays linear.
+        let headers = head.headers
+        var fields = [String: String](minimumCapacity: headers.count)
+        if headers.count <= 32 {
+            for (index, field) in headers.enumerated() {
+                if let first = headers[..<index].first(where: { HeaderFields.namesEqual($0.name, field.name) }) {
+                    fields[first.name, default: ""] += ", " + field.value
+                } else {
+                    fields[field.name] = field.value
+                }
+            }
+        } else {
+            var firstName = [HeaderFields.CaseInsensitiveName: String](minimumCapacity: headers.count)
+            for field in headers {
+                let key = HeaderFields.CaseInsensitiveName(field.name)
+                if let name = firstName[key] {
+                    fields[name, default: ""] += ", " + field.value
+                } else {
+                    firstName[key] = field.name
+                    fields[field.name] = field.value
+                }
             }
         }
         return HTTPURLResponse(url: url, statusCode: head.status, httpVersion: head.httpVersion, headerFields: fields)
