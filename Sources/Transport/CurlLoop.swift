@@ -95,6 +95,17 @@ final class CurlLoop: @unchecked Sendable {
         self.share = share
     }
 
+    /// Frees the multi handle of a loop whose thread never started (the
+    /// transport's set-up failed on a later loop).
+    func discard() {
+        shared.withLock { state in
+            guard !state.multiClosed else { return }
+            state.shutDown = true
+            state.multiClosed = true
+            curl_multi_cleanup(multi)
+        }
+    }
+
     /// Starts the loop's thread, named `name`.
     func start(name: String) {
         let thread = Thread { [self] in

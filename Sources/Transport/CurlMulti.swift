@@ -78,8 +78,14 @@ package final class CurlMulti: Sendable {
         let count = min(max(loops, 1), Self.maximumLoops)
         let share = count > 1 ? try CurlShare() : nil
         var made: [CurlLoop] = []
-        for _ in 0..<count {
-            made.append(try CurlLoop(maximumConnectionsPerHost: maximumConnectionsPerHost, share: share))
+        do {
+            for _ in 0..<count {
+                made.append(try CurlLoop(maximumConnectionsPerHost: maximumConnectionsPerHost, share: share))
+            }
+        } catch {
+            // Only out of memory: the loops made so far never ran.
+            for loop in made { loop.discard() }
+            throw error
         }
         self.loops = made
         for (index, loop) in made.enumerated() {
