@@ -6,10 +6,11 @@ import Synchronization
 /// One transport loop: a thread running one libcurl multi handle (see
 /// `CurlMulti` for a turn of the loop and why it spins). What the loop thread
 /// owns: other threads touch only `shared` (behind its lock), `hasCommands`
-/// (atomic), and `send`, `take` and `wakeHoldingLock`, which use those two
-/// and `curl_multi_wakeup` (thread-safe) under the lock the loop frees the
-/// multi handle under; everything else runs on the loop thread, which is
-/// why the class may cross to it.
+/// (atomic), the immutable `share`, and `send`, `take`, `shutdown`,
+/// `discard` (before the thread starts) and `wakeHoldingLock`, which use
+/// those and `curl_multi_wakeup` (thread-safe) under the lock the loop frees
+/// the multi handle under; everything else runs on the loop thread, which
+/// is why the class may cross to it.
 final class CurlLoop: @unchecked Sendable {
     typealias TransferID = CurlMulti.TransferID
 

@@ -11,7 +11,9 @@ import Musl
 /// between threads — so `CurlMulti` keeps each origin on one loop instead.
 ///
 /// libcurl calls the lock callbacks from every loop thread; each kind of
-/// data has its own `pthread_mutex_t`, as libcurl asks.
+/// data has its own `pthread_mutex_t`, as libcurl asks. Why it may cross
+/// threads: its two pointers never change after `init`, and libcurl reaches
+/// the shared data only under those mutexes.
 final class CurlShare: @unchecked Sendable {
     /// The share handle; easy handles join it with `CURLOPT_SHARE`.
     let handle: UnsafeMutableRawPointer
