@@ -33,6 +33,15 @@ final class CurlLoop: @unchecked Sendable {
         let pointer: UnsafeMutableRawPointer
     }
 
+    /// What arrived on the loop's transfers (head lines, body chunks),
+    /// counted by their callbacks: a turn that received something spins
+    /// for the rest, which often follows within microseconds — nginx, for
+    /// one, sends a file's body after its head, in a second packet.
+    /// Loop thread only.
+    final class ReceiveCounter {
+        var count: UInt64 = 0
+    }
+
     struct Shared {
         var commands: [Command] = []
         /// The next transfer's number on this loop.
@@ -80,6 +89,7 @@ final class CurlLoop: @unchecked Sendable {
     /// loops; held until this loop's handles are cleaned up.
     let share: CurlShare?
     private var spinPolicy = SpinPolicy()
+    private let received = ReceiveCounter()
     private var transfers: [TransferID: Transfer] = [:]
     private var byHandle: [UnsafeMutableRawPointer: TransferID] = [:]
     /// Idle handles kept: enough for a burst of concurrent transfers.
@@ -173,7 +183,9 @@ final class CurlLoop: @unchecked Sendable {
                     break loop
                 }
             }
+            let receivedBefore = received.count
             curl_multi_perform(multi, &running)
+            if received.count != receivedBefore { worked = true }
             var left: Int32 = 0
             while let message = curl_multi_info_read(multi, &left) {
                 guard message.pointee.msg == CURLMSG_DONE, let handle = message.pointee.easy_handle,
@@ -253,6 +265,7 @@ final class CurlLoop: @unchecked Sendable {
         }
         transfers[id] = transfer
         byHandle[transfer.handle] = id
+        transfer.loopReceived = received
         if case .stream(let pipe, _) = body {
             // A paused read goes on when the producer wrote more.
             pipe.setReadableHandler { [weak self] in self?.send(.unpause(id)) }
