@@ -120,11 +120,12 @@ final class CurlLoop: @unchecked Sendable {
     /// Starts the loop's thread, named `name`.
     func start(name: String) {
         let thread = Thread { [self] in
-            run {
+            run { taken in
+                // The two arrays trade places: each keeps its capacity, so
+                // queuing a command allocates nothing once both have grown.
                 shared.withLock { state in
-                    defer { state.commands.removeAll() }
+                    swap(&state.commands, &taken)
                     hasCommands.store(false, ordering: .relaxed)
-                    return state.commands
                 }
             }
         }
@@ -161,11 +162,15 @@ final class CurlLoop: @unchecked Sendable {
         curl_multi_wakeup(multi)
     }
 
-    private func run(takeCommands: () -> [Command]) {
+    /// - Parameter takeCommands: Swaps the queued commands into its
+    ///   argument, which it gets empty.
+    private func run(takeCommands: (inout [Command]) -> Void) {
         var running: Int32 = 0
+        var commands: [Command] = []
         loop: while true {
-            let commands = takeCommands()
+            takeCommands(&commands)
             var worked = !commands.isEmpty
+            defer { commands.removeAll(keepingCapacity: true) }
             for command in commands {
                 switch command {
                 case .start(let id, let handOff, let body):
