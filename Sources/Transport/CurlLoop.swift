@@ -33,11 +33,13 @@ final class CurlLoop: @unchecked Sendable {
         let pointer: UnsafeMutableRawPointer
     }
 
-    /// What arrived on the loop's transfers (head lines, body chunks),
-    /// counted by their callbacks: a turn that received something spins
-    /// for the rest, which often follows within microseconds — nginx, for
-    /// one, sends a file's body after its head, in a second packet.
-    /// Loop thread only.
+    /// Head lines that arrived on the loop's transfers, counted by their
+    /// header callbacks: a turn that received part of a head spins for the
+    /// rest of the response, which often follows within microseconds —
+    /// nginx, for one, sends a file's body after its head, in a second
+    /// packet. Body chunks do not count: a long download's loop sleeps
+    /// between them as before, leaving the CPU to the sender and the
+    /// body's consumer. Loop thread only.
     final class ReceiveCounter {
         var count: UInt64 = 0
     }

@@ -48,8 +48,8 @@ final class Transfer {
     private var seenActivity: UInt64 = 0
     private var lastActivity = DispatchTime.now().uptimeNanoseconds
     private var movedBytes: Int64 = 0
-    /// The loop's count of what arrived on any of its transfers (set when
-    /// the loop adds this one); see `CurlLoop.ReceiveCounter`.
+    /// The loop's count of head lines that arrived on any of its transfers
+    /// (set when the loop adds this one); see `CurlLoop.ReceiveCounter`.
     var loopReceived: CurlLoop.ReceiveCounter?
     /// Set when a callback stops the transfer for a reason of ours.
     var failure: TransferError?
@@ -353,7 +353,6 @@ final class Transfer {
         guard let transfer = transfer(user), let data else { return 0 }
         let length = size * count
         transfer.activity &+= 1
-        transfer.loopReceived?.count &+= 1
         guard transfer.headDelivered || transfer.deliverHead() else { return 0 }
         if transfer.observer.transferDidReceive(UnsafeRawBufferPointer(start: data, count: length)) {
             return length
