@@ -18,10 +18,10 @@ import Synchronization
 ///
 /// One turn of the loop: take the commands → `curl_multi_perform` → hand
 /// over finished transfers → expire idle ones → then, when the turn did
-/// work (took a command, received part of a response or finished a
-/// transfer): **spin** — look again
-/// without sleeping, for at most `CurlLoop.socketSpinNanoseconds` (transfers
-/// running) or `CurlLoop.commandSpinNanoseconds` (none), until a command
+/// work (took a command, received head lines or finished a transfer):
+/// **spin** — look again without sleeping, for at most
+/// `CurlLoop.socketSpinNanoseconds` (transfers running) or
+/// `CurlLoop.commandSpinNanoseconds` (none), until a command
 /// arrives or a socket is ready → **sleep** in `curl_multi_poll` unless a
 /// command is waiting (`Shared.polling` tells senders to wake it).
 ///
