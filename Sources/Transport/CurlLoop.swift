@@ -296,15 +296,14 @@ final class CurlLoop: @unchecked Sendable {
     private func finish(_ id: TransferID, _ result: Result<TransferMetrics, TransferError>) {
         guard let transfer = transfers.removeValue(forKey: id) else { return }
         byHandle[transfer.handle] = nil
+        // The observer hears first, so the caller's thread wakes while the
+        // handle is taken apart: observers get the result alone, never the
+        // handle, and a transfer they start is a command, added on a later
+        // turn, when this one's connection is free again.
+        transfer.observer.transferDidComplete(result)
+        curl_multi_remove_handle(multi, transfer.handle)
         // A connect-only handle still owns its connection: never reused.
         let keep = !transfer.connectOnly
-        // The observer hears first, so the caller's thread wakes while the
-        // handle is taken apart: the observer never touches the handle, and
-        // the loop adds no transfer (which could want this one's connection)
-        // before this returns. A connect-only transfer's observer may read
-        // its connection, so it hears last.
-        if keep { transfer.observer.transferDidComplete(result) }
-        curl_multi_remove_handle(multi, transfer.handle)
         transfer.close(keepHandle: keep)
         if keep {
             let pooled = shared.withLock { state -> Bool in
@@ -313,8 +312,6 @@ final class CurlLoop: @unchecked Sendable {
                 return true
             }
             if !pooled { curl_easy_cleanup(transfer.handle) }
-        } else {
-            transfer.observer.transferDidComplete(result)
         }
     }
 }
