@@ -68,7 +68,7 @@ extension SessionTask {
 
     func backgroundProgress(sent: Int64, written: Int64, expectedToSend: Int64, expectedToWrite: Int64) {
         let delta = locked.withLock { inner -> (Int64, Kind) in
-            defer { updateProgress(inner) }
+            defer { inner.updateProgress() }
             if inner.kind == .upload {
                 let delta = max(0, sent - inner.bytesSent)
                 inner.bytesSent = sent

@@ -203,7 +203,8 @@ extension SessionTask {
         perform(
             locked.withLock { inner in
                 if inner.transactions.count == inner.machine.hop {
-                    inner.transactions.append(Self.transaction(inner, metrics: nil))
+                    let transaction = Self.transaction(&inner, metrics: nil)
+                    inner.transactions.append(transaction)
                 }
                 inner.authentication.queue(authorization)
                 return inner.machine.follow(.authentication, url: url)

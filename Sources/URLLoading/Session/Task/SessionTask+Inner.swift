@@ -67,3 +67,20 @@ extension SessionTask {
         var acknowledgesCompletion = false
     }
 }
+
+extension SessionTask.Inner {
+    /// Mirrors the byte counts into `progress` (called under the task's
+    /// lock). `mutating` only so that the state is read in place: called
+    /// on the lock's `inout` value, a non-mutating method (even inlined)
+    /// was handed a copy of all of `Inner`, made and destroyed per chunk.
+    mutating func updateProgress() {
+        guard let progress else { return }
+        if kind == .upload {
+            progress.totalUnitCount = bytesExpectedToSend > 0 ? bytesExpectedToSend : -1
+            progress.completedUnitCount = bytesSent
+        } else {
+            progress.totalUnitCount = bytesExpectedToReceive >= 0 ? bytesExpectedToReceive : -1
+            progress.completedUnitCount = bytesReceived
+        }
+    }
+}

@@ -8,7 +8,9 @@ import Transport
 extension SessionTask {
     /// The current hop's exchange over the network; `metrics` is nil when
     /// its transfer was cut short (a redirect or challenge answered early).
-    static func transaction(_ inner: Inner, metrics: TransferMetrics?) -> TaskTransactionMetrics {
+    /// `inout` only so that the state is read in place: borrowed from the
+    /// lock's `inout` value, all of `Inner` was copied for it per request.
+    static func transaction(_ inner: inout Inner, metrics: TransferMetrics?) -> TaskTransactionMetrics {
         let request = inner.currentRequest ?? URLRequest(url: URL(fileURLWithPath: "/"))
         let url = request.url ?? URL(fileURLWithPath: "/")
         // The final hop's response is built already; an earlier hop's (a redirect, a 401)

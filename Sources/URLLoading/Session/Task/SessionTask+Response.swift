@@ -86,7 +86,8 @@ extension SessionTask {
                 self.locked.withLock { inner in
                     // The redirect's own transfer may be cut short: record its exchange now.
                     if inner.transactions.count == inner.machine.hop {
-                        inner.transactions.append(Self.transaction(inner, metrics: nil))
+                        let transaction = Self.transaction(&inner, metrics: nil)
+                        inner.transactions.append(transaction)
                     }
                     inner.currentRequest = chosen
                     return inner.machine.follow(.redirect, url: url, maximumRedirects: maximum)
@@ -104,7 +105,7 @@ extension SessionTask {
             inner.head = (url, shown)
             inner.response = nil
             inner.bytesExpectedToReceive = length
-            updateProgress(inner)
+            inner.updateProgress()
             // A delegate's data task keeps a copy of a storable body, up to
             // what the cache could store (the 5% rule's largest tier).
             var limit = 0

@@ -83,7 +83,7 @@ extension SessionTask {
             inner.response = response
             inner.bytesReceived = Int64(body.count)
             inner.bytesExpectedToReceive = Int64(body.count)
-            updateProgress(inner)
+            inner.updateProgress()
         }
         guard let session else { return }
         let streams = locked.withLock { $0.sink.streamsServedBody }

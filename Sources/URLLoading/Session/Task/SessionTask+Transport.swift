@@ -40,7 +40,7 @@ extension SessionTask {
                 return (.refuse, nil)
             }
             inner.bytesReceived += Int64(chunk.count)
-            updateProgress(inner)
+            inner.updateProgress()
             return (step, inner.session)
         }
         switch step {
@@ -114,7 +114,7 @@ extension SessionTask {
             guard sent > inner.bytesSent else { return nil }
             let delta = sent - inner.bytesSent
             inner.bytesSent = sent
-            updateProgress(inner)
+            inner.updateProgress()
             guard let session = inner.session, inner.delegate != nil || session.delegate != nil else { return nil }
             return (session, delta)
         }
@@ -140,7 +140,8 @@ extension SessionTask {
                     if case .success(let metrics) = result { Self.fillCutShort(&inner, hop: hop, metrics) }
                     return []
                 }
-                inner.transactions.append(Self.transaction(inner, metrics: try? result.get()))
+                let transaction = Self.transaction(&inner, metrics: try? result.get())
+                inner.transactions.append(transaction)
                 return inner.machine.transferCompleted(result, hop: hop)
             })
     }

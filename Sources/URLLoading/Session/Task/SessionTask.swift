@@ -42,7 +42,7 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
             if let progress = inner.progress { return progress }
             let progress = Progress(totalUnitCount: -1)
             inner.progress = progress
-            updateProgress(inner)
+            inner.updateProgress()
             if inner.machine.isFinished && inner.error == nil {
                 progress.totalUnitCount = max(progress.totalUnitCount, progress.completedUnitCount)
                 progress.completedUnitCount = progress.totalUnitCount
@@ -280,18 +280,6 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
     }
 
     var session: Session? { locked.withLock { $0.session } }
-
-    /// Mirrors the byte counts into `progress` (called under the task's lock).
-    func updateProgress(_ inner: Inner) {
-        guard let progress = inner.progress else { return }
-        if inner.kind == .upload {
-            progress.totalUnitCount = inner.bytesExpectedToSend > 0 ? inner.bytesExpectedToSend : -1
-            progress.completedUnitCount = inner.bytesSent
-        } else {
-            progress.totalUnitCount = inner.bytesExpectedToReceive >= 0 ? inner.bytesExpectedToReceive : -1
-            progress.completedUnitCount = inner.bytesReceived
-        }
-    }
 
     /// Whether this task reads and fills the cache: data tasks whose sink
     /// keeps the body (completion handlers, async APIs, a delegate's copy).
