@@ -69,18 +69,34 @@ enum FieldNumber {
     /// or nil when absent, malformed, or beyond `maximumLength`. Several
     /// lines or members must agree.
     static func length(_ text: String) -> Int64? {
+        // One pass over the bytes, nothing allocated: every response's
+        // Content-Length comes through here, on the transport's thread.
         var result: Int64?
-        for member in text.split(separator: ",", omittingEmptySubsequences: false) {
-            let digits = member.utf8.drop { $0 == 0x20 || $0 == 0x09 }.reversed().drop { $0 == 0x20 || $0 == 0x09 }.reversed()
-            guard !digits.isEmpty, digits.count <= 16 else { return nil }
-            var value: Int64 = 0
-            for byte in digits {
-                guard byte >= 0x30, byte <= 0x39 else { return nil }
-                value = value * 10 + Int64(byte - 0x30)
-            }
-            guard value <= maximumLength, result == nil || result == value else { return nil }
+        var value: Int64 = 0
+        var digits = 0
+        var afterDigits = false
+        /// The member just read, checked against the limit and the members before.
+        func member() -> Bool {
+            guard digits > 0, value <= maximumLength, result == nil || result == value else { return false }
             result = value
+            return true
         }
-        return result
+        for byte in text.utf8 {
+            switch byte {
+            case 0x30...0x39:
+                // 16 digits stay far below Int64.max; more are refused.
+                guard !afterDigits, digits < 16 else { return nil }
+                value = value * 10 + Int64(byte - 0x30)
+                digits += 1
+            case 0x20, 0x09:
+                afterDigits = digits > 0
+            case 0x2C:
+                guard member() else { return nil }
+                (value, digits, afterDigits) = (0, 0, false)
+            default:
+                return nil
+            }
+        }
+        return member() ? result : nil
     }
 }
