@@ -98,6 +98,18 @@ enum SessionBenchmark {
             }
         }
 
+        // The floor under get-16-cpu: the response object data(from:) must
+        // return, built alone, against the C client's whole GET.
+        let cGet16 = (0..<Self.runs).map { _ in c(["get", small, "\(concurrentRequests)", "\(inFlight)"]) }.min { $0.cpu < $1.cpu }
+        let responseInit = (0..<Self.runs).map { _ in child("response-init", "get", small, concurrentRequests, 1) }.min { $0.cpu < $1.cpu }
+        if let cGet16, let responseInit, responseInit.bytes > 0 {
+            let fields = Int(responseInit.bytes) / concurrentRequests
+            lines.append(
+                "response-init: HTTPURLResponse of nginx's \(fields) fields \(formatted(responseInit.cpu / Double(concurrentRequests) * 1e6)) µs CPU each; "
+                    + "libcurl-c's whole GET at \(inFlight) in flight \(formatted(cGet16.cpu / Double(concurrentRequests) * 1e6)) µs CPU")
+            table.append(("response-init-cpu", "libcurl-c-get-16", responseInit.cpu / cGet16.cpu))
+        }
+
         // The manager over the same session settings (issue 21): what its
         // serializers, handler and async wrapping add to each request.
         var plain: Figures?
@@ -281,6 +293,26 @@ enum SessionBenchmark {
             default:
                 result = await timed(count, inFlight) { try await session.data(from: target).0.count }
             }
+        case "response-init":
+            // FoundationNetworking's HTTPURLResponse initializer alone, on
+            // the head nginx sent for `url` (one GET first), `count` times:
+            // what every data(from:) pays and AsyncHTTPClient's API does not.
+            let configuration = SessionConfiguration.ephemeral
+            configuration.urlCache = nil
+            guard let (_, first) = try? await Session(configuration: configuration).data(from: target),
+                let head = first as? HTTPURLResponse
+            else { fail("no response from \(url)") }
+            var fields: [String: String] = [:]
+            for (name, value) in head.allHeaderFields {
+                if let name = name as? String, let value = value as? String { fields[name] = value }
+            }
+            let before = rusage().cpu
+            let start = now()
+            var built = 0
+            for _ in 0..<count where HTTPURLResponse(url: target, statusCode: head.statusCode, httpVersion: "HTTP/1.1", headerFields: fields) != nil {
+                built += 1
+            }
+            result = (Double(now() - start) / 1e9, rusage().cpu - before, built * fields.count)
         case "ours-delegate":
             // The plain session with a delegate that implements nothing: what having one costs.
             final class Empty: SessionDataDelegate {}
