@@ -22,6 +22,11 @@
 //   urlloading-bench child-open <ours|raw|foundation> <path> <entries>
 //   urlloading-bench child-populate <path> <entries>      (for profiling)
 //   urlloading-bench child-memory-hit <lookups> [<dir>]   (for profiling; with a disk tier in dir)
+//   urlloading-bench session-child <contender> <mode> <url> <count> <in-flight> [<file>]
+//       contender: ours, ours-delegate, manager, foundation, async-http-client,
+//       async-http-client+response (building an HTTPURLResponse from its head),
+//       response-init (that initializer alone, on <url>'s head, <count> times);
+//       prints elapsed s, CPU s, peak RSS KiB, bytes
 //   urlloading-bench resume-child <base-url>              (resume() latency)
 //   urlloading-bench ws-child <port> <messages> <size>    (WebSocket echo)
 //   urlloading-bench session-ws <ws-bench>                 (only the WebSocket figures)
