@@ -26,7 +26,7 @@
 //       contender: ours, ours-delegate, manager, foundation, async-http-client,
 //       async-http-client+response (building an HTTPURLResponse from its head),
 //       response-init (that initializer alone, on <url>'s head, <count> times);
-//       prints elapsed s, CPU s, peak RSS KiB, bytes
+//       prints elapsed s, CPU s, peak RSS KiB, bytes (response-init: fields handed over)
 //   urlloading-bench resume-child <base-url>              (resume() latency)
 //   urlloading-bench ws-child <port> <messages> <size>    (WebSocket echo)
 //   urlloading-bench session-ws <ws-bench>                 (only the WebSocket figures)
