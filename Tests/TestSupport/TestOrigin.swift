@@ -65,6 +65,7 @@ public final class TestOrigin: Sendable {
         tls: TestCertificates.ServerIdentity? = nil, port requestedPort: Int = 0, routes: [String: ScriptedResponse] = [:],
         ownThread: Bool = false
     ) async throws -> TestOrigin {
+        _ = Self.decoderMetadataReady
         let ownGroup = ownThread ? MultiThreadedEventLoopGroup(numberOfThreads: 1) : nil
         let sslContext = try tls.map { try $0.makeServerContext() }
         // The origin object is created after binding, so the handlers reach
@@ -103,6 +104,17 @@ public final class TestOrigin: Sendable {
         }
         return TestOrigin(channel: channel, port: port, usesTLS: sslContext != nil, shared: shared, ownGroup: ownGroup)
     }
+
+    /// Made once per process, on one thread, before any origin accepts a
+    /// connection. Swift 6.3's runtime can crash (a null superclass read in
+    /// `getSuperclassForMaybeIncompleteMetadata`) when threads first make a
+    /// generic root class's metadata at the same moment and one checks a
+    /// conformance on it while another is still completing it; every event
+    /// loop makes this handler, with `HTTPDecoder`, for its first
+    /// connection. It crashed the AddressSanitizer pass of CI twice.
+    private static let decoderMetadataReady: Void = {
+        _ = ByteToMessageHandler(HTTPRequestDecoder(leftOverBytesStrategy: .dropBytes))
+    }()
 
     /// `http://127.0.0.1:<port>` (or `https://localhost:<port>` with TLS,
     /// the name the test certificate is issued for).

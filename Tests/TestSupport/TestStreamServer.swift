@@ -30,6 +30,7 @@ public final class TestStreamServer: Sendable {
 
     /// Starts a server on a port the kernel chooses.
     public static func start() async throws -> TestStreamServer {
+        _ = Self.decoderMetadataReady
         let sslContext = try TestCertificates.shared().server.makeServerContext()
         let record = LineRecord()
         let bootstrap = ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
@@ -45,6 +46,12 @@ public final class TestStreamServer: Sendable {
         guard let port = channel.localAddress?.port else { throw TestOriginError(message: "the listening socket has no port") }
         return TestStreamServer(channel: channel, port: port, record: record)
     }
+
+    /// The line decoder's handler, made once on one thread before any event
+    /// loop makes one (`TestOrigin` says which runtime crash this avoids).
+    private static let decoderMetadataReady: Void = {
+        _ = ByteToMessageHandler(LineDecoder())
+    }()
 
     /// Stops listening (open connections end with the process's loop).
     public func shutdown() async throws {
