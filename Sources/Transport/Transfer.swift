@@ -9,7 +9,7 @@ final class Transfer {
     let handle: UnsafeMutableRawPointer
     let observer: any TransferObserver
     private var headerList: UnsafeMutablePointer<curl_slist>?
-    private var errorBuffer = [CChar](repeating: 0, count: Int(CURL_ERROR_SIZE) + 1)
+    private let errorBuffer = ErrorBuffer()
     private var retained: Unmanaged<Transfer>?
     private var body: BodySource
     /// The request body's length; -1 when a stream's length is unknown.
@@ -198,7 +198,7 @@ final class Transfer {
         }
         if let headerList { _ = urlloading_easy_setopt_slist(handle, CURLOPT_HTTPHEADER, headerList) }
 
-        _ = urlloading_easy_setopt_pointer(handle, CURLOPT_ERRORBUFFER, &errorBuffer)
+        _ = urlloading_easy_setopt_pointer(handle, CURLOPT_ERRORBUFFER, errorBuffer.bytes)
         _ = urlloading_easy_setopt_pointer(handle, CURLOPT_PRIVATE, userData)
         _ = urlloading_easy_setopt_write_callback(handle, CURLOPT_HEADERFUNCTION, Transfer.headerCallback)
         _ = urlloading_easy_setopt_pointer(handle, CURLOPT_HEADERDATA, userData)
@@ -267,9 +267,7 @@ final class Transfer {
         retained = nil
     }
 
-    var errorDetail: String {
-        errorBuffer.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
-    }
+    var errorDetail: String { errorBuffer.text }
 
     func metrics() -> TransferMetrics {
         var metrics = TransferMetrics()
@@ -496,4 +494,24 @@ final class Transfer {
             }
         }
     }
+}
+
+/// The memory a handle's CURLOPT_ERRORBUFFER names. libcurl keeps the
+/// pointer and writes into it during later calls, so it must stay where it
+/// is for as long as the transfer lives: a pointer made from an array with
+/// `&` is valid only for the one call it is passed to.
+private final class ErrorBuffer {
+    let bytes: UnsafeMutablePointer<CChar>
+    private static let size = Int(CURL_ERROR_SIZE) + 1
+
+    init() {
+        bytes = .allocate(capacity: Self.size)
+        bytes.initialize(repeating: 0, count: Self.size)
+    }
+
+    deinit { bytes.deallocate() }
+
+    /// What libcurl wrote (it ends its message with a NUL; the last byte is
+    /// never written, so the text ends within the buffer).
+    var text: String { String(cString: bytes) }
 }
