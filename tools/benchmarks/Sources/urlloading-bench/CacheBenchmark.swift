@@ -157,7 +157,6 @@ enum CacheBenchmark {
         }
         print("bench cache open-scaling: \(String(format: "%.2f", oursOpenBig / oursOpenSmall))x open-1k")
         print("\nFoundation's figures use \(foundationEntries) entries (stores: \(foundationStoreCount)); ours and raw SQLite use \(bigCache).")
-        try? FileManager.default.removeItem(atPath: NSTemporaryDirectory() + "urlloading-bench-\(getpid())")
     }
 
     /// Microseconds per memory-tier hit over `lookups` lookups among

@@ -74,7 +74,6 @@ enum PostgresBenchmark {
         print("bench cache pg-hit: \(String(format: "%.2f", oursHit / sqliteHit))x sqlite")
         print("bench fleet coalesced: \(requests)/\(fleetURLs)")
         print("bench fleet invalidation: \(String(format: "%.2f", medianMs)) ms median, \(String(format: "%.2f", maxMs)) ms max")
-        try? FileManager.default.removeItem(atPath: NSTemporaryDirectory() + "urlloading-bench-\(getpid())")
     }
 
     // MARK: Fleet

@@ -23,8 +23,17 @@ func runChild(_ arguments: [String]) -> Double {
     return value
 }
 
+/// This process's scratch folder under the temporary directory; `main`
+/// removes it when the bench ends, by success or by `fail`.
+let scratchRoot = NSTemporaryDirectory() + "urlloading-bench-\(getpid())"
+
+func removeScratch() {
+    try? FileManager.default.removeItem(atPath: scratchRoot)
+}
+
+/// A fresh, empty folder `name` in this process's scratch folder.
 func scratchDirectory(_ name: String) -> String {
-    let path = NSTemporaryDirectory() + "urlloading-bench-\(getpid())/\(name)"
+    let path = scratchRoot + "/" + name
     try? FileManager.default.removeItem(atPath: path)
     try? FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
     return path

@@ -38,6 +38,7 @@ let arguments = Array(CommandLine.arguments.dropFirst())
 
 func fail(_ message: String) -> Never {
     FileHandle.standardError.write(Data("urlloading-bench: \(message)\n".utf8))
+    removeScratch()
     exit(1)
 }
 
@@ -106,3 +107,4 @@ case "child-populate":
 default:
     fail("usage: urlloading-bench cache|cookies|cachetool <cachetool>|session <base-url> <curl-bench> <work-dir> <sink-dir> <ws-bench>")
 }
+removeScratch()
