@@ -55,14 +55,16 @@ public final class TestOrigin: Sendable {
     /// - Parameters:
     ///   - tls: Serve HTTPS with this server identity (see `TestCertificates`);
     ///     plain HTTP when nil.
-    ///   - port: The port, or 0 (the default) for one the kernel chooses.
+    ///   - reserved: Listen on this reserved port's socket instead of a new
+    ///     one on a port the kernel chooses (for a client that was refused
+    ///     there until now).
     ///   - routes: Routes in place before the first connection is accepted
     ///     (for a client that is already trying to connect).
     ///   - ownThread: Serve from an event-loop thread of its own instead of
     ///     the group every origin of the process shares (for tests whose
     ///     timing another test's busy handler must not disturb).
     public static func start(
-        tls: TestCertificates.ServerIdentity? = nil, port requestedPort: Int = 0, routes: [String: ScriptedResponse] = [:],
+        tls: TestCertificates.ServerIdentity? = nil, adopting reserved: ReservedPort? = nil, routes: [String: ScriptedResponse] = [:],
         ownThread: Bool = false
     ) async throws -> TestOrigin {
         _ = Self.decoderMetadataReady
@@ -96,8 +98,14 @@ public final class TestOrigin: Sendable {
                             shared: shared, connectionNumber: number, overTLS: sslContext != nil))
                 }
             }
-        let channel = try await bootstrap.bind(host: "127.0.0.1", port: requestedPort).get()
-        guard let port = channel.localAddress?.port else {
+        let channel: any Channel
+        if let reserved {
+            guard let socket = reserved.take() else { throw TestOriginError(message: "the reserved port was handed over or released") }
+            channel = try await bootstrap.withBoundSocket(socket).get()
+        } else {
+            channel = try await bootstrap.bind(host: "127.0.0.1", port: 0).get()
+        }
+        guard let port = reserved?.port ?? channel.localAddress?.port else {
             try await channel.close()
             try? await ownGroup?.shutdownGracefully()
             throw TestOriginError(message: "the listening socket has no port")

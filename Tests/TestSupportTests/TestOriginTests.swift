@@ -120,4 +120,36 @@ import TestSupport
         #expect(served.status == 200)
         try await origin.shutdown()
     }
+
+    @Test("A reserved port refuses connections, cannot be bound by another server even with SO_REUSEADDR, and an origin adopting it answers there")
+    func reservedPortIsHeldUntilAdopted() async throws {
+        let reserved = try ReservedPort()
+        let url = try #require(URL(string: "http://127.0.0.1:\(reserved.port)/late"))
+        let client = CurlTestClient()
+        do {
+            _ = try await client.get(url)
+            Issue.record("a reserved port accepted a connection")
+        } catch {
+            #expect(error.code == CURLE_COULDNT_CONNECT)
+        }
+        // What another test's server does when the kernel offers it this port.
+        let other = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(other) }
+        var one: CInt = 1
+        #expect(setsockopt(other, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<CInt>.size)) == 0)
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = in_addr_t(0x7f00_0001).bigEndian
+        address.sin_port = UInt16(reserved.port).bigEndian
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(other, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        let bindError = errno
+        #expect(bound == -1 && bindError == EADDRINUSE)
+        let origin = try await TestOrigin.start(adopting: reserved, routes: ["/late": ScriptedResponse(body: "reached")])
+        #expect(origin.port == reserved.port)
+        let response = try await client.get(url)
+        #expect(response.status == 200 && response.body == Array("reached".utf8))
+        try await origin.shutdown()
+    }
 }

@@ -231,18 +231,17 @@ import TestSupport
 
     @Test("S3: with waitsForConnectivity a task waits for an unreachable host and completes once it is up")
     func waitsForConnectivity() async throws {
-        let first = try await TestOrigin.start()
-        let port = first.port
-        try await first.shutdown()
+        // Refused until the origin listens; no parallel test's server can take the port meanwhile.
+        let reserved = try ReservedPort()
         let delegate = WaitingDelegate()
         let configuration = SessionConfiguration.ephemeral
         configuration.waitsForConnectivity = true
         let session = Session(configuration: configuration, delegate: delegate)
-        let loading = Task { try await session.data(from: URL(string: "http://127.0.0.1:\(port)/late")!) }
+        let loading = Task { try await session.data(from: URL(string: "http://127.0.0.1:\(reserved.port)/late")!) }
         var iterator = delegate.waited.makeAsyncIterator()
         await iterator.next()
         // The route is in place before the waiting task can connect.
-        let origin = try await TestOrigin.start(port: port, routes: ["/late": ScriptedResponse(body: "reached")])
+        let origin = try await TestOrigin.start(adopting: reserved, routes: ["/late": ScriptedResponse(body: "reached")])
         let (data, _) = try await loading.value
         #expect(data == Data("reached".utf8))
         session.finishTasksAndInvalidate()

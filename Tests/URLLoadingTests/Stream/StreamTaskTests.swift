@@ -142,11 +142,10 @@ struct StreamTaskTests {
     @Test("Failures: nothing listening is cannotConnectToHost, an unknown name cannotFindHost; cancel() fails a waiting read with cancelled")
     func failures() async throws {
         let session = try Self.session()
-        // A port that was just free.
-        let closed = try await TestStreamServer.start()
-        let port = closed.port
-        try await closed.shutdown()
-        let refused = session.streamTask(withHostName: "127.0.0.1", port: port)
+        // Bound, not listening: refused, and no parallel test's server can take it.
+        let closed = try ReservedPort()
+        defer { closed.release() }
+        let refused = session.streamTask(withHostName: "127.0.0.1", port: closed.port)
         refused.resume()
         await #expect(throws: URLError.self) { _ = try await refused.readData(ofMinLength: 1, maxLength: 1, timeout: 10) }
         #expect((refused.error as? URLError)?.code == .cannotConnectToHost)

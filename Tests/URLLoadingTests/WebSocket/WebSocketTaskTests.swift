@@ -152,7 +152,10 @@ struct WebSocketTaskTests {
         let unsupported = session.webSocketTask(with: URL(string: "ftp://127.0.0.1/")!)
         #expect((unsupported.error as? URLError)?.code == .unsupportedURL)
         await server.shutdown()
-        let refused = session.webSocketTask(with: URL(string: "ws://127.0.0.1:\(server.port)/echo")!)
+        // Bound, not listening: refused, and no parallel test's server can take it.
+        let closed = try ReservedPort()
+        defer { closed.release() }
+        let refused = session.webSocketTask(with: URL(string: "ws://127.0.0.1:\(closed.port)/echo")!)
         refused.resume()
         await #expect(throws: URLError.self) { _ = try await refused.receive() }
         #expect((refused.error as? URLError)?.code == .cannotConnectToHost)
