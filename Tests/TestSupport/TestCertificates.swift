@@ -58,12 +58,24 @@ public struct TestCertificates: Sendable {
         }.get()
     }
 
+    /// The folder `make()` created, removed when the process exits: a
+    /// `swift test` run by hand has no `TMPDIR` of its own that `tools/test`
+    /// removes afterwards.
+    private static let madeDirectory = Lock<String?>(nil)
+
     private static func make() throws(TestOriginError) -> TestCertificates {
         let directory = NSTemporaryDirectory() + "urlloading-test-ca-\(getpid())-\(UUID().uuidString.prefix(8))"
         do {
-            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+            try FileManager.default.createDirectory(
+                atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         } catch {
             throw TestOriginError(message: "cannot create \(directory): \(error)")
+        }
+        madeDirectory.withLock { $0 = directory }
+        atexit {
+            if let directory = TestCertificates.madeDirectory.withLock({ $0 }) {
+                try? FileManager.default.removeItem(atPath: directory)
+            }
         }
         func path(_ name: String) -> String { directory + "/" + name }
         let ext = path("server.ext")
