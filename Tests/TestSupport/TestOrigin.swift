@@ -68,6 +68,10 @@ public final class TestOrigin: Sendable {
         ownThread: Bool = false
     ) async throws -> TestOrigin {
         _ = Self.decoderMetadataReady
+        let boundSocket = try reserved.map { reserved throws(TestOriginError) -> CInt in
+            guard let socket = reserved.take() else { throw TestOriginError(message: "the reserved port was handed over or released") }
+            return socket
+        }
         let ownGroup = ownThread ? MultiThreadedEventLoopGroup(numberOfThreads: 1) : nil
         let sslContext = try tls.map { try $0.makeServerContext() }
         // The origin object is created after binding, so the handlers reach
@@ -99,9 +103,8 @@ public final class TestOrigin: Sendable {
                 }
             }
         let channel: any Channel
-        if let reserved {
-            guard let socket = reserved.take() else { throw TestOriginError(message: "the reserved port was handed over or released") }
-            channel = try await bootstrap.withBoundSocket(socket).get()
+        if let boundSocket {
+            channel = try await bootstrap.withBoundSocket(boundSocket).get()
         } else {
             channel = try await bootstrap.bind(host: "127.0.0.1", port: 0).get()
         }
