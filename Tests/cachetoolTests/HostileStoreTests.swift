@@ -125,14 +125,19 @@ import TestSupport
         let file = directory.url.appendingPathComponent("cookies.txt")
         try Data("# Netscape HTTP Cookie File\n.example.test\tTRUE\t/\tFALSE\t9223372036854775807\tlong\tv\n".utf8).write(to: file)
         let data = directory.url.appendingPathComponent("data").path
+        // Whole seconds around the import: the listing prints no fraction.
+        let before = Date(timeIntervalSince1970: Date().timeIntervalSince1970.rounded(.down))
         let imported = try await ChildProcess.run(CacheToolCommandTests.cachetool, ["cookies", "import", file.path, "--data-dir", data])
+        let after = Date(timeIntervalSince1970: Date().timeIntervalSince1970.rounded(.up))
         #expect(imported.status == 0, "\(imported.standardError)")
         let listed = try await ChildProcess.run(CacheToolCommandTests.cachetool, ["cookies", "list", "--data-dir", data, "--json"])
         #expect(listed.status == 0, "\(listed.standardError)")
-        let year = Calendar(identifier: .gregorian).component(.year, from: Date())
-        #expect(
-            listed.standardOutput.contains("long") && (listed.standardOutput.contains("\(year)-") || listed.standardOutput.contains("\(year + 1)-")),
-            "\(listed.standardOutput)")
+        let cookies = try #require(try JSONSerialization.jsonObject(with: Data(listed.standardOutput.utf8)) as? [[String: Any]], "\(listed.standardOutput)")
+        let expires = try #require(cookies.first { $0["name"] as? String == "long" }?["expires"] as? String, "\(listed.standardOutput)")
+        let date = try #require(ISO8601DateFormatter().date(from: expires), "\(expires)")
+        // 400 days from the import, which happened between the two readings.
+        let days400: TimeInterval = 400 * 86_400
+        #expect(date >= before + days400 && date <= after + days400, "\(expires), imported between \(before) and \(after)")
     }
 }
 
