@@ -4,9 +4,9 @@ import Streams
 import Transport
 
 /// The session's requests on connections of its own (`OwnedTransfer`),
-/// by the transfer identifier the task knows: cancel, unpause and hand-over
-/// reach them as libcurl's transfers are reached through `CurlMulti`.
-final class OwnedTransfers: Sendable {
+/// by the transfer identifier the task knows: an executor beside libcurl's
+/// (`CurlMulti`), whose transfers can also be handed over after the head.
+final class OwnedTransfers: TransferExecutor {
     private struct Table {
         /// Numbered apart from libcurl's transfers (the top bit set).
         var next: UInt64 = 1 << 63
@@ -14,11 +14,16 @@ final class OwnedTransfers: Sendable {
     }
 
     private let table = Lock(Table())
+    /// How to reach a host and port (proxy, TLS, connect timeout): the session's settings.
+    private let endpoint: @Sendable (String, Int) -> StreamConnection.Endpoint
 
-    init() {}
+    init(endpoint: @escaping @Sendable (String, Int) -> StreamConnection.Endpoint) {
+        self.endpoint = endpoint
+    }
 
-    /// Starts `request` on a new connection to `endpoint`.
-    func start(_ request: TransferRequest, endpoint: (String, Int) -> StreamConnection.Endpoint, observer: any TransferObserver) -> CurlMulti.TransferID {
+    /// Starts `request` on a new connection to its URL's host.
+    @discardableResult
+    func start(_ request: TransferRequest, observer: any TransferObserver) -> CurlMulti.TransferID {
         let id = table.withLock { table -> CurlMulti.TransferID in
             defer { table.next += 1 }
             return CurlMulti.TransferID(table.next)
@@ -36,18 +41,19 @@ final class OwnedTransfers: Sendable {
         return id
     }
 
-    /// Cancels the transfer if it is one of ours; false when it is not.
-    func cancel(_ id: CurlMulti.TransferID) -> Bool {
-        guard let transfer = table.withLock({ $0.running[id] }) else { return id.isOwned }
-        transfer.cancel()
-        return true
+    /// Cancels the transfer, if it still runs.
+    func cancel(_ id: CurlMulti.TransferID) {
+        table.withLock { $0.running[id] }?.cancel()
     }
 
-    /// Lets the transfer go on if it is one of ours; false when it is not.
-    func unpause(_ id: CurlMulti.TransferID) -> Bool {
-        guard let transfer = table.withLock({ $0.running[id] }) else { return id.isOwned }
-        transfer.unpause()
-        return true
+    /// Lets the transfer go on, if it still runs.
+    func unpause(_ id: CurlMulti.TransferID) {
+        table.withLock { $0.running[id] }?.unpause()
+    }
+
+    /// Cancels every running transfer.
+    func shutdown() {
+        for transfer in table.withLock({ Array($0.running.values) }) { transfer.cancel() }
     }
 
     /// The connection of a transfer waiting after its head, with the bytes

@@ -41,6 +41,11 @@ extension Session {
     /// trusted roots, TLS versions, and `timeoutIntervalForRequest` as the
     /// connect bound.
     func streamEndpoint(host: String, port: Int) -> StreamConnection.Endpoint {
+        Self.streamEndpoint(host: host, port: port, settings: settings)
+    }
+
+    /// Where a connection of the session's own to `host` and `port` goes, by `settings`.
+    static func streamEndpoint(host: String, port: Int, settings: SessionConfiguration.Values) -> StreamConnection.Endpoint {
         StreamConnection.Endpoint(
             host: host, port: port, proxy: settings.proxyURL,
             tls: TLSOptions(

@@ -5,6 +5,7 @@ import FoundationNetworking
 import Locking
 import Testing
 import TestSupport
+import Transport
 @testable import URLLoading
 
 /// Where the session runs the user's code (SPEC S9): never on the
@@ -160,7 +161,7 @@ import TestSupport
         configuration.transportLoops = 3
         let session = Session(configuration: configuration)
         #expect(session.configuration.transportLoops == 3)
-        #expect(session.multi?.loopCount == 3)
+        #expect((session.transport as? CurlMulti)?.loopCount == 3)
         let bodies = try await withThrowingTaskGroup(of: (Int, String).self) { group in
             for (index, origin) in origins.enumerated() {
                 for _ in 0..<4 {
@@ -178,7 +179,7 @@ import TestSupport
         session.finishTasksAndInvalidate()
         configuration.transportLoops = 99
         let clamped = Session(configuration: configuration)
-        #expect(clamped.multi?.loopCount == 16)
+        #expect((clamped.transport as? CurlMulti)?.loopCount == 16)
         clamped.finishTasksAndInvalidate()
         for origin in origins { try await origin.shutdown() }
     }

@@ -4,7 +4,7 @@ public import FoundationNetworking
 #endif
 import Logging
 import Locking
-import Transport
+package import Transport
 
 /// A session (Apple's `URLSession`, SPEC S1–S8): makes tasks from requests,
 /// runs them on libcurl, and reports to its delegate from one serial context.
@@ -51,8 +51,10 @@ public final class Session: Sendable, CustomStringConvertible {
     public static let shared = Session(configuration: .default, isShared: true)
     private let isShared: Bool
 
-    /// The transport; nil when libcurl could not start (see `startupErrors`).
-    let multi: CurlMulti?
+    /// The transport of the session's hops: libcurl's loops by default, a
+    /// script in the engine's tests; nil when libcurl could not start (see
+    /// `startupErrors`).
+    let transport: (any TransferExecutor)?
     /// A background session's connection to transferd (nil when it could not attach).
     let background: BackgroundLink?
     /// Why a background session's tasks cannot run (no delegate, transferd
@@ -61,7 +63,7 @@ public final class Session: Sendable, CustomStringConvertible {
     let backgroundEvents = Lock(BackgroundEvents())
     let events = DelegateQueue()
     /// Requests on connections of the session's own (`becomeStream`).
-    let ownedTransfers = OwnedTransfers()
+    let ownedTransfers: OwnedTransfers
     let state: Lock<State>
 
     struct State {
@@ -109,7 +111,13 @@ public final class Session: Sendable, CustomStringConvertible {
         self.init(configuration: configuration, delegate: delegate, isShared: false)
     }
 
-    private init(configuration: SessionConfiguration, delegate: (any SessionDelegate)? = nil, isShared: Bool) {
+    /// A session whose hops run on `transport` instead of libcurl's loops:
+    /// the engine's tests drive it with a script, without sockets.
+    package convenience init(configuration: SessionConfiguration, delegate: (any SessionDelegate)? = nil, transport: any TransferExecutor) {
+        self.init(configuration: configuration, delegate: delegate, isShared: false, transport: transport)
+    }
+
+    private init(configuration: SessionConfiguration, delegate: (any SessionDelegate)? = nil, isShared: Bool, transport: (any TransferExecutor)? = nil) {
         let settings = configuration.snapshot
         self.settings = settings
         self.isShared = isShared
@@ -121,14 +129,19 @@ public final class Session: Sendable, CustomStringConvertible {
         cookieStore = settings.resolveCookieStore()
         credentialStore = settings.resolveCredentialStore()
         errors += [urlCache?.startupError, cookieStore?.startupError, credentialStore?.startupError].compactMap { $0 }
-        do {
-            multi = try CurlMulti(maximumConnectionsPerHost: settings.httpMaximumConnectionsPerHost, loops: settings.transportLoops)
-        } catch {
-            let failure = SessionError(.unknown, failingURL: nil, message: "libcurl could not start: \(error)")
-            logger.error("\(failure)")
-            errors.append(failure)
-            multi = nil
+        if let transport {
+            self.transport = transport
+        } else {
+            do {
+                self.transport = try CurlMulti(maximumConnectionsPerHost: settings.httpMaximumConnectionsPerHost, loops: settings.transportLoops)
+            } catch {
+                let failure = SessionError(.unknown, failingURL: nil, message: "libcurl could not start: \(error)")
+                logger.error("\(failure)")
+                errors.append(failure)
+                self.transport = nil
+            }
         }
+        ownedTransfers = OwnedTransfers { host, port in Self.streamEndpoint(host: host, port: port, settings: settings) }
         let backgroundStart = Self.startBackground(
             settings, delegate: delegate, credentialStore: credentialStore?.directory?.path)
         background = backgroundStart?.link
@@ -147,12 +160,18 @@ public final class Session: Sendable, CustomStringConvertible {
     }
 
     deinit {
-        multi?.shutdown()
+        transport?.shutdown()
         background?.close()
     }
 
     /// The session's delegate (nil after invalidation).
     public var delegate: (any SessionDelegate)? { state.withLock { $0.delegate } }
+
+    /// The executor that runs transfer `id`: the session's own connections
+    /// number theirs apart from the transport's.
+    func executor(of id: CurlMulti.TransferID) -> (any TransferExecutor)? {
+        id.isOwned ? ownedTransfers : transport
+    }
 
     /// Whether `task` is one of the session's unfinished tasks (made before
     /// any invalidation).
@@ -490,7 +509,7 @@ public final class Session: Sendable, CustomStringConvertible {
             delegate?.urlSession(self, didBecomeInvalidWithError: nil)
             // Held until now (SPEC S8): the tasks' last calls came before.
             self.state.withLock { $0.delegate = nil }
-            self.multi?.shutdown()
+            self.transport?.shutdown()
             // transferd keeps the session's unfinished tasks for the next one.
             self.background?.close()
         }

@@ -65,8 +65,8 @@ extension SessionTask {
         probe.connectTimeout = transfer.connectTimeout
         probe.totalTimeout = transfer.connectTimeout
         // startTransfer fails the task before any probe when there is no transport.
-        guard let multi = session.multi else { return }
-        _ = multi.start(
+        guard let transport = session.transport else { return }
+        transport.start(
             probe,
             observer: CompletionObserver { [weak self] result in
                 guard let self else { return }

@@ -223,7 +223,7 @@ extension SessionTask {
             &transfer, cookie: cookie, authorization: authorization, libcurlAuthentication: libcurlAuthentication, validators: validators,
             isDownload: kind == .download)
         applyClientIdentity(&transfer)
-        guard let multi = session.multi else {
+        guard let transport = session.transport else {
             // libcurl could not start when the session was made.
             perform(
                 locked.withLock {
@@ -236,10 +236,8 @@ extension SessionTask {
         if prepareServerTrust(&transfer, url: url, hop: hop, session: session) { return }
         if sendsBody(hop: hop, request: request), let stream = takeBodyStream() { transfer.body = stream }
         let (startedAt, viaProxy) = (Date(), transfer.proxy != nil)
-        let id =
-            runsOnOwnConnection(transfer, session: session)
-            ? session.ownedTransfers.start(transfer, endpoint: session.streamEndpoint, observer: HopObserver(task: self, hop: hop))
-            : multi.start(transfer, observer: HopObserver(task: self, hop: hop))
+        let executor: any TransferExecutor = runsOnOwnConnection(transfer, session: session) ? session.ownedTransfers : transport
+        let id = executor.start(transfer, observer: HopObserver(task: self, hop: hop))
         perform(
             locked.withLock { inner in
                 inner.machine.handedOver(at: startedAt, viaProxy: viaProxy, hop: hop)

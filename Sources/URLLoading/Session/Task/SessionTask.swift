@@ -250,13 +250,11 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
                     runInterceptors()
                 }
             case .startTransfer(let hop): startTransfer(hop: hop)
-            case .cancelTransfer(let id):
-                if session?.ownedTransfers.cancel(id) != true { session?.multi?.cancel(id) }
+            case .cancelTransfer(let id): session?.executor(of: id)?.cancel(id)
             case .impossible(let what):
                 // A bug of ours, never the network's: logged, nothing changed.
                 Logger(label: "urlloading.session").error("task \(taskIdentifier): impossible event: \(what)")
-            case .unpause(let id):
-                if session?.ownedTransfers.unpause(id) != true { session?.multi?.unpause(id) }
+            case .unpause(let id): session?.executor(of: id)?.unpause(id)
             case .decide(let head, let hop):
                 // From the transport's thread: a decision that writes to a
                 // store (cookies, credentials, the cache) or talks to the
