@@ -110,6 +110,27 @@ public struct Cookie: Sendable, Hashable, CustomStringConvertible {
         return text + ")"
     }
 
+    /// Whether both are the same cookie: every attribute, as Apple's
+    /// `HTTPCookie` compares, but not the store's bookkeeping (when it was
+    /// created and last used), so a cookie read back equals the one stored.
+    public static func == (a: Cookie, b: Cookie) -> Bool {
+        a.name == b.name && a.value == b.value && a.domain == b.domain && a.isHostOnly == b.isHostOnly && a.path == b.path
+            && a.expiresDate == b.expiresDate && a.isSecure == b.isSecure && a.isHTTPOnly == b.isHTTPOnly && a.sameSite == b.sameSite
+    }
+
+    /// Hashes what `==` compares.
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(name)
+        hasher.combine(value)
+        hasher.combine(domain)
+        hasher.combine(isHostOnly)
+        hasher.combine(path)
+        hasher.combine(expiresDate)
+        hasher.combine(isSecure)
+        hasher.combine(isHTTPOnly)
+        hasher.combine(sameSite)
+    }
+
     func isExpired(at now: Date) -> Bool {
         expiresDate.map { $0 <= now } ?? false
     }

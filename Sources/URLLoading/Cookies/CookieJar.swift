@@ -148,6 +148,20 @@ struct CookieJar: Sendable {
         case crossSiteSameSite, invalidPrefix, policy
     }
 
+    /// Whether a response to `url` could have set `cookie`'s domain (RFC
+    /// 6265bis §5.7): a host-only cookie (and any for an IP address) only
+    /// for exactly its host; a domain cookie for its domain and the hosts
+    /// below it, unless the domain is a public suffix (then only as the
+    /// host itself, as when no list is installed).
+    func accepts(_ cookie: Cookie, from url: URL) -> Bool {
+        guard let scheme = url.scheme?.lowercased(), Self.isCookieScheme(scheme), let host = Self.host(of: url) else { return false }
+        let domain = cookie.domain
+        if cookie.isHostOnly || Self.isIPAddress(host) || !publicSuffixes.isAvailable || publicSuffixes.isPublicSuffix(domain) {
+            return domain == host
+        }
+        return Self.domainMatches(host, domain)
+    }
+
     /// The storage model of RFC 6265bis §5.7 for one Set-Cookie value
     /// received in a response to `url`.
     mutating func receive(

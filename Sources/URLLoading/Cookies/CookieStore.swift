@@ -22,7 +22,7 @@ import Storage
 /// is written with the next change or `flush()`. The file has mode 0600 in a
 /// directory of mode 0700; a damaged file is moved aside
 /// (`<name>.corrupt-<time>`) and the store starts empty.
-public final class CookieStore: Sendable, CustomStringConvertible {
+public final class CookieStore: Sendable, CustomStringConvertible, CustomDebugStringConvertible {
     let engine: CookieStoreEngine
     /// The database file; nil for a store in memory.
     public let path: String?
@@ -156,15 +156,19 @@ public final class CookieStore: Sendable, CustomStringConvertible {
 
     /// Stores cookies made by the caller for `url`, under the accept policy:
     /// `.never` stores none, `.onlyFromMainDocumentDomain` none when `url`
-    /// is of another site than `mainDocumentURL`.
+    /// is of another site than `mainDocumentURL`. As in a response to `url`
+    /// (RFC 6265bis §5.7), a cookie is kept only when `url`'s host may set
+    /// its domain: its own host, or a parent domain that is not a public
+    /// suffix. Without a `url` none is stored, as with Apple's store.
     public func setCookies(_ cookies: [Cookie], for url: URL?, mainDocumentURL: URL?) {
+        guard let url else { return }
         switch cookieAcceptPolicy {
         case .never: return
         case .onlyFromMainDocumentDomain:
-            if let url, engine.isCrossSite(url, mainDocumentURL: mainDocumentURL) { return }
+            if engine.isCrossSite(url, mainDocumentURL: mainDocumentURL) { return }
         case .always: break
         }
-        engine.insert(cookies)
+        engine.insert(cookies, from: url)
     }
 
     /// Removes the cookie with the same name, domain, host-only flag and path.
@@ -245,8 +249,14 @@ public final class CookieStore: Sendable, CustomStringConvertible {
         return (cookies.count, skipped)
     }
 
-    /// Where the store lives and the number of cookies, without their values.
+    /// The number of cookies, in the shape of Apple's `NSHTTPCookieStorage`
+    /// description; never a value.
     public var description: String {
+        "<NSHTTPCookieStorage cookies count:\(engine.count)>"
+    }
+
+    /// Where the store lives and the number of cookies, without their values.
+    public var debugDescription: String {
         "CookieStore(\(path ?? "memory"), \(engine.count) cookies)"
     }
 }

@@ -11,7 +11,8 @@ enum SetCookieSplitter {
         var current = Substring(joined)
         var searchStart = current.startIndex
         while let comma = current[searchStart...].firstIndex(of: ",") {
-            let after = current[current.index(after: comma)...].drop { $0 == " " || $0 == "\t" }
+            // A folded line (a comma, then CR LF and spaces) separates as a space does.
+            let after = current[current.index(after: comma)...].drop { $0 == " " || $0 == "\t" || $0 == "\r\n" || $0 == "\n" || $0 == "\r" }
             let token = after.prefix { $0 != "=" && $0 != ";" && $0 != "," && $0 != " " }
             if !token.isEmpty, after.dropFirst(token.count).first == "=", !isExpiresDay(current[..<comma]) {
                 parts.append(String(current[..<comma]))
@@ -130,12 +131,15 @@ final class CookieStoreEngine: Sendable {
     }
 
     /// Stores cookies made by the caller: one change, one write to the file.
-    func insert(_ cookies: [Cookie]) {
+    /// Stores cookies made by the caller; with `url`, only those whose
+    /// domain it may set (`CookieJar.accepts`).
+    func insert(_ cookies: [Cookie], from url: URL? = nil) {
         guard !cookies.isEmpty else { return }
         let now = clock()
         mutate { state, changes in
             for var cookie in cookies {
                 cookie.domain = cookie.domain.lowercased()
+                if let url, !state.jar.accepts(cookie, from: url) { continue }
                 state.jar.insert(cookie, now: now, changes: &changes)
             }
         }

@@ -215,6 +215,14 @@ public final class CredentialStore: Sendable, CustomStringConvertible {
         if changed { postChange() }
     }
 
+    /// Removes the user's credential for the space (Apple's
+    /// `remove(_:for:options:)`). The one option Apple defines,
+    /// `NSURLCredentialStorageRemoveSynchronizableCredentials`, is accepted
+    /// and means nothing here: no credential is synchronized across devices.
+    public func remove(_ credential: Credential, for space: ProtectionSpace, options: [String: Any]?) {
+        remove(credential, for: space)
+    }
+
     /// Removes every credential.
     public func removeAll() {
         let changed = writes.withLock { _ -> Bool in
@@ -324,10 +332,11 @@ struct CredentialTable: Sendable {
         var demoted: Credential?
     }
 
+    /// The space's default: the first credential stored for it, or the one
+    /// last set as default. Once the default is removed the space has none,
+    /// as with Apple's store, until a credential is stored for it again.
     func defaultCredential(for space: ProtectionSpace) -> Credential? {
-        guard let credentials = spaces[space] else { return nil }
-        if let user = defaults[space], let credential = credentials[user] { return credential }
-        return credentials.count == 1 ? credentials.values.first : nil
+        defaults[space].flatMap { spaces[space]?[$0] }
     }
 
     /// Whether to ask the backend for a space missing from memory: only

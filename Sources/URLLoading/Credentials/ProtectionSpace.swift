@@ -75,9 +75,14 @@ public struct ProtectionSpace: Sendable, Hashable, CustomStringConvertible {
         ProtectionSpace(host: host, port: port, protocol: `protocol`, isProxy: isProxy)
     }
 
-    /// Protocol, host, port, realm and method.
+    /// Host, protocol, method (by Foundation's name), realm and port, in
+    /// the shape of Apple's `NSURLProtectionSpace` description; a proxy's
+    /// protocol is its `Proxy-Type`.
     public var description: String {
-        "ProtectionSpace(\(isProxy ? "proxy " : "")\(`protocol`)://\(host):\(port), realm: \(realm.map { "\"\($0)\"" } ?? "none"), \(authenticationMethod))"
+        let server = isProxy ? "(null)" : `protocol`
+        let proxyType = isProxy ? `protocol` : "(null)"
+        return "<NSURLProtectionSpace>: Host:\(host), Server:\(server), Auth-Scheme:\(authenticationMethod.appleName), "
+            + "Realm:\(realm ?? "(null)"), Port:\(port), Proxy:\(isProxy ? "YES" : "NO"), Proxy-Type:\(proxyType)"
     }
 }
 
@@ -158,6 +163,16 @@ public struct Credential: Sendable, Hashable, CustomStringConvertible, CustomDeb
 
     /// The same as `description`.
     public var debugDescription: String { description }
+
+    /// The credential itself, as Apple's `NSCopying` credential answers
+    /// `copy()`: a value, so every copy is equal.
+    public func copy() -> Any { self }
+
+    /// Whether `object` is an equal credential (Apple's `NSObject.isEqual`).
+    public func isEqual(_ object: Any?) -> Bool { (object as? Credential) == self }
+
+    /// Apple's `NSObject.hash`: equal credentials have equal hashes.
+    public var hash: Int { hashValue }
 
     /// What `dump` and debuggers show: no secrets.
     public var customMirror: Mirror {

@@ -277,7 +277,7 @@ import Transport
         let delegate = HoldingDelegate(holdsHead: true)
         let harness = EngineHarness(delegate: delegate) { $0.timeoutIntervalForResource = 5 }
         defer { harness.session.invalidateAndCancel() }
-        let task = harness.delegated("/undecided")
+        _ = harness.delegated("/undecided")
         let transfer = try #require(await harness.executor.transfer(0))
         transfer.head(200, [("Content-Length", "4")])
         await bounded(delegate.headAsked, "didReceive response")

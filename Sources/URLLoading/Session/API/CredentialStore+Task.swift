@@ -21,6 +21,12 @@ extension CredentialStore {
         remove(credential, for: space)
     }
 
+    /// Removes the user's credential for the space for a task (Apple's
+    /// `remove(_:for:options:task:)`; the options mean nothing on Linux).
+    public func remove(_ credential: Credential, for space: ProtectionSpace, options: [String: Any]?, task: SessionTask) {
+        remove(credential, for: space)
+    }
+
     /// The credentials of a space, delivered to `completionHandler`.
     public func getCredentials(for space: ProtectionSpace, task: SessionTask, completionHandler: @escaping @Sendable ([String: Credential]?) -> Void) {
         completionHandler(credentials(for: space))

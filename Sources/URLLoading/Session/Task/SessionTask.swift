@@ -199,6 +199,10 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
     /// The task itself, as Apple's `NSCopying` task answers `copy()`: a task
     /// is one transfer, never duplicated.
     public func copy() -> Any { self }
+    /// Whether `object` is this task (Apple's `NSObject.isEqual`).
+    public func isEqual(_ object: Any?) -> Bool { (object as? SessionTask) === self }
+    /// Apple's `NSObject.hash`, the same as `hashValue`.
+    public var hash: Int { hashValue }
     public func hash(into hasher: inout Hasher) { hasher.combine(ObjectIdentifier(self)) }
 
     // MARK: Control

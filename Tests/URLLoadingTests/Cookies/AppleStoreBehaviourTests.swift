@@ -1,0 +1,135 @@
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import Testing
+@testable import URLLoading
+
+/// Code written for Apple's HTTPCookieStorage and URLCredentialStorage,
+/// after the porting table's renames, behaves as it did there (where the
+/// RFCs do not say otherwise).
+@Suite struct AppleStoreBehaviourTests {
+    static let swiftOrg = URL(string: "https://swift.org/docs")!
+    static let wwwExample = URL(string: "https://www.example.com/")!
+
+    @Test("setCookies(_:for:mainDocumentURL:) keeps only cookies whose domain matches the URL (RFC 6265bis §5.7)")
+    func setCookiesRefusesForeignDomains() {
+        let store = CookieStore()
+        store.setCookies(
+            [
+                Cookie(name: "foreign", value: "1", domain: "example.com"),
+                Cookie(name: "foreignDomain", value: "1", domain: ".example.com"),
+                Cookie(name: "suffix", value: "1", domain: ".org"),
+                Cookie(name: "own", value: "1", domain: "swift.org"),
+                Cookie(name: "ownDomain", value: "1", domain: ".swift.org"),
+                Cookie(name: "sub", value: "1", domain: "www.swift.org"),
+            ], for: Self.swiftOrg, mainDocumentURL: nil)
+        #expect(store.allCookies.map(\.name).sorted() == ["own", "ownDomain"])
+        // A domain cookie from a subdomain's URL is its parent's to keep.
+        store.setCookies([Cookie(name: "parent", value: "1", domain: ".example.com")], for: Self.wwwExample, mainDocumentURL: nil)
+        #expect(store.cookies(for: Self.wwwExample)?.map(\.name) == ["parent"])
+        // Without a URL nothing can be checked, and nothing is stored.
+        store.setCookies([Cookie(name: "unchecked", value: "1", domain: "swift.org")], for: nil, mainDocumentURL: nil)
+        #expect(!store.allCookies.contains { $0.name == "unchecked" })
+    }
+
+    @Test("Set-Cookie values joined with a comma and a line break, as proxies and HTTPURLResponse fold them, are all kept")
+    func foldedSetCookieValuesAreSplit() throws {
+        let folded = "a=1; Path=/, \r\nb=2; Path=/,\n c=3; Expires=Wed, 09 Jun 2038 10:18:14 GMT"
+        let cookies = Cookie.cookies(withResponseHeaderFields: ["Set-Cookie": folded], for: Self.swiftOrg)
+        #expect(cookies.map(\.name) == ["a", "b", "c"])
+        let response = try #require(HTTPURLResponse(url: Self.swiftOrg, statusCode: 200, httpVersion: "HTTP/1.1", headerFields: ["Set-Cookie": folded]))
+        let store = CookieStore()
+        #expect(store.setCookies(from: response).map(\.name) == ["a", "b", "c"])
+        #expect(store.allCookies.first { $0.name == "c" }?.expiresDate != nil)
+    }
+
+    @Test("A cookie read back from the store equals the one stored: equality is the cookie's attributes, not the store's bookkeeping")
+    func cookieEqualityIgnoresBookkeeping() throws {
+        let store = CookieStore()
+        let made = Cookie(
+            name: "sid", value: "v", domain: "swift.org", path: "/", expiresDate: Date(timeIntervalSince1970: 2_000_000_000),
+            creationDate: Date(timeIntervalSince1970: 1_700_000_000), isSecure: true)
+        store.setCookie(made)
+        _ = store.cookies(for: Self.swiftOrg, mainDocumentURL: nil)  // marks it used: a new last-access date
+        let read = try #require(store.allCookies.first)
+        #expect(read == made)
+        #expect(read.hashValue == made.hashValue)
+        var later = made
+        later.creationDate = Date()
+        later.lastAccessDate = Date()
+        #expect(later == made)
+        var other = made
+        other.value = "w"
+        #expect(other != made)
+        other = made
+        other.isSecure = false
+        #expect(other != made)
+    }
+
+    @Test("After the default credential of a space is removed, the space has no default until one is set again")
+    func removedDefaultLeavesNoDefault() {
+        let store = CredentialStore()
+        let space = ProtectionSpace(host: "swift.org", port: 443, protocol: "https", realm: "r", authenticationMethod: .httpBasic)
+        let ann = Credential(user: "ann", password: "a", persistence: .forSession)
+        let bob = Credential(user: "bob", password: "b", persistence: .forSession)
+        store.setDefaultCredential(ann, for: space)
+        store.set(bob, for: space)
+        #expect(store.defaultCredential(for: space)?.user == "ann")
+        store.remove(ann, for: space)
+        #expect(store.defaultCredential(for: space) == nil)
+        #expect(store.credentials(for: space)?.keys.sorted() == ["bob"])
+        store.setDefaultCredential(bob, for: space)
+        #expect(store.defaultCredential(for: space)?.user == "bob")
+    }
+
+    @Test("Descriptions in Apple's shapes, no value or password in them")
+    func descriptionsInApplesShapes() {
+        let store = CookieStore()
+        store.setCookie(Cookie(name: "sid", value: "cookie-secret", domain: "swift.org"))
+        store.setCookie(Cookie(name: "theme", value: "dark", domain: "swift.org"))
+        #expect(store.description == "<NSHTTPCookieStorage cookies count:2>")
+        #expect(!store.debugDescription.contains("cookie-secret"))
+        let space = ProtectionSpace(host: "swift.org", port: 443, protocol: "https", realm: "Staff", authenticationMethod: .httpDigest)
+        #expect(
+            space.description
+                == "<NSURLProtectionSpace>: Host:swift.org, Server:https, Auth-Scheme:NSURLAuthenticationMethodHTTPDigest, Realm:Staff, Port:443, Proxy:NO, Proxy-Type:(null)")
+        let proxy = ProtectionSpace(host: "proxy.local", port: 3128, protocol: "http", authenticationMethod: .httpBasic, isProxy: true)
+        #expect(
+            proxy.description
+                == "<NSURLProtectionSpace>: Host:proxy.local, Server:(null), Auth-Scheme:NSURLAuthenticationMethodHTTPBasic, Realm:(null), Port:3128, Proxy:YES, Proxy-Type:http")
+    }
+
+    @Test("Credential's copy, isEqual and hash, and CredentialStore.remove with options, as Apple's NSObject forms")
+    func credentialObjectForms() throws {
+        let credential = Credential(user: "ann", password: "pw", persistence: .permanent)
+        let copy = try #require(credential.copy() as? Credential)
+        #expect(copy.isEqual(credential))
+        #expect(copy.hash == credential.hash)
+        #expect(!credential.isEqual(Credential(user: "ann", password: "other", persistence: .permanent)))
+        #expect(!credential.isEqual("ann"))
+        let store = CredentialStore()
+        let space = ProtectionSpace(host: "swift.org", port: 443, protocol: "https", realm: "r", authenticationMethod: .httpBasic)
+        store.set(credential, for: space)
+        store.remove(credential, for: space, options: [NSURLCredentialStorageRemoveSynchronizableCredentials: true])
+        #expect(store.credentials(for: space) == nil)
+        let session = Session(configuration: .ephemeral)
+        defer { session.invalidateAndCancel() }
+        let task = session.dataTask(with: Self.swiftOrg)
+        store.set(credential, for: space)
+        store.remove(credential, for: space, options: nil, task: task)
+        #expect(store.credentials(for: space) == nil)
+    }
+
+    @Test("A task isEqual to itself (its copy) and to no other task, as Apple's NSObject task")
+    func taskIsEqual() throws {
+        let session = Session(configuration: .ephemeral)
+        defer { session.invalidateAndCancel() }
+        let task = session.dataTask(with: Self.swiftOrg)
+        let other = session.dataTask(with: Self.swiftOrg)
+        #expect(task.isEqual(task.copy()))
+        #expect(!task.isEqual(other))
+        #expect(!task.isEqual(nil))
+        #expect(task.hash == task.hashValue)
+    }
+}
