@@ -3,6 +3,7 @@ import Foundation
 import FoundationNetworking
 #endif
 import Testing
+import TestSupport
 @testable import URLLoading
 
 /// Code written for Apple's HTTPCookieStorage and URLCredentialStorage,
@@ -131,5 +132,30 @@ import Testing
         #expect(!task.isEqual(other))
         #expect(!task.isEqual(nil))
         #expect(task.hash == task.hashValue)
+    }
+
+    @Test("An ephemeral configuration's stores are its sessions': the configuration shows what they stored, another configuration has others, invalidation empties them")
+    func ephemeralConfigurationStoresAreTheSessions() async throws {
+        let origin = try await TestOrigin.start()
+        origin.route(
+            "/set",
+            response: ScriptedResponse(headers: [HeaderField("Set-Cookie", "who=ann"), HeaderField("Cache-Control", "max-age=600")], body: "set"))
+        let configuration = SessionConfiguration.ephemeral
+        let (invalidated, signal) = AsyncStream<Void>.makeStream()
+        let session = Session(configuration: configuration, delegate: InvalidationDelegate { signal.yield() })
+        _ = try await session.data(from: origin.url("/set"))
+        #expect(session.cookieStore === configuration.httpCookieStorage)
+        #expect(session.urlCache === configuration.urlCache)
+        #expect(session.credentialStore === configuration.urlCredentialStorage)
+        #expect(configuration.httpCookieStorage?.cookies?.map(\.name) == ["who"])
+        #expect(configuration.urlCache?.cachedResponse(for: URLRequest(url: origin.url("/set"))) != nil)
+        let other = SessionConfiguration.ephemeral
+        #expect(other.httpCookieStorage !== configuration.httpCookieStorage)
+        #expect(other.httpCookieStorage?.cookies?.isEmpty == true)
+        session.invalidateAndCancel()
+        for await _ in invalidated { break }
+        #expect(configuration.httpCookieStorage?.cookies?.isEmpty == true)
+        #expect(configuration.urlCache?.cachedResponse(for: URLRequest(url: origin.url("/set"))) == nil)
+        try await origin.shutdown()
     }
 }

@@ -106,14 +106,13 @@ import TestSupport
         try await origin.shutdown()
     }
 
-    @Test("I1/K4: an ephemeral session's cookies are invisible to another session and gone after invalidation")
+    @Test("I1/K4: an ephemeral session's cookies are invisible to a session of another configuration and gone after invalidation")
     func ephemeralIsolation() async throws {
         let origin = try await TestOrigin.start()
         origin.route("/set", response: Self.setting("private=1"))
-        let configuration = SessionConfiguration.ephemeral
         let (invalidated, signal) = AsyncStream<Void>.makeStream()
-        let first = Session(configuration: configuration, delegate: InvalidationDelegate { signal.yield() })
-        let second = Session(configuration: configuration)
+        let first = Session(configuration: .ephemeral, delegate: InvalidationDelegate { signal.yield() })
+        let second = Session(configuration: .ephemeral)
         _ = try await first.data(from: origin.url("/set"))
         _ = try await second.data(from: origin.url("/echo"))
         #expect(Self.cookiesSent(origin, "/echo") == [nil])

@@ -171,7 +171,9 @@ extension IsolationTests {
         return (String(decoding: counter, as: UTF8.self), String(decoding: cookies, as: UTF8.self))
     }
 
-    @Test("I1: two ephemeral sessions and a default one, same origin and URLs: each sees only its own cookies, cache and credentials; the default stores on disk hold nothing of the others")
+    @Test(
+        "I1: sessions of two ephemeral configurations and a default one, same origin and URLs: each sees only its own cookies, cache and credentials; the default stores on disk hold nothing of the others"
+    )
     func noSharing() async throws {
         let origin = try await Self.startOrigin()
         let application = "urlloading-isolation-\(UUID().uuidString)"
@@ -182,9 +184,9 @@ extension IsolationTests {
         }
         let defaults = SessionConfiguration.default
         defaults.applicationIdentifier = application
-        let ephemeral = SessionConfiguration.ephemeral
+        // Two ephemeral configurations: each has stores of its own.
         let sessions = [
-            ("a", Session(configuration: ephemeral)), ("b", Session(configuration: ephemeral)),
+            ("a", Session(configuration: .ephemeral)), ("b", Session(configuration: .ephemeral)),
             ("d", Session(configuration: defaults)),
         ]
         var counters: [String: String] = [:]
@@ -232,16 +234,16 @@ extension IsolationTests {
     // MARK: 3. Gone after invalidation
 
     @Test(
-        "I1: after invalidateAndCancel or finishTasksAndInvalidate an ephemeral session's stores are empty and it and they are released; a new ephemeral session starts empty",
+        "I1: after invalidateAndCancel or finishTasksAndInvalidate an ephemeral session's stores (its configuration's) are empty and released with the configuration; a new session starts empty",
         arguments: [true, false])
     func goneAfterInvalidation(cancel: Bool) async throws {
         let origin = try await Self.startOrigin()
-        let configuration = SessionConfiguration.ephemeral
         weak var weakSession: Session?
         weak var weakCache: ResponseCache?
         weak var weakCookies: CookieStore?
         weak var weakCredentials: CredentialStore?
         do {
+            let configuration = SessionConfiguration.ephemeral
             let (invalidated, signal) = AsyncStream<Void>.makeStream()
             let session = Session(configuration: configuration, delegate: InvalidationDelegate { signal.yield() })
             _ = try await Self.exercise(session, origin, tenant: "gone")
@@ -256,6 +258,12 @@ extension IsolationTests {
             #expect(cache.cachedResponse(for: URLRequest(url: origin.url("/counter"))) == nil)
             #expect(cookies.allCookies.isEmpty)
             #expect(credentials.allCredentials.isEmpty)
+            // A new session from the same configuration value has its stores, emptied.
+            let fresh = Session(configuration: configuration)
+            #expect(fresh.cookieStore === cookies && fresh.urlCache === cache)
+            let (seen, _) = try await fresh.data(from: origin.url("/tenant"))
+            #expect(seen.isEmpty)
+            fresh.finishTasksAndInvalidate()
             weakSession = session
             weakCache = cache
             weakCookies = cookies
@@ -268,21 +276,20 @@ extension IsolationTests {
         _ = await eventually { weakSession == nil && weakCache == nil }
         #expect(weakSession == nil, "the invalidated session is still alive")
         #expect(weakCache == nil && weakCookies == nil && weakCredentials == nil, "an invalidated session's store is still alive")
-        // A new session from the same configuration value, and from a new one, starts empty.
-        for fresh in [Session(configuration: configuration), Session(configuration: .ephemeral)] {
-            #expect(fresh.cookieStore?.allCookies.isEmpty == true)
-            #expect(fresh.credentialStore?.allCredentials.isEmpty == true)
-            #expect(fresh.urlCache?.currentMemoryUsage == 0)
-            let (cookies, _) = try await fresh.data(from: origin.url("/tenant"))
-            #expect(cookies.isEmpty)
-            fresh.finishTasksAndInvalidate()
-        }
+        // A session from a new configuration starts empty.
+        let fresh = Session(configuration: .ephemeral)
+        #expect(fresh.cookieStore?.allCookies.isEmpty == true)
+        #expect(fresh.credentialStore?.allCredentials.isEmpty == true)
+        #expect(fresh.urlCache?.currentMemoryUsage == 0)
+        let (cookies, _) = try await fresh.data(from: origin.url("/tenant"))
+        #expect(cookies.isEmpty)
+        fresh.finishTasksAndInvalidate()
         try await origin.shutdown()
     }
 
     // MARK: 4. Deep copies
 
-    @Test("S2/I1: a session keeps the configuration it was made from; sessions from one ephemeral value get private stores; only a store put in explicitly is shared")
+    @Test("S2/I1: a session keeps the configuration it was made from; sessions from one ephemeral value share its stores, another ephemeral value has others")
     func deepCopies() async throws {
         let origin = try await Self.startOrigin()
         origin.route("/headers") { request in ScriptedResponse(headers: [HeaderField("Cache-Control", "no-store")], body: request.header("X-Tenant") ?? "") }
@@ -299,13 +306,16 @@ extension IsolationTests {
         #expect(String(decoding: header, as: UTF8.self) == "first")
         #expect(first.configuration.httpAdditionalHeaders == ["X-Tenant": "first"] && first.configuration.httpShouldSetCookies)
         #expect(first.urlCache != nil && first.cookieStore != nil)
-        // One configuration value, two sessions: private stores, nothing crosses.
-        #expect(first.urlCache !== second.urlCache)
-        #expect(first.cookieStore !== second.cookieStore)
-        #expect(first.credentialStore !== second.credentialStore)
+        // One configuration value, two sessions: the configuration's stores, as Apple's.
+        #expect(first.urlCache === second.urlCache)
+        #expect(first.cookieStore === second.cookieStore)
+        #expect(first.credentialStore === second.credentialStore)
+        // Another ephemeral value: other stores, nothing crosses.
+        let other = Session(configuration: .ephemeral)
+        #expect(other.urlCache !== first.urlCache && other.cookieStore !== first.cookieStore && other.credentialStore !== first.credentialStore)
         let (firstSeen, _) = try await Self.exercise(first, origin, tenant: "first")
-        let (secondSeen, secondCookies) = try await Self.exercise(second, origin, tenant: "second")
-        #expect(firstSeen != secondSeen && secondCookies == "who=second")
+        let (otherSeen, otherCookies) = try await Self.exercise(other, origin, tenant: "other")
+        #expect(firstSeen != otherSeen && otherCookies == "who=other")
         // A store the caller put in is shared, and outlives the sessions' invalidation.
         let shared = CookieStore()
         let explicit = SessionConfiguration.ephemeral
@@ -323,7 +333,7 @@ extension IsolationTests {
         fifth.invalidateAndCancel()
         for await _ in invalidated { break }
         #expect(shared.allCookies.count == 1, "an explicitly shared store is the caller's: invalidation leaves it alone")
-        for session in [first, second, third, fourth] { session.finishTasksAndInvalidate() }
+        for session in [first, second, other, third, fourth] { session.finishTasksAndInvalidate() }
         try await origin.shutdown()
     }
 }

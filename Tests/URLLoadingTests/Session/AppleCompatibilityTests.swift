@@ -35,7 +35,7 @@ import TestSupport
         try await origin.shutdown()
     }
 
-    @Test("2: an ephemeral configuration shows in-memory stores of its own; each session made from it keeps private ones")
+    @Test("2: an ephemeral configuration has in-memory stores of its own, which the sessions made from it use")
     func ephemeralStores() {
         let configuration = SessionConfiguration.ephemeral
         let cache = configuration.urlCache
@@ -46,7 +46,7 @@ import TestSupport
         #expect(cache?.diskCapacity == 0)
         let session = Session(configuration: configuration)
         defer { session.finishTasksAndInvalidate() }
-        #expect(session.cookieStore != nil && session.cookieStore !== cookies)
+        #expect(session.cookieStore === cookies && session.urlCache === cache && session.credentialStore === credentials)
     }
 
     @Test("3: an empty body sends Content-Length: 0 and no Content-Type; a body without a Content-Type gets none from libcurl")

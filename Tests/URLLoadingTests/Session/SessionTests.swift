@@ -407,10 +407,11 @@ import TestSupport
         session.configuration.httpAdditionalHeaders = ["X-A": "3"]
         #expect(session.configuration.httpAdditionalHeaders == ["X-A": "1"])
         #expect(SessionConfiguration.default !== SessionConfiguration.default)
-        // Two sessions from one ephemeral value get private caches.
+        // Two sessions from one ephemeral value use its cache; another value has its own.
         let other = Session(configuration: configuration)
         #expect(session.urlCache != nil)
-        #expect(session.urlCache !== other.urlCache)
+        #expect(session.urlCache === other.urlCache)
+        #expect(session.urlCache !== Session(configuration: .ephemeral).urlCache)
         session.finishTasksAndInvalidate()
         other.finishTasksAndInvalidate()
     }

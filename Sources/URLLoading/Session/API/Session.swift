@@ -501,10 +501,10 @@ public final class Session: Sendable, CustomStringConvertible {
         }
         guard case .some(let delegate) = delegate else { return }
         events.enqueue { [self] in
-            // The ephemeral session's private stores are wiped with it, before it says it is invalid.
-            if case .sessionPrivate = settings.cacheChoice { urlCache?.removeAllCachedResponses() }
-            if case .sessionPrivate = settings.cookieChoice { cookieStore?.removeAll() }
-            if case .sessionPrivate = settings.credentialChoice { credentialStore?.removeAll() }
+            // An ephemeral configuration's stores are wiped with the session, before it says it is invalid.
+            if case .ephemeral = settings.cacheChoice { urlCache?.removeAllCachedResponses() }
+            if case .ephemeral = settings.cookieChoice { cookieStore?.removeAll() }
+            if case .ephemeral = settings.credentialChoice { credentialStore?.removeAll() }
             self.state.withLock { $0.authenticated = [:] }
             delegate?.urlSession(self, didBecomeInvalidWithError: nil)
             // Held until now (SPEC S8): the tasks' last calls came before.

@@ -11,10 +11,11 @@ extension SessionConfiguration {
         enum StoreChoice<Store: Sendable>: Sendable {
             /// The application's shared persistent store (default configurations).
             case applicationShared
-            /// A new in-memory store for each session made from the
-            /// configuration; the configuration shows an in-memory store of
-            /// its own (Apple's ephemeral configurations are never nil).
-            case sessionPrivate(Store)
+            /// An ephemeral configuration's own in-memory store, which the
+            /// sessions made from it use and empty when invalidated (as
+            /// Apple's: `configuration.httpCookieStorage` shows what the
+            /// session stored); another ephemeral configuration has others.
+            case ephemeral(Store)
             /// This store object, shared by every session given it.
             case explicit(Store)
             /// No store.
@@ -81,14 +82,14 @@ extension SessionConfiguration {
         var credentialChoice: StoreChoice<CredentialStore>
 
         /// The response cache. Default configurations use the application's
-        /// shared persistent cache; ephemeral ones show an in-memory
-        /// cache of their own and give each session made from them a new one.
+        /// shared persistent cache; ephemeral ones an in-memory cache of their
+        /// own, which their sessions use.
         /// Setting a cache makes every session from this configuration share it;
         /// setting nil turns caching off.
         var urlCache: ResponseCache? {
             get {
                 switch cacheChoice {
-                case .explicit(let cache), .sessionPrivate(let cache): return cache
+                case .explicit(let cache), .ephemeral(let cache): return cache
                 case .applicationShared: return SharedStores.cache(for: applicationIdentifier)
                 case .none: return nil
                 }
@@ -98,13 +99,13 @@ extension SessionConfiguration {
 
         /// The cookie store. Default configurations use the application's
         /// shared persistent store (`Cookies.sqlite` under `$XDG_DATA_HOME/<app>/`);
-        /// ephemeral ones show an in-memory store of
-        /// their own and give each session made from them a new one. Setting a store makes every
+        /// ephemeral ones have an in-memory store of
+        /// their own, which their sessions use. Setting a store makes every
         /// session from this configuration share it; setting nil turns cookies off.
         var httpCookieStorage: CookieStore? {
             get {
                 switch cookieChoice {
-                case .explicit(let store), .sessionPrivate(let store): return store
+                case .explicit(let store), .ephemeral(let store): return store
                 case .applicationShared: return SharedStores.cookieStore(for: applicationIdentifier)
                 case .none: return nil
                 }
@@ -114,20 +115,20 @@ extension SessionConfiguration {
 
         init(kind: SessionConfiguration.Kind, shared: Bool) {
             self.kind = kind
-            self.cacheChoice = shared ? .applicationShared : .sessionPrivate(ResponseCache(memoryCapacity: SharedStores.ephemeralMemoryCapacity))
-            self.cookieChoice = shared ? .applicationShared : .sessionPrivate(CookieStore())
-            self.credentialChoice = shared ? .applicationShared : .sessionPrivate(CredentialStore())
+            self.cacheChoice = shared ? .applicationShared : .ephemeral(ResponseCache(memoryCapacity: SharedStores.ephemeralMemoryCapacity))
+            self.cookieChoice = shared ? .applicationShared : .ephemeral(CookieStore())
+            self.credentialChoice = shared ? .applicationShared : .ephemeral(CredentialStore())
         }
 
         /// The credential store. Default configurations use the application's
         /// shared store (permanent credentials in `Credentials.sqlite` under
-        /// `$XDG_DATA_HOME/<app>/`, mode 0600); ephemeral ones show an in-memory store of
-        /// their own and give each session made from them a new one. Setting a store makes every session from this configuration
+        /// `$XDG_DATA_HOME/<app>/`, mode 0600); ephemeral ones have an in-memory store of
+        /// their own, which their sessions use. Setting a store makes every session from this configuration
         /// share it; setting nil keeps no credentials.
         var urlCredentialStorage: CredentialStore? {
             get {
                 switch credentialChoice {
-                case .explicit(let store), .sessionPrivate(let store): return store
+                case .explicit(let store), .ephemeral(let store): return store
                 case .applicationShared: return SharedStores.credentialStore(for: applicationIdentifier)
                 case .none: return nil
                 }
@@ -141,12 +142,9 @@ extension SessionConfiguration {
             Values(kind: .default, shared: true)
         }
 
-        /// Nothing on disk. Each session made from an ephemeral configuration
-        /// gets its own in-memory cache, cookie store and credential store,
-        /// private to that session and wiped when it is invalidated, even when
-        /// two sessions are made from the same configuration value. Only a store
-        /// object you put into the configuration yourself is shared, because you
-        /// asked for it.
+        /// Nothing on disk: an in-memory cache, cookie store and credential
+        /// store of this configuration's own, which its sessions use and
+        /// empty when invalidated.
         static var ephemeral: Values {
             Values(kind: .ephemeral, shared: false)
         }
@@ -170,7 +168,7 @@ extension SessionConfiguration {
             switch cacheChoice {
             case .explicit(let cache): return cache
             case .none: return nil
-            case .sessionPrivate: return ResponseCache(memoryCapacity: SharedStores.ephemeralMemoryCapacity)
+            case .ephemeral(let cache): return cache
             case .applicationShared: return SharedStores.cache(for: applicationIdentifier)
             }
         }
@@ -180,7 +178,7 @@ extension SessionConfiguration {
             switch cookieChoice {
             case .explicit(let store): return store
             case .none: return nil
-            case .sessionPrivate: return CookieStore()
+            case .ephemeral(let store): return store
             case .applicationShared: return SharedStores.cookieStore(for: applicationIdentifier)
             }
         }
@@ -190,7 +188,7 @@ extension SessionConfiguration {
             switch credentialChoice {
             case .explicit(let store): return store
             case .none: return nil
-            case .sessionPrivate: return CredentialStore()
+            case .ephemeral(let store): return store
             case .applicationShared: return SharedStores.credentialStore(for: applicationIdentifier)
             }
         }

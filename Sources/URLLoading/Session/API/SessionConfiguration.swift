@@ -49,12 +49,11 @@ public final class SessionConfiguration: Sendable, CustomStringConvertible {
     /// `$XDG_DATA_HOME/<app>/`. A new object on each access.
     public static var `default`: SessionConfiguration { SessionConfiguration(.default) }
 
-    /// Nothing on disk. Each session made from an ephemeral configuration
-    /// gets its own in-memory cache, cookie store and credential store,
-    /// private to that session and wiped when it is invalidated, even when
-    /// two sessions are made from the same configuration. Only a store
-    /// object you put into the configuration yourself is shared, because you
-    /// asked for it. A new object on each access.
+    /// Nothing on disk. Each ephemeral configuration has an in-memory cache,
+    /// cookie store and credential store of its own, which the sessions made
+    /// from it use (as Apple's: `configuration.httpCookieStorage` shows what
+    /// a session stored) and empty when they are invalidated; another
+    /// ephemeral configuration has others. A new object on each access.
     public static var ephemeral: SessionConfiguration { SessionConfiguration(.ephemeral) }
 
     /// A background configuration (Apple's `background(withIdentifier:)`):
@@ -204,8 +203,8 @@ public final class SessionConfiguration: Sendable, CustomStringConvertible {
     }
 
     /// The response cache. Default configurations use the application's
-    /// shared persistent cache; ephemeral ones show an in-memory
-    /// cache of their own and give each session made from them a new one.
+    /// shared persistent cache; ephemeral ones an in-memory cache of their
+    /// own, which their sessions use.
     /// Setting a cache makes every session from this configuration share it;
     /// setting nil turns caching off.
     public var urlCache: ResponseCache? {
@@ -216,8 +215,8 @@ public final class SessionConfiguration: Sendable, CustomStringConvertible {
     }
     /// The cookie store. Default configurations use the application's
     /// shared persistent store (`Cookies.sqlite` under `$XDG_DATA_HOME/<app>/`);
-    /// ephemeral ones show an in-memory store of
-    /// their own and give each session made from them a new one. Setting a store makes every
+    /// ephemeral ones an in-memory store of their own, which their sessions
+    /// use. Setting a store makes every
     /// session from this configuration share it; setting nil turns cookies off.
     public var httpCookieStorage: CookieStore? {
         get { value(\.httpCookieStorage) }
@@ -225,8 +224,8 @@ public final class SessionConfiguration: Sendable, CustomStringConvertible {
     }
     /// The credential store. Default configurations use the application's
     /// shared store (permanent credentials in `Credentials.sqlite` under
-    /// `$XDG_DATA_HOME/<app>/`, mode 0600); ephemeral ones show an in-memory store of
-    /// their own and give each session made from them a new one. Setting a store makes every session from this configuration
+    /// `$XDG_DATA_HOME/<app>/`, mode 0600); ephemeral ones an in-memory store
+    /// of their own, which their sessions use. Setting a store makes every session from this configuration
     /// share it; setting nil keeps no credentials.
     public var urlCredentialStorage: CredentialStore? {
         get { value(\.urlCredentialStorage) }
