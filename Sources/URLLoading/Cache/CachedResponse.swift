@@ -22,6 +22,11 @@ public enum CacheStoragePolicy: Int, Sendable, Hashable, Codable, CustomStringCo
     }
 }
 
+extension ResponseCache {
+    /// Apple's `URLCache.StoragePolicy`.
+    public typealias StoragePolicy = CacheStoragePolicy
+}
+
 /// A response with its body as `ResponseCache` stores it (Apple's
 /// `CachedURLResponse`): the response, the data, a userInfo dictionary and a
 /// storage policy.

@@ -69,6 +69,34 @@ public final class ResponseCache: Sendable, CustomStringConvertible {
         return ResponseCache(memory: MemoryTier(capacity: memoryCapacity), disk: disk, logger: logger)
     }
 
+    /// Apple's initializer (`URLCache(memoryCapacity:diskCapacity:diskPath:)`):
+    /// an absolute `diskPath` is the disk tier's folder; a relative one is a
+    /// folder under the application's cache folder (`$XDG_CACHE_HOME/<app>/`),
+    /// as Apple's is under the app's Caches. A relative path that would leave
+    /// that folder (`..`) keeps memory only and says why in `startupError`;
+    /// nil is memory only.
+    public convenience init(memoryCapacity: Int, diskCapacity: Int, diskPath: String?) {
+        guard let diskPath else {
+            self.init(memoryCapacity: memoryCapacity, diskCapacity: diskCapacity, directory: nil)
+            return
+        }
+        if diskPath.hasPrefix("/") {
+            self.init(memoryCapacity: memoryCapacity, diskCapacity: diskCapacity, directory: URL(fileURLWithPath: diskPath, isDirectory: true))
+            return
+        }
+        let components = diskPath.split(separator: "/", omittingEmptySubsequences: true)
+        guard !components.isEmpty, !components.contains(where: { $0 == ".." || $0 == "." || $0.contains("\0") }) else {
+            let failure = StoreError(
+                kind: .configuration, message: "the cache's diskPath leaves the application's cache folder: give a folder name under it, or an absolute path",
+                path: diskPath)
+            Logger(label: "urlloading.cache").error("the cache keeps memory only", metadata: ["error": "\(failure)"])
+            self.init(memory: MemoryTier(capacity: memoryCapacity), disk: nil, logger: Logger(label: "urlloading.cache"), startupError: failure)
+            return
+        }
+        let directory = components.reduce(StoreLocations().cacheDirectory) { $0.appendingPathComponent(String($1), isDirectory: true) }
+        self.init(memoryCapacity: memoryCapacity, diskCapacity: diskCapacity, directory: directory)
+    }
+
     /// A cache held in memory only.
     ///
     /// - Parameter capacity: Bytes the memory tier may hold.

@@ -132,7 +132,33 @@ public final class CookieStore: Sendable, CustomStringConvertible, CustomDebugSt
         SharedStores.cookieStore(for: StoreLocations.defaultApplicationIdentifier)
     }
 
+    /// The shared store of a group of applications (Apple's
+    /// `sharedCookieStorage(forGroupContainerIdentifier:)`): the store
+    /// `identifier` names, `Cookies.sqlite` under `$XDG_DATA_HOME/<identifier>/`,
+    /// the same object for every call with the identifier. Characters that
+    /// cannot stand in one path component (`/`, NUL, a leading `.`) become `_`.
+    public static func sharedCookieStorage(forGroupContainerIdentifier identifier: String) -> CookieStore {
+        SharedStores.cookieStore(for: identifier)
+    }
+
     // MARK: Apple's HTTPCookieStorage
+
+    /// The store's cookies ordered by `sortOrder` (Apple's
+    /// `sortedCookies(using:)`): the first descriptor that tells two cookies
+    /// apart decides. On Linux descriptors name a key path of `Cookie`
+    /// (`NSSortDescriptor(keyPath: \Cookie.name, ascending: true)`).
+    public func sortedCookies(using sortOrder: [NSSortDescriptor]) -> [Cookie] {
+        engine.allCookies.sorted { a, b in
+            for descriptor in sortOrder {
+                switch descriptor.compare(a, to: b) {
+                case .orderedAscending: return true
+                case .orderedDescending: return false
+                case .orderedSame: continue
+                }
+            }
+            return false
+        }
+    }
 
     /// The policy `setCookies` applies when none is given.
     public var cookieAcceptPolicy: CookieAcceptPolicy {

@@ -158,4 +158,41 @@ import TestSupport
         #expect(configuration.urlCache?.cachedResponse(for: URLRequest(url: origin.url("/set"))) == nil)
         try await origin.shutdown()
     }
+
+    @Test("sortedCookies(using:) orders by the descriptors in turn; a group's cookie store is one named store")
+    func sortedCookiesAndGroupStores() throws {
+        let store = CookieStore()
+        store.setCookie(Cookie(name: "b", value: "1", domain: "swift.org", path: "/"))
+        store.setCookie(Cookie(name: "a", value: "2", domain: "swift.org", path: "/docs"))
+        store.setCookie(Cookie(name: "a", value: "3", domain: "swift.org", path: "/"))
+        let sorted = store.sortedCookies(using: [NSSortDescriptor(keyPath: \Cookie.name, ascending: true), NSSortDescriptor(keyPath: \Cookie.path, ascending: false)])
+        #expect(sorted.map { "\($0.name)\($0.path)" } == ["a/docs", "a/", "b/"])
+        let identifier = "group.urlloading.test-\(UUID().uuidString)"
+        let group = CookieStore.sharedCookieStorage(forGroupContainerIdentifier: identifier)
+        #expect(group === CookieStore.sharedCookieStorage(forGroupContainerIdentifier: identifier))
+        #expect(group !== CookieStore.shared)
+        #expect(group.path == StoreLocations(applicationIdentifier: identifier).dataDirectory.appendingPathComponent("Cookies.sqlite").path)
+        try? FileManager.default.removeItem(at: StoreLocations(applicationIdentifier: identifier).dataDirectory)
+    }
+
+    @Test("URLCache's diskPath initializer: an absolute folder is the disk tier's; a path leaving the cache folder keeps memory only, with the reason")
+    func cacheDiskPath() throws {
+        let folder = TemporaryDirectory()
+        let cache = ResponseCache(memoryCapacity: 1024, diskCapacity: 1 << 20, diskPath: folder.path("cache"))
+        #expect(cache.hasDiskTier && cache.startupError == nil)
+        #expect(FileManager.default.fileExists(atPath: folder.path("cache/Cache.sqlite")))
+        // A relative path is a folder under the application's cache folder (the test run's own, under tools/test).
+        let name = "diskpath-\(UUID().uuidString)"
+        let relative = ResponseCache(memoryCapacity: 1024, diskCapacity: 1 << 20, diskPath: "\(name)/inner")
+        let expected = StoreLocations().cacheDirectory.appendingPathComponent(name)
+        #expect(relative.hasDiskTier)
+        #expect(FileManager.default.fileExists(atPath: expected.appendingPathComponent("inner/Cache.sqlite").path))
+        try? FileManager.default.removeItem(at: expected)
+        let escaping = ResponseCache(memoryCapacity: 1024, diskCapacity: 1 << 20, diskPath: "../elsewhere")
+        #expect(!escaping.hasDiskTier)
+        #expect(escaping.startupError?.kind == .configuration)
+        #expect(!ResponseCache(memoryCapacity: 1024, diskCapacity: 0, diskPath: nil).hasDiskTier)
+        let policy: ResponseCache.StoragePolicy = .allowedInMemoryOnly
+        #expect(policy == CacheStoragePolicy.allowedInMemoryOnly)
+    }
 }
