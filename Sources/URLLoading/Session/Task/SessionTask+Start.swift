@@ -142,12 +142,57 @@ extension SessionTask {
         return nil
     }
 
+    /// A `data:` URL is its own response: a 200 with its media type and
+    /// bytes (a download task gets them as its file); a malformed one fails
+    /// with `badURL`. A redirect to one is refused as any other scheme.
+    private func answer(_ parsed: Result<DataURL, DataURL.Malformed>, url: URL) {
+        let contents: DataURL
+        switch parsed {
+        case .success(let parsed): contents = parsed
+        case .failure(let malformed):
+            perform(locked.withLock { $0.machine.fail(SessionError(.badURL, failingURL: url, message: malformed.message)) })
+            return
+        }
+        let fields = ["Content-Type": contents.contentType, "Content-Length": "\(contents.body.count)"]
+        guard let response = HTTPURLResponse(url: url, statusCode: 200, httpVersion: "HTTP/1.1", headerFields: fields) else {
+            perform(locked.withLock { $0.machine.fail(SessionError(.badURL, failingURL: url, message: "the data: URL's response cannot be made")) })
+            return
+        }
+        guard kind == .download else {
+            respondWithoutNetwork(response, contents.body)
+            return
+        }
+        do throws(SessionError) {
+            let (handle, fileURL) = try DownloadFiles.create()
+            if let failure = contents.body.withUnsafeBytes({ Self.writeAll($0, to: handle.fileDescriptor) }) {
+                try? FileManager.default.removeItem(at: fileURL)
+                throw SessionError(.cannotWriteFile, failingURL: url, message: "writing the download failed: \(failure)")
+            }
+            perform(
+                locked.withLock { inner in
+                    inner.response = response
+                    inner.bytesReceived = Int64(contents.body.count)
+                    inner.bytesExpectedToReceive = Int64(contents.body.count)
+                    inner.updateProgress()
+                    _ = inner.sink.attach(DownloadFile(handle: handle, url: fileURL))
+                    return inner.machine.finishWithoutTransfer(.success(nil))
+                })
+        } catch {
+            perform(locked.withLock { $0.machine.fail(error) })
+        }
+    }
+
     static func unreadableBody(_ url: URL?, _ error: any Error) -> SessionError {
         SessionError(.resourceUnavailable, failingURL: url, message: "the cached body cannot be read: \(error.localizedDescription)")
     }
 
     func startTransfer(hop: Int) {
         guard let session, let request = currentRequest else { return }
+        if hop == 0, let url = request.url, url.scheme?.lowercased() == "data" {
+            // On the task's context: a download writes its file, never inside resume().
+            events.enqueueSync { [self] in answer(DataURL.parse(url.absoluteString), url: url) }
+            return
+        }
         // Refusals first (scheme, CR/LF, the deadline), then what the stores give, then the plan's completion.
         let deadline = locked.withLock { $0.deadline }
         let base = HopPlan.base(request, body: sendsBody(hop: hop, request: request) ? body : .none, settings: session.settings, deadline: deadline, now: Date())
