@@ -295,7 +295,12 @@ extension Daemon {
             logger.error("cannot read the launch command of \(session): \(error)")
             return
         }
-        guard let command = launch.command, let program = command.first, program.hasPrefix("/") else { return }
+        guard let command = launch.command, let program = command.first, program.hasPrefix("/") else {
+            if state.withLock({ $0.gaveUpLaunching.insert(session).inserted }) {
+                logger.info("events of \(session) wait for its app, which named no launch command: nothing is launched")
+            }
+            return
+        }
         if let last = launch.launched {
             let wait = settings.launchRetryDelay - Date().timeIntervalSince(last)
             if wait > 0 {

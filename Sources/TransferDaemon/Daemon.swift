@@ -64,7 +64,8 @@ package final class Daemon: Sendable {
         var lastActivity = Date()
         /// Sessions with a launch check scheduled.
         var launchChecks: Set<String> = []
-        /// Sessions whose app was launched as often as allowed and never attached.
+        /// Sessions whose app was launched as often as allowed and never
+        /// attached, or named no launch command: said once until it attaches.
         var gaveUpLaunching: Set<String> = []
         /// Challenges waiting for an app's answer, by task record.
         var challenges: [Int64: PendingChallenge] = [:]

@@ -158,6 +158,11 @@ func runBackgroundApp(_ given: [String]) -> Never {
         configuration.launchCommand = ["/bin/sh", "-c", "echo launched >> \"$0\"", arguments[at + 1]]
         arguments.removeSubrange(at...(at + 1))
     }
+    if let at = arguments.firstIndex(of: "--launch-events") {
+        // Launch events asked for, with no launch command named.
+        configuration.sessionSendsLaunchEvents = true
+        arguments.remove(at: at)
+    }
     if let at = arguments.firstIndex(of: "--launch-to"), at + 1 < arguments.count {
         configuration.sessionSendsLaunchEvents = true
         configuration.launchCommand = [URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().path, "background-app", given[0], "attach", "--output", arguments[at + 1]]

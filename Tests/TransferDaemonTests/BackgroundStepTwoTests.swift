@@ -107,20 +107,27 @@ extension BackgroundSessionProcessTests {
         try await origin.shutdown()
     }
 
-    @Test("A launch command that exits without attaching is run no more than the bound, each launch in the journal; the app's attach resets the count")
-    func launchBound() async throws {
+    /// An app started with `arguments` downloads a gated body and is
+    /// SIGKILLed once it wrote; then the body flows, so the task finishes in
+    /// transferd with no app attached and its events wait (launches 0.3 s apart).
+    static func killedMidDownload(_ world: World, _ arguments: [String]) async throws -> TestOrigin {
         let origin = try await TestOrigin.start()
         let gate = OriginGate()
         defer { gate.open() }
         origin.route("/big", Self.slowBody(gate: gate))
-        let world = World()
         world.extraEnvironment["URLLOADING_TRANSFERD_LAUNCH_DELAY"] = "0.3"
-        let output = world.directory.path("launches.out")
-        let app = try world.app(["launchBound", "--launch-exit", output, "download", origin.url("/big").absoluteString])
+        let app = try world.app(arguments + ["download", origin.url("/big").absoluteString])
         _ = await world.lines(of: app, until: "write")
         app.kill(SIGKILL)
         _ = try await app.wait()
-        gate.open()
+        return origin
+    }
+
+    @Test("A launch command that exits without attaching is run no more than the bound, each launch in the journal; the app's attach resets the count")
+    func launchBound() async throws {
+        let world = World()
+        let output = world.directory.path("launches.out")
+        let origin = try await Self.killedMidDownload(world, ["launchBound", "--launch-exit", output])
         let log = { (try? String(contentsOfFile: world.paths.log, encoding: .utf8)) ?? "" }
         #expect(await eventually(within: .seconds(60)) { log().contains("never attached: not launched again") }, "\(log())")
         #expect(log().components(separatedBy: "launched the app of launchBound").count - 1 == TransferDaemon.Daemon.maximumLaunches, "\(log())")
@@ -132,6 +139,20 @@ extension BackgroundSessionProcessTests {
         #expect(lines.contains("complete 1 nil status 200"), "\(lines)")
         #expect(try journal.launchState(session: "launchBound").launches == 0, "an attach forgets the launches")
         #expect(ran() == TransferDaemon.Daemon.maximumLaunches)
+        try await origin.shutdown()
+    }
+
+    @Test("An app that asks for launch events but names no launch command is not run again when its events wait; they wait for its next attach")
+    func noLaunchCommandLaunchesNothing() async throws {
+        let world = World()
+        let origin = try await Self.killedMidDownload(world, ["noLaunch", "--launch-events"])
+        let log = { (try? String(contentsOfFile: world.paths.log, encoding: .utf8)) ?? "" }
+        #expect(await eventually(within: .seconds(60)) { log().contains("events of noLaunch wait for its app, which named no launch command") }, "\(log())")
+        #expect(!log().contains("launched the app of noLaunch"), "\(log())")
+        let journal = try Journal(path: world.paths.journal, writer: false)
+        #expect(try journal.launchState(session: "noLaunch").launches == 0)
+        let lines = try await world.run(["noLaunch", "attach"])
+        #expect(lines.contains("complete 1 nil status 200"), "\(lines)")
         try await origin.shutdown()
     }
 

@@ -43,19 +43,15 @@ extension Session {
                 failure: SessionError(
                     .notSupportedInBackground, failingURL: nil, message: "a background session needs a delegate: its events arrive only there"))
         }
-        let command = settings.sessionSendsLaunchEvents ? (settings.launchCommand ?? Self.ownCommand) : nil
+        // Only a command the app named: a program not written for launch
+        // events, run again with its own arguments, would repeat its action.
+        let command = settings.sessionSendsLaunchEvents ? settings.launchCommand : nil
         do throws(SessionError) {
             let (link, attached) = try BackgroundLink.attach(identifier: identifier, launchCommand: command, credentialStore: credentialStore)
             return BackgroundStart(link: link, attached: attached)
         } catch {
             return BackgroundStart(failure: error)
         }
-    }
-
-    /// The program and arguments that made this process.
-    private static var ownCommand: [String] {
-        let executable = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().path
-        return [executable] + CommandLine.arguments.dropFirst()
     }
 
     /// Task objects for the tasks transferd already has (a re-attached session).

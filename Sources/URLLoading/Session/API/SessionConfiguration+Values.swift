@@ -56,7 +56,7 @@ extension SessionConfiguration {
         var waitsForConnectivity = false
         /// Background sessions: transferd runs `launchCommand` when events wait and no session is attached.
         var sessionSendsLaunchEvents = true
-        /// Background sessions: the command transferd runs; nil for the program and arguments that made the session.
+        /// Background sessions: the command transferd runs for launch events; nil launches nothing.
         var launchCommand: [String]?
         /// Background sessions: tasks run after the others.
         var isDiscretionary = false

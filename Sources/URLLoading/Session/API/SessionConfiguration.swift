@@ -72,15 +72,17 @@ public final class SessionConfiguration: Sendable, CustomStringConvertible {
 
     /// Background sessions: whether `transferd` starts the app when events
     /// wait and no session with the identifier is attached (Apple's
-    /// relaunch; true by default). The app learns why it was started from
+    /// relaunch; true by default), by running `launchCommand`: without one
+    /// nothing is launched. The app learns why it was started from
     /// `Session.launchedForBackgroundSession`.
     public var sessionSendsLaunchEvents: Bool {
         get { value(\.sessionSendsLaunchEvents) }
         set { update(\.sessionSendsLaunchEvents, newValue) }
     }
     /// Background sessions: the program (an absolute path) and arguments
-    /// `transferd` runs for launch events; nil (the default) for the ones
-    /// that made the session. Ours alone: iOS knows its apps.
+    /// `transferd` runs for launch events; nil (the default) launches
+    /// nothing, so a program not written for launch events is never run
+    /// again behind its user's back. Ours alone: iOS knows its apps.
     public var launchCommand: [String]? {
         get { value(\.launchCommand) }
         set { update(\.launchCommand, newValue) }
