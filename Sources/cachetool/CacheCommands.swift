@@ -227,7 +227,7 @@ extension CacheTool {
                 report.requestFields.forEach { print("  \($0[0]): \($0[1])") }
                 print("response fields:")
                 report.responseFields.forEach { print("  \($0[0]): \($0[1])") }
-                print("body: \(report.bodySize) bytes\(report.contentType.map { ", \($0)" } ?? "")\(body.map { " (written to \($0))" } ?? "")")
+                print("body: \(counted(report.bodySize, "byte", "bytes"))\(report.contentType.map { ", \($0)" } ?? "")\(body.map { " (written to \($0))" } ?? "")")
                 print("stored: \(report.storedAt)")
                 if let lifetime = report.freshnessLifetime, let age = report.currentAge {
                     print(
@@ -306,7 +306,7 @@ extension CacheTool {
             let target = try parseURL(url)
             try reportingStoreErrors {
                 let removed = try store.removeCached(target)
-                if store.json { try printJSON(["removed": removed]) } else { print("removed \(removed) entr\(removed == 1 ? "y" : "ies")") }
+                if store.json { try printJSON(["removed": removed]) } else { print("removed \(counted(removed, "entry", "entries"))") }
                 if removed == 0 { throw ExitCode(ExitStatus.notFound) }
             }
         }
@@ -347,7 +347,7 @@ extension CacheTool {
                 if store.json {
                     try printJSON(["removed": removed, "entries": summary.entries, "bytes": summary.bytes])
                 } else {
-                    print("removed \(removed) entries; \(summary.entries) entries, \(summary.bytes) bytes left")
+                    print("removed \(counted(removed, "entry", "entries")); \(counted(summary.entries, "entry", "entries")), \(counted(summary.bytes, "byte", "bytes")) left")
                 }
             }
         }
@@ -361,7 +361,7 @@ extension CacheTool {
         func run() throws {
             try reportingStoreErrors {
                 let removed = try store.pruneCache(.all)
-                if store.json { try printJSON(["removed": removed]) } else { print("removed \(removed) entries") }
+                if store.json { try printJSON(["removed": removed]) } else { print("removed \(counted(removed, "entry", "entries"))") }
             }
         }
     }

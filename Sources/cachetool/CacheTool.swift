@@ -11,8 +11,12 @@ struct CacheTool: AsyncParsableCommand {
         discussion: """
             Stores are found under the XDG directories of an application identifier \
             ($XDG_CACHE_HOME/<app>/ for the cache, $XDG_DATA_HOME/<app>/ for cookies and \
-            credentials), or given with --cache-dir and --data-dir. Every reading command \
-            takes --json (shapes in README.md). Cookie values and passwords are never printed.
+            credentials), or given with --cache-dir and --data-dir. An application's \
+            identifier is its executable's name unless it sets another; give it with --app. \
+            Without --app the identifier is "\(StoreOptions.defaultApplicationIdentifier)": \
+            the cache in \(StoreOptions.defaultLocations.cacheDirectory.path)/ and the cookies \
+            and credentials in \(StoreOptions.defaultLocations.dataDirectory.path)/. Every reading \
+            command takes --json (shapes in README.md). Cookie values and passwords are never printed.
 
             Exit codes: 0 success; 1 failure; 2 usage error; 3 store not found; \
             4 store locked by another process; 5 store damaged or written by a newer version.
@@ -24,10 +28,13 @@ struct CacheTool: AsyncParsableCommand {
     )
 
     /// Parses and runs, with usage errors exiting 2 (not ArgumentParser's 64)
-    /// as the documented codes say.
+    /// as the documented codes say. A value a subcommand refuses while it
+    /// runs (a malformed duration) is answered with that subcommand's usage.
     static func main() async {
+        var parsed: (any ParsableCommand.Type)?
         do {
             var command = try parseAsRoot()
+            parsed = type(of: command)
             if var asyncCommand = command as? any AsyncParsableCommand {
                 try await asyncCommand.run()
             } else {
@@ -36,18 +43,33 @@ struct CacheTool: AsyncParsableCommand {
         } catch {
             let code = exitCode(for: error)
             if code == .validationFailure {
-                FileHandle.standardError.write(Data((fullMessage(for: error) + "\n").utf8))
+                let text =
+                    parsed.map { "Error: \(message(for: error))\nUsage: \(usageString(for: $0))\n  See 'cachetool \(name(of: $0)) --help' for more information." }
+                    ?? fullMessage(for: error)
+                FileHandle.standardError.write(Data((text + "\n").utf8))
                 Foundation.exit(ExitStatus.usage)
             }
             exit(withError: error)
         }
     }
+
+    /// A subcommand's words after `cachetool` (`cookies list`).
+    private static func name(of command: any ParsableCommand.Type) -> String {
+        usageString(for: command).split(separator: " ").dropFirst().prefix { !$0.hasPrefix("-") && !$0.hasPrefix("<") && !$0.hasPrefix("[") }
+            .joined(separator: " ")
+    }
 }
 
 /// Options every subcommand shares: which store, and how to print.
 struct StoreOptions: ParsableArguments {
-    @Option(name: .customLong("app"), help: "The application identifier whose stores to use.")
+    @Option(name: .customLong("app"), help: "The application identifier whose stores to use (default: \(defaultApplicationIdentifier)).")
     var applicationIdentifier: String?
+
+    /// The identifier without `--app`: this tool's own name, as a program
+    /// that sets none would have.
+    static let defaultApplicationIdentifier = "cachetool"
+    /// Where the default identifier's stores are.
+    static var defaultLocations: StoreLocations { StoreLocations(applicationIdentifier: defaultApplicationIdentifier) }
 
     @Option(help: "The cache directory (overrides --app).")
     var cacheDir: String?
@@ -62,7 +84,7 @@ struct StoreOptions: ParsableArguments {
     var json = false
 
     private var locations: StoreLocations {
-        StoreLocations(applicationIdentifier: applicationIdentifier ?? "cachetool")
+        StoreLocations(applicationIdentifier: applicationIdentifier ?? Self.defaultApplicationIdentifier)
     }
 
     var cacheDirectory: URL {
@@ -113,8 +135,33 @@ func reportingStoreErrorsAsync(_ body: () async throws -> Void) async throws {
 
 /// Says what went wrong on standard error; the exit code the README documents.
 private func storeErrorExit(_ error: StoreError) -> ExitCode {
-    FileHandle.standardError.write(Data("cachetool: \(error)\n".utf8))
+    FileHandle.standardError.write(Data("cachetool: \(describe(error))\n".utf8))
     return ExitCode(ExitStatus.code(for: error))
+}
+
+/// The error in a person's terms: a damaged or foreign file is named once,
+/// with what it is and what to do, without SQLite's own words. (`verify
+/// --repair` and `clear` need a database they can open: no advice to run
+/// them on one they cannot.)
+func describe(_ error: StoreError) -> String {
+    guard error.kind == .corrupt, let path = error.path else { return "\(error)" }
+    let header = FileHandle(forReadingAtPath: path).map { handle in
+        defer { try? handle.close() }
+        return (try? handle.read(upToCount: 16)) ?? Data()
+    }
+    guard header == Data("SQLite format 3\0".utf8) else {
+        return "\(path) is not a store of URLLoading (not an SQLite database) and was left alone: move it away, or remove it if nobody needs it"
+    }
+    if (path as NSString).lastPathComponent == "Cache.sqlite" {
+        return "\(path) is a damaged cache store: the application replaces it with an empty one when it next opens it; "
+            + "to start empty now, remove it and the Bodies folder beside it"
+    }
+    return "\(path) is a damaged store: the application moves it aside and starts an empty one when it next opens it; to do so now, move it away"
+}
+
+/// `count` with its noun, singular for one: "1 entry", "2 entries".
+func counted(_ count: Int, _ singular: String, _ plural: String) -> String {
+    "\(count) \(count == 1 ? singular : plural)"
 }
 
 /// Prints `value` as pretty, key-sorted JSON on standard output.

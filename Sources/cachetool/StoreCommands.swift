@@ -97,7 +97,7 @@ extension CacheTool {
                 if store.json {
                     try printJSON(report)
                 } else {
-                    print("\(report.status) \(HTTPURLResponse.localizedString(forStatusCode: report.status)), \(report.bytes) bytes")
+                    print("\(report.status) \(HTTPURLResponse.localizedString(forStatusCode: report.status)), \(counted(report.bytes, "byte", "bytes"))")
                     print("Cache-Status: \(report.cacheStatus ?? "(none)")")
                 }
             }
@@ -170,7 +170,7 @@ extension CacheTool {
                 }
                 doomed.forEach(cookies.deleteCookie)
                 try cookies.flush()
-                if store.json { try printJSON(["removed": doomed.count]) } else { print("removed \(doomed.count) cookies") }
+                if store.json { try printJSON(["removed": doomed.count]) } else { print("removed \(counted(doomed.count, "cookie", "cookies"))") }
             }
         }
     }
@@ -185,7 +185,7 @@ extension CacheTool {
                 let count = cookies.allCookies.count
                 cookies.removeAll()
                 try cookies.flush()
-                if store.json { try printJSON(["removed": count]) } else { print("removed \(count) cookies") }
+                if store.json { try printJSON(["removed": count]) } else { print("removed \(counted(count, "cookie", "cookies"))") }
             }
         }
     }
@@ -210,7 +210,7 @@ extension CacheTool {
                 if store.json {
                     try printJSON(["imported": result.imported, "skippedLines": result.skippedLines])
                 } else {
-                    print("imported \(result.imported) cookies\(result.skippedLines > 0 ? "; skipped \(result.skippedLines) malformed lines" : "")")
+                    print("imported \(counted(result.imported, "cookie", "cookies"))\(result.skippedLines > 0 ? "; skipped \(counted(result.skippedLines, "malformed line", "malformed lines"))" : "")")
                 }
             }
         }
@@ -233,7 +233,7 @@ extension CacheTool {
                     throw ExitCode(ExitStatus.failure)
                 }
                 let count = cookies.allCookies.count
-                if store.json { try printJSON(["exported": count]) } else { print("exported \(count) cookies to \(file)") }
+                if store.json { try printJSON(["exported": count]) } else { print("exported \(counted(count, "cookie", "cookies")) to \(file)") }
             }
         }
     }
@@ -318,7 +318,7 @@ extension CacheTool {
                 } else {
                     removed = try CredentialStore.remove(directory: store.dataDirectory, host: host, user: user, realm: realm)
                 }
-                if store.json { try printJSON(["removed": removed]) } else { print("removed \(removed) credentials") }
+                if store.json { try printJSON(["removed": removed]) } else { print("removed \(counted(removed, "credential", "credentials"))") }
                 if removed == 0 { throw ExitCode(ExitStatus.notFound) }
             }
         }
@@ -344,7 +344,7 @@ extension CacheTool {
                 if store.json {
                     try printJSON(Migrated(migrated: moved, from: from, to: target.rawValue))
                 } else {
-                    print("migrated \(moved) credentials from the \(from) to the \(target.rawValue)")
+                    print("migrated \(counted(moved, "credential", "credentials")) from the \(from) to the \(target.rawValue)")
                 }
             }
         }

@@ -72,7 +72,7 @@ import URLLoadingPostgres
         let credentialList = try await run(["credentials", "list", "--postgres", url])
         #expect(credentialList.standardOutput.contains("https://a.example:443 realm=\"api\" basic: ann [database, plain text]"), "\(credentialList.standardOutput)")
         let credentialRemove = try await run(["credentials", "remove", "--host", "a.example", "--postgres", url])
-        #expect(credentialRemove.standardOutput.contains("removed 1 credentials"))
+        #expect(credentialRemove.standardOutput.contains("removed 1 credential\n"))
         let cleared = try await run(["cookies", "clear", "--postgres", url])
         #expect(cleared.status == 0, "\(cleared.standardError)")
 
