@@ -1,5 +1,5 @@
 // libsecret (the freedesktop.org Secret Service over D-Bus) for the
-// credential store's keyring backend (issue 37): the schema, and typed
+// credential store's keyring backend: the schema, and typed
 // wrappers for what Swift cannot call (variadic functions, GError, GList).
 #include <libsecret/secret.h>
 #include <string.h>

@@ -1,7 +1,6 @@
 package import Foundation
 
-/// The life of one background transfer inside `transferd` (SPEC B1–B3,
-/// issue 20): a pure state machine, events in, actions out. Its owner writes
+/// The life of one background transfer inside `transferd`: a pure state machine, events in, actions out. Its owner writes
 /// the new state to the journal before it carries out the actions, so a
 /// `transferd` killed at any moment finds every transfer where the journal
 /// says and resumes it (`recovered(now:)`).

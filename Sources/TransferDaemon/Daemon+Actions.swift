@@ -282,7 +282,7 @@ extension Daemon {
     package static let maximumLaunches = 3
 
     /// Runs the command a session registered when events wait and no app
-    /// is attached (issue 35 item 3): once per batch of events, at most
+    /// is attached: once per batch of events, at most
     /// `maximumLaunches` times until the app attaches, `launchRetryDelay`
     /// apart; each launch is written in the journal before it runs, so a
     /// restarted transferd does not launch again at once.

@@ -2,7 +2,7 @@ import Dispatch
 import Foundation
 import URLLoading
 
-/// Challenges of background transfers (issue 35 item 4): an attached app's
+/// Challenges of background transfers: an attached app's
 /// delegate answers; with none, transferd launches the app when it may and
 /// waits `challengeWait`, then the session's stored default credential
 /// answers, else the challenge is cancelled.

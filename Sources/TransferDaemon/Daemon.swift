@@ -4,7 +4,7 @@ import Locking
 package import Logging
 package import URLLoading
 
-/// transferd's owner of every background task (issue 20): it takes the
+/// transferd's owner of every background task: it takes the
 /// apps' messages and the transfers' events on one serial queue, runs each
 /// task's `BackgroundTransferMachine`, writes the new state to the journal,
 /// and only then acts (starts or stops a transfer, sends an event, removes

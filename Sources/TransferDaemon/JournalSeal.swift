@@ -5,7 +5,7 @@ import Foundation
 import Glibc
 #endif
 
-/// Keeps the journal's secrets out of plain text (issue 34 item 2): the
+/// Keeps the journal's secrets out of plain text: the
 /// values of `Authorization`, `Proxy-Authorization`, `Cookie` and
 /// `Set-Cookie` fields, and a URL holding a password or a secret query
 /// value, are stored sealed with AES-256-GCM under a key of their own in a

@@ -78,7 +78,7 @@ final class CurlLoop: @unchecked Sendable {
     /// never and the loop slept and was woken for every sequential request.
     /// With 250 µs, 10,000 sequential GETs took 1.2–1.4 s instead of
     /// 2.2–2.3 s and less CPU (1.6–1.9 s against 2.0–2.1 s), as sleeping
-    /// and being woken costs more than spinning (issue 24). A caller slower
+    /// and being woken costs more than spinning. A caller slower
     /// than that makes the loop back off (`SpinPolicy`).
     static let commandSpinNanoseconds: UInt64 = 250_000
     /// Loops of the process (one per session) that may spin at once:

@@ -9,7 +9,7 @@ import Synchronization
 /// as commands (start, cancel, unpause, shut down) and wakes a loop with
 /// `curl_multi_wakeup`; a loop's thread alone touches its easy handles, so
 /// libcurl is never called from two threads on one handle. Several loops
-/// (issue 24) keep each origin on one loop, so they never multiply its
+/// keep each origin on one loop, so they never multiply its
 /// connections, and share DNS answers and TLS sessions (`CurlShare`).
 ///
 /// State machine of a transfer (on the loop thread): added → (head received)

@@ -105,7 +105,7 @@ package struct ResponseHead: Sendable, Equatable {
     }
 }
 
-/// Figures libcurl kept about one transfer (SPEC S4 metrics).
+/// Figures libcurl kept about one transfer (the task's metrics).
 package struct TransferMetrics: Sendable, Equatable {
     /// Seconds from the start of the transfer to each phase's end.
     package var nameLookup: Double = 0

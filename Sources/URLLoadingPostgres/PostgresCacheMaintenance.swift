@@ -2,7 +2,7 @@ public import Foundation
 import Postgres
 @_spi(Tools) public import URLLoading
 
-/// What `cachetool --postgres` does with a fleet's cache (issue 23): the
+/// What `cachetool --postgres` does with a fleet's cache: the
 /// same listing, figures and pruning as on a cache folder, with the same
 /// output types, over the tables in the database.
 @_spi(Tools)

@@ -5,7 +5,7 @@ import Postgres
 @_spi(Tools) public import URLLoading
 
 /// The HTTP cache's persistent tier in a PostgreSQL database that a fleet
-/// shares (issue 23): the SQLite disk tier's rules — the 5% rule, LRU
+/// shares: the SQLite disk tier's rules — the 5% rule, LRU
 /// eviction by size, exact usage, counters — over one table for every
 /// worker. Bodies are inline (`bytea`); the LRU order is kept to the minute
 /// and written in batches, as on SQLite, so a hit costs one read.

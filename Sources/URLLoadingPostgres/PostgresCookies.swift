@@ -3,7 +3,7 @@ import Logging
 import Postgres
 @_spi(Tools) public import URLLoading
 
-/// Cookies in a PostgreSQL database a fleet shares (issue 23), under the
+/// Cookies in a PostgreSQL database a fleet shares, under the
 /// same rules as the SQLite file: every worker's `CookieStore` keeps the
 /// jar in memory, loads it once, and writes each change in one
 /// transaction. Two workers setting the same cookie at once upsert one row

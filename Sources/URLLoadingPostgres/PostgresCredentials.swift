@@ -3,7 +3,7 @@ import Logging
 import Postgres
 @_spi(Tools) public import URLLoading
 
-/// Permanent credentials in a PostgreSQL database a fleet shares (issue 23),
+/// Permanent credentials in a PostgreSQL database a fleet shares,
 /// under the same rules as the SQLite file: one row per space and user, a
 /// default per space; for-session credentials stay in each worker's memory.
 /// The table is readable by the role that made it only. A change in one

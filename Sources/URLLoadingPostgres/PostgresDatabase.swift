@@ -3,8 +3,8 @@ package import Postgres
 import Foundation
 import Storage
 
-/// A PostgreSQL database that a fleet of workers shares for its stores
-/// (issue 23): the HTTP cache's persistent tier, cookies and credentials.
+/// A PostgreSQL database that a fleet of workers shares for its stores:
+/// the HTTP cache's persistent tier, cookies and credentials.
 /// Opened once per process; its connections are pooled, its schema brought
 /// up to date by migrations (a database written by a newer version is
 /// refused).

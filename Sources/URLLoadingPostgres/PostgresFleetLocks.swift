@@ -4,7 +4,7 @@ import Logging
 import Postgres
 import URLLoading
 
-/// Coalescing of cache misses across a fleet (issue 23) with one PostgreSQL
+/// Coalescing of cache misses across a fleet with one PostgreSQL
 /// advisory lock per cache key: the worker that takes it fetches, the others
 /// block on it in the server and look in the cache again when it is let go
 /// (without keeping it: a response that was not stored sends them all to the

@@ -5,7 +5,7 @@ import Postgres
 import Synchronization
 import URLLoading
 
-/// What the other workers of a fleet changed (issue 23): a worker that
+/// What the other workers of a fleet changed: a worker that
 /// changes a store says so with `NOTIFY` on the store's channel in the same
 /// transaction, and every other worker's listener hears it when the
 /// transaction commits. A thread of its own waits on a dedicated connection

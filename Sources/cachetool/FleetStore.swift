@@ -4,8 +4,8 @@ import Foundation
 @_spi(Tools) import URLLoadingPostgres
 
 /// The cache commands on either store: the cache folder, or the fleet's
-/// PostgreSQL database given with `--postgres` or `URLLOADING_POSTGRES`
-/// (issue 23). The connection string is never printed.
+/// PostgreSQL database given with `--postgres` or `URLLOADING_POSTGRES`.
+/// The connection string is never printed.
 extension StoreOptions {
     /// The fleet's database, if one was given.
     var postgresURL: String? {

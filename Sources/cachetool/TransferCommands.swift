@@ -4,7 +4,7 @@ import TransferDaemon
 import URLLoading
 
 /// `cachetool transfers`: the background sessions' tasks that transferd
-/// carries out for this user (issue 36). `list` and `show` read transferd's
+/// carries out for this user. `list` and `show` read transferd's
 /// journal read-only (SQLite's WAL lets them read while transferd writes);
 /// `cancel` and `retry` ask the running transferd. No request secret is
 /// ever printed: Authorization, Cookie and similar values, a URL's

@@ -1,6 +1,6 @@
 // port-urlsession: turns Swift source written with Apple's URL Loading System
 // names into URLLoading's by the renaming table in README.md and nothing
-// else (issue 19). The porting tests compile its output; people can run it
+// else. The porting tests compile its output; people can run it
 // on their own code:
 //
 //   swift run port-urlsession README.md Apple.swift Ours.swift

@@ -6,8 +6,8 @@ import Glibc
 import TransferDaemon
 import URLLoading
 
-/// transferd: carries out the background sessions' transfers of one user
-/// (issue 20). Apps start it on demand; `systemd --user` can start it on
+/// transferd: carries out the background sessions' transfers of one user.
+/// Apps start it on demand; `systemd --user` can start it on
 /// its socket instead (README, "Background sessions").
 @main
 struct TransferdCommand: ParsableCommand {

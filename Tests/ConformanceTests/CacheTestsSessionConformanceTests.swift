@@ -2,7 +2,7 @@ import Foundation
 import Testing
 import TestSupport
 
-/// http-tests/cache-tests through the session (SPEC C4–C6), every test that
+/// http-tests/cache-tests through the session, every test that
 /// applies to a private cache, 32 at a time.
 ///
 /// Prints `conformance cache-tests: required R/137 optimal O/77 check C/86`,

@@ -10,7 +10,7 @@ import Locking
 // urlloading-test-helper background-app <identifier> data <url>
 // urlloading-test-helper background-app <identifier> attach
 // urlloading-test-helper background-app <identifier> cancel-all
-//     The app of a background session (issue 20). Prints one line per event:
+//     The app of a background session. Prints one line per event:
 //     "attached tasks <n> pending <m>" or "startup-error <code>", "created <task>",
 //     "write <total> <expected>", "finished <task> <size> <sha256>",
 //     "body <text>", "complete <task> nil|<code>", "file-gone <true|false>",

@@ -7,7 +7,7 @@ import TestSupport
 import URLLoadingPostgres
 
 // urlloading-test-helper fleet-worker <postgres-url> <base-url> <urls> <concurrency>
-//     One worker of a fleet (issue 23): a session whose cache's persistent
+//     One worker of a fleet: a session whose cache's persistent
 //     tier is the PostgreSQL database, fetching <base-url>/fleet/<i> for i
 //     below <urls>, <concurrency> requests for each at once, all started
 //     together. Each body must be FleetBody.expected(i). Prints "ok

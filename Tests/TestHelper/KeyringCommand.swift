@@ -8,7 +8,7 @@ import FoundationNetworking
 // urlloading-test-helper keyring store HOST PORT REALM USER PASSWORD
 // urlloading-test-helper keyring lookup|remove HOST PORT REALM USER
 // urlloading-test-helper keyring list
-//     The Secret Service itself (issue 37), in the scope "helper", run
+//     The Secret Service itself, in the scope "helper", run
 //     inside the test's D-Bus session. One line per result: "available
 //     true|false", "stored", "password <text>|none", "removed true|false",
 //     "item <host> <port> <realm> <user> <password-known>" and "locked <count>"

@@ -1,7 +1,7 @@
 import Foundation
 import Postgres
 
-/// The PostgreSQL server of a test run (issue 23): `tools/test` starts one
+/// The PostgreSQL server of a test run: `tools/test` starts one
 /// (`tools/postgres-server`) on a private socket and names it in
 /// `URLLOADING_TEST_POSTGRES`; each test gets a database of its own,
 /// dropped at its end.

@@ -4,7 +4,7 @@ import NIOCore
 import NIOPosix
 import NIOSSL
 
-/// A line protocol on loopback for stream tasks (issue 22): each line
+/// A line protocol on loopback for stream tasks: each line
 /// (ending in CRLF) comes back with "echo: " before it, except
 ///
 /// - `STARTTLS`: answers `OK`, then speaks TLS (the test certificate);

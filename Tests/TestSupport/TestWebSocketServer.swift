@@ -1,6 +1,6 @@
 import Foundation
 
-/// An independent WebSocket server for the tests (issue 22): Debian's
+/// An independent WebSocket server for the tests: Debian's
 /// `python3-websockets` (RFC 6455) run as a child process in its own
 /// process group, its output in a log file, ended by `shutdown()`. A second
 /// port serves hand-made frames that break the protocol.

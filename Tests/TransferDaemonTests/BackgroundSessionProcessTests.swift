@@ -8,7 +8,7 @@ import TestSupport
 import TransferDaemon
 import URLLoading
 
-/// Background sessions with real processes (issue 20): the test helper as
+/// Background sessions with real processes: the test helper as
 /// the app, the built transferd (started by the app), the loopback origin.
 /// Each test has its own runtime and state folders, so its own transferd,
 /// which it stops at the end.

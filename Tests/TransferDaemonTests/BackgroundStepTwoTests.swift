@@ -8,7 +8,7 @@ import TestSupport
 import TransferDaemon
 import URLLoading
 
-/// Background sessions, step 2 (issue 35): uploads past both processes'
+/// Background sessions, step 2: uploads past both processes'
 /// deaths, busy servers, delayed begins. Real processes, as the suite's
 /// other tests.
 extension BackgroundSessionProcessTests {

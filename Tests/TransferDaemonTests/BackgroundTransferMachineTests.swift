@@ -2,8 +2,8 @@ import Foundation
 import Testing
 @testable import TransferDaemon
 
-/// The background transfer's state machine with events and actions only
-/// (issue 20): no socket, no journal, no process.
+/// The background transfer's state machine with events and actions only:
+/// no socket, no journal, no process.
 @Suite struct BackgroundTransferMachineTests {
     typealias Machine = BackgroundTransferMachine
     static let t0 = Date(timeIntervalSince1970: 1_800_000_000)

@@ -4,7 +4,7 @@ import TestSupport
 @testable import TransferDaemon
 import URLLoading
 
-/// transferd's journal on real SQLite files (issue 34 item 2): what it keeps,
+/// transferd's journal on real SQLite files: what it keeps,
 /// and the secrets it never keeps in plain text.
 @Suite struct JournalTests {
     static let token = "Bearer tok-3f9a1c77e2"

@@ -7,7 +7,7 @@ import TestSupport
 import TransferDaemon
 import URLLoading
 
-/// transferd under systemd's socket activation (issue 36 item 2): started
+/// transferd under systemd's socket activation: started
 /// the way systemd starts it, and the unit files shipped in `dist/systemd`.
 @Suite("transferd socket activation", .serialized, .timeLimit(.minutes(Sanitizer.minutes(2))))
 struct SocketActivationTests {

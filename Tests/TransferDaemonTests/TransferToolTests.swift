@@ -4,7 +4,7 @@ import TestSupport
 import TransferDaemon
 import URLLoading
 
-/// `cachetool transfers` (issue 36 item 1) against a real app, transferd
+/// `cachetool transfers` against a real app, transferd
 /// and origin: what a person managing background transfers sees and does.
 @Suite("cachetool transfers", .serialized, .timeLimit(.minutes(Sanitizer.minutes(3))))
 struct TransferToolTests {

@@ -3,7 +3,7 @@ import Testing
 import TestSupport
 @testable import Transport
 
-/// Several transport loops (issue 24, item 4): each origin stays on one loop,
+/// Several transport loops: each origin stays on one loop,
 /// so its connections stay within the per-host limit; every loop carries,
 /// cancels and shuts down its own transfers.
 @Suite(.timeLimit(.minutes(Sanitizer.minutes(1)))) struct TransportLoopsTests {

@@ -5,7 +5,7 @@ import TestSupport
 import Postgres
 import URLLoadingPostgres
 
-/// `cachetool --postgres` (issue 23): the commands that work on a fleet's
+/// `cachetool --postgres`: the commands that work on a fleet's
 /// database, with the same text and JSON as on a folder, and no password
 /// from the connection string in any output.
 @Suite struct CacheToolPostgresTests {

@@ -2,8 +2,8 @@ import Foundation
 import Testing
 import TestSupport
 
-/// SPEC T2: several processes writing one application's stores at once
-/// never fail on each other's locks within the busy timeout (issue 18).
+/// Several processes writing one application's stores at once
+/// never fail on each other's locks within the busy timeout.
 @Suite(.timeLimit(.minutes(Sanitizer.minutes(3)))) struct ConcurrentStoreTests {
     @Test("Four processes open, write and close the cookie store and the cache 200 times each: no error")
     func fourWriters() async throws {

@@ -4,7 +4,7 @@ import Testing
 import TestSupport
 @_spi(Tools) @testable import URLLoading
 
-/// A cache database crafted by somebody else (issue 18): names read from it
+/// A cache database crafted by somebody else: names read from it
 /// never become paths outside the cache's folder.
 @Suite(.timeLimit(.minutes(Sanitizer.minutes(2)))) struct HostileStoreTests {
     /// The test cache in `root/cache`, and a connection to its database to craft rows with.
@@ -66,7 +66,7 @@ import TestSupport
     }
 }
 
-/// Secrets in stored URLs never reach cachetool's output (issue 18).
+/// Secrets in stored URLs never reach cachetool's output.
 @Suite(.timeLimit(.minutes(Sanitizer.minutes(2)))) struct CacheToolSecretTests {
     static let secrets = ["s3cretpw", "tok3nvalue", "k3yvalue", "s1gvalue", "sessval"]
 
@@ -104,7 +104,7 @@ import TestSupport
 }
 
 /// Numbers from the command line and from files are checked before
-/// arithmetic or conversion (issue 18): a usage error or a clamp, never a trap.
+/// arithmetic or conversion: a usage error or a clamp, never a trap.
 @Suite(.timeLimit(.minutes(Sanitizer.minutes(2)))) struct CacheToolNumberTests {
     @Test("Huge sizes and ages on the command line are usage errors (exit 2)")
     func hugeArguments() async throws {
@@ -142,7 +142,7 @@ import TestSupport
 }
 
 /// Files holding secrets or cached bodies are created 0600 with O_EXCL from
-/// their first byte (issue 18), seen in the system calls themselves.
+/// their first byte, seen in the system calls themselves.
 @Suite(.timeLimit(.minutes(Sanitizer.minutes(2)))) struct PrivateFileModeTests {
     /// The `open`/`openat` calls `arguments` made under strace.
     static func opens(_ arguments: [String]) async throws -> (ChildProcess.Result, [String]) {

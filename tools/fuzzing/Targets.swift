@@ -1,5 +1,5 @@
 // libFuzzer targets for every parser that reads network or disk input
-// (issue 18, item 9). Built by tools/fuzz with `swiftc -sanitize=fuzzer
+// (network and disk input alike). Built by tools/fuzz with `swiftc -sanitize=fuzzer
 // -parse-as-library` against a fuzzer-instrumented debug build of the
 // package; the target is chosen by $URLLOADING_FUZZ_TARGET. A crash, a trap
 // or a broken invariant (parse, print, parse again gives the same) is a
@@ -100,7 +100,7 @@ let targets: [FuzzTarget] = [
         _ = try? ResumeData.decode(data, directory: URL(fileURLWithPath: "/nonexistent-urlloading-fuzz"))
     },
     FuzzTarget(name: "background-frame") { data in
-        // transferd's socket (issue 34): bytes in any split, every message
+        // transferd's socket: bytes in any split, every message
         // out is within bounds and frames again to itself.
         // The first byte says where the rest is split in two reads.
         var framing = BackgroundFraming()
@@ -119,7 +119,7 @@ let targets: [FuzzTarget] = [
         }
     },
     FuzzTarget(name: "websocket-frame") { data in
-        // RFC 6455 frames from a peer (issue 22): bytes in any split read
+        // RFC 6455 frames from a peer: bytes in any split read
         // as bytes whole; the reader never traps, never reads after an end,
         // text is valid UTF-8, and each message frames again to itself.
         // The first byte picks the role and where the rest is split.
@@ -146,7 +146,7 @@ let targets: [FuzzTarget] = [
         }
     },
     FuzzTarget(name: "http1-response") { data in
-        // An HTTP/1.1 answer on a connection of the session's own (issue 22):
+        // An HTTP/1.1 answer on a connection of the session's own:
         // bytes in any split read the same, nothing follows an end, and a
         // step dropped (taken on a copy) leaves the reader as it was.
         // The first byte says where the rest is split and whether it ends.

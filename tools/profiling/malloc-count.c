@@ -1,5 +1,5 @@
-// Counts a process's heap allocations, for `tools/profile-get --allocations`
-// (issue 24): loaded with LD_PRELOAD, it wraps glibc's allocator entry points
+// Counts a process's heap allocations, for `tools/profile-get --allocations`:
+// loaded with LD_PRELOAD, it wraps glibc's allocator entry points
 // and, when the process exits, writes the counts to the file named by
 // MALLOC_COUNT_FILE (nothing when unset). Counts do not depend on the
 // machine's other work, unlike times on this project's virtual machine.

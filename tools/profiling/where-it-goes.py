@@ -2,7 +2,7 @@
 """Where the CPU time of a 1 KiB GET goes, from `perf script -F tid,ip,sym,dso`
 of a run of N requests that took CPU seconds: each sample is put in the first
 category whose rule its call stack matches, per thread role, and printed as
-microseconds of CPU per request. Used by tools/profile-get (issue 24).
+microseconds of CPU per request. Used by tools/profile-get.
 
     where-it-goes.py PERF_SCRIPT_OUTPUT REQUESTS CPU_SECONDS [CATEGORY]
 

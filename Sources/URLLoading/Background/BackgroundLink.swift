@@ -2,7 +2,7 @@ import Foundation
 import Locking
 import Logging
 
-/// A background session's connection to `transferd` (issue 20): attaches
+/// A background session's connection to `transferd`: attaches
 /// under the session's identifier, reads transferd's messages on a thread
 /// of its own and hands them to the session; when transferd goes away
 /// (killed, restarted) it starts it again and re-attaches, so the

@@ -4,7 +4,7 @@ import Glibc
 #endif
 
 /// Where `transferd` and background sessions meet, and where `transferd`
-/// keeps its journal, files and log (issue 20):
+/// keeps its journal, files and log:
 ///
 /// - the socket: `$XDG_RUNTIME_DIR/urlloading/transferd.sock` in a 0700
 ///   folder (`/tmp/urlloading-<uid>/` when `XDG_RUNTIME_DIR` is unset or not

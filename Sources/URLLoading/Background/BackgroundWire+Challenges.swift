@@ -1,7 +1,7 @@
 import Foundation
 
-/// A challenge of a background transfer as transferd passes it to the app
-/// (issue 35 item 4): where credentials would apply, never a secret.
+/// A challenge of a background transfer as transferd passes it to the app:
+/// where credentials would apply, never a secret.
 package struct BackgroundChallenge: Codable, Sendable, Equatable {
     package var host: String
     package var port: Int

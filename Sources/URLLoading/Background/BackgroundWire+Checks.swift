@@ -1,6 +1,6 @@
 import Foundation
 
-/// Bounds on what a peer may say (issue 34 item 5): every number and size
+/// Bounds on what a peer may say: every number and size
 /// in a message is checked before either end uses it, so a hostile or
 /// broken peer gets its connection closed, never a trap or a huge allocation.
 extension BackgroundMessage {

@@ -4,7 +4,7 @@ import Glibc
 #endif
 
 /// What a background session and `transferd` say to each other over the
-/// Unix socket (issue 20): one JSON message per frame, a frame being the
+/// Unix socket: one JSON message per frame, a frame being the
 /// mark byte, the format's version, a 4-byte big-endian length and that
 /// many bytes. The socket's folder is per user and the peer's uid is
 /// checked. An upload's `create` may carry its body's open descriptor.

@@ -5,7 +5,7 @@ import FoundationNetworking
 import Locking
 import Transport
 
-/// A background session's side of issue 20: its tasks run in `transferd`;
+/// A background session's side of `transferd`: its tasks run in `transferd`;
 /// this process creates them, forwards resume, suspend and cancel, and
 /// turns transferd's messages into the delegate's calls, acknowledging
 /// each task's events once the delegate returned from the last of them.

@@ -3,7 +3,7 @@ package import Foundation
 package import FoundationNetworking
 #endif
 
-/// The cache's side of one exchange (SPEC C4–C6, RFC 9111, RFC 5861,
+/// The cache's side of one exchange (RFC 9111, RFC 5861,
 /// RFC 9211), as pure decisions over the request, the stored entry, the
 /// response and the time, which the session applies: no store is touched
 /// here, and `now` is always given.
@@ -177,7 +177,7 @@ package enum CacheExchange {
     }
 
     /// The response as the cache would store it, or nil when it may not be
-    /// stored (SPEC C4; the 5% rule is the tiers').
+    /// stored (the 5% rule is the tiers').
     package static func storeCandidate(
         url: URL, key: String, method: String, status: Int, responseHeaders: HeaderFields, requestHeaders: HeaderFields,
         body: Data, requestTime: Double, now: Double

@@ -1,4 +1,4 @@
-/// Where `ResponseCache` keeps its persistent tier (issue 23): the SQLite
+/// Where `ResponseCache` keeps its persistent tier: the SQLite
 /// database in a folder (`DiskTier`, the default) or a shared database of a
 /// fleet (URLLoadingPostgres). The cache's rules (RFC 9111, Vary, storage
 /// policies) stay in `ResponseCache`; a storage keeps entries by key and
@@ -12,7 +12,7 @@ package protocol CacheStorage: AnyObject, Sendable {
     var capacity: Int { get set }
     /// Where it lives, for descriptions (a folder, a database; never a password).
     var location: String { get }
-    /// The 5% rule (SPEC C3): whether an entry of `cost` bytes may be stored.
+    /// The 5% rule: whether an entry of `cost` bytes may be stored.
     func admits(_ cost: Int) -> Bool
     /// The variants stored under `key`, whole, marking them used at `now`.
     func variants(for key: String, now: Double) throws(StoreError) -> [StoredResponse]
@@ -57,7 +57,7 @@ extension DiskTier: CacheStorage {
     var location: String { directory.path }
 }
 
-/// Coalescing across processes (issue 23): a storage a fleet shares lets
+/// Coalescing across processes: a storage a fleet shares lets
 /// one worker fetch a key while the others wait for its stored response.
 package protocol FleetCoalescing: Sendable {
     /// Claims `key` for this process and calls `granted` (on a thread of its

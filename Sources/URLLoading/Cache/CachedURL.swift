@@ -1,6 +1,6 @@
 package import Foundation
 
-/// URLs as the cache keeps and shows them (issue 18): stored without the
+/// URLs as the cache keeps and shows them: stored without the
 /// password of their user info (the key never had user info), and shown by
 /// tools with the values of query parameters whose names mark secrets
 /// replaced by `…`.

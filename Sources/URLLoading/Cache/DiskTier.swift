@@ -5,7 +5,7 @@ import Storage
 import Locking
 
 /// The disk tier: an SQLite database (WAL) of stored responses, with bodies
-/// above `inlineBodyLimit` in files beside it (SPEC C2), LRU eviction in
+/// above `inlineBodyLimit` in files beside it, LRU eviction in
 /// row id order (a store takes the next id, a batched touch moves its row to
 /// the next id: no index written per store, no table scan), and usage kept
 /// exact by triggers, so several processes can share one cache.
@@ -118,7 +118,7 @@ final class DiskTier: Sendable {
         }
     }
 
-    /// The 5% rule (SPEC C3).
+    /// The 5% rule.
     func admits(_ cost: Int) -> Bool {
         let capacity = self.capacity
         return capacity > 0 && cost <= capacity / 20

@@ -6,7 +6,7 @@ import Locking
 
 /// The memory tier: stored responses by primary key (each key holding its
 /// Vary variants), evicting the least recently used keys when their byte
-/// cost passes the capacity (SPEC C1).
+/// cost passes the capacity.
 final class MemoryTier: Sendable {
     /// A stored response as the tier holds it: one immutable object, so a
     /// hit retains one reference, with what a hit asks of it worked out once.
@@ -77,7 +77,7 @@ final class MemoryTier: Sendable {
     }
 
     /// Stores `response`, replacing the variant with the same secondary key.
-    /// Returns false when the 5% rule keeps it out (SPEC C3).
+    /// Returns false when the 5% rule keeps it out.
     @discardableResult
     func store(_ response: StoredResponse) -> Bool {
         store(Entry(response))

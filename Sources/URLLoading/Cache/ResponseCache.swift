@@ -6,7 +6,7 @@ import Logging
 import Locking
 import Synchronization
 
-/// The HTTP cache (Apple's `URLCache`, SPEC C1–C7): a memory tier and an
+/// The HTTP cache (Apple's `URLCache`): a memory tier and an
 /// SQLite disk tier, each bounded by a capacity in bytes and evicting the
 /// least recently used entries, each storing only responses no larger than
 /// 5% of its capacity.

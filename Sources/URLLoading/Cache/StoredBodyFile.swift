@@ -3,7 +3,7 @@ package import Foundation
 import Glibc
 #endif
 
-/// A stored body too large to keep inline (issue 39): the disk tier's body
+/// A stored body too large to keep inline: the disk tier's body
 /// file, opened at lookup and read in chunks as the task delivers it, so a
 /// 256 MiB entry never sits in memory whole. The descriptor stays readable
 /// when another process evicts (unlinks) the file meanwhile.

@@ -1,7 +1,7 @@
 package import Foundation
 import Storage
 
-/// Where a persistent `CookieStore` keeps its cookies (issue 23): the SQLite
+/// Where a persistent `CookieStore` keeps its cookies: the SQLite
 /// file in a folder (`CookieDatabase`, the default) or a database a fleet
 /// shares (URLLoadingPostgres). The store keeps every cookie in memory (the
 /// jar decides by RFC 6265bis); the persistence is loaded once and then

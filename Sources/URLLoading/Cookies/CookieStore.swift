@@ -5,7 +5,7 @@ public import FoundationNetworking
 import Logging
 import Storage
 
-/// A cookie store (Apple's `HTTPCookieStorage`, SPEC K1–K4): the cookies a
+/// A cookie store (Apple's `HTTPCookieStorage`): the cookies a
 /// session sends and receives, under the rules of RFC 6265bis.
 ///
 /// A store lives in memory (`CookieStore()`, what ephemeral sessions get)

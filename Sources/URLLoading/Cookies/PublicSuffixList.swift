@@ -3,7 +3,7 @@ import Logging
 
 /// The Public Suffix List (publicsuffix.org): which domains are public
 /// suffixes ("com", "co.uk", "github.io") under which anyone may register
-/// names, so that a cookie's Domain attribute may never name one (SPEC K1).
+/// names, so that a cookie's Domain attribute may never name one.
 ///
 /// The list is read from a maintained file, not compiled in: by default
 /// Debian's `publicsuffix` package, `/usr/share/publicsuffix/public_suffix_list.dat`,

@@ -2,7 +2,7 @@ public import Foundation
 import Logging
 import Locking
 
-/// A credential store (Apple's `URLCredentialStorage`, SPEC A1): credentials
+/// A credential store (Apple's `URLCredentialStorage`): credentials
 /// by protection space and user, with a default per space.
 ///
 /// A store in memory (`CredentialStore()`, what ephemeral sessions get)

@@ -1,6 +1,6 @@
 public import Foundation
 
-/// Where a credential applies (Apple's `URLProtectionSpace`, SPEC A1): a
+/// Where a credential applies (Apple's `URLProtectionSpace`): a
 /// server or proxy, a protocol, a realm and an authentication method.
 public struct ProtectionSpace: Sendable, Hashable, CustomStringConvertible {
     /// How the space authenticates.
@@ -27,7 +27,7 @@ public struct ProtectionSpace: Sendable, Hashable, CustomStringConvertible {
         /// The method's name.
         public var description: String { rawValue }
 
-        /// Challenges of these methods go to the session-level delegate method first (SPEC A2).
+        /// Challenges of these methods go to the session-level delegate method first.
         public var isSessionLevel: Bool {
             self == .ntlm || self == .negotiate || self == .clientCertificate || self == .serverTrust
         }

@@ -2,7 +2,7 @@ import CSecret
 import Foundation
 
 /// The desktop keyring through the freedesktop.org Secret Service (GNOME
-/// Keyring, KeePassXC, KWallet) over libsecret (issue 37): one item per
+/// Keyring, KeePassXC, KWallet) over libsecret: one item per
 /// protection space and user, with the attributes host, port, protocol,
 /// realm, method, proxy and user, the store the item belongs to (`store`,
 /// the store's data directory, so that two applications' stores stay

@@ -1,6 +1,6 @@
 import Foundation
 
-/// What a TLS server showed, for a server-trust challenge (SPEC A4): its
+/// What a TLS server showed, for a server-trust challenge: its
 /// certificate chain, whether it verifies against the configured roots, and
 /// the public key hashes a delegate pins.
 public struct ServerTrust: Sendable, Hashable, CustomStringConvertible {

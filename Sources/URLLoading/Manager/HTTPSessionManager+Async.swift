@@ -13,7 +13,7 @@ public struct ManagerResponse<Value: Sendable>: Sendable {
     public var data: Data
 }
 
-/// The verbs in `async` form (SPEC M2). Cancelling the calling Swift task
+/// The verbs in `async` form. Cancelling the calling Swift task
 /// cancels the request.
 extension HTTPSessionManager {
     /// A request whose response `serializer` reads.

@@ -10,7 +10,7 @@ public typealias ManagerProgress = @Sendable (Progress) -> Void
 /// could not be built), and why.
 public typealias ManagerFailure = @Sendable (SessionTask?, ManagerError) -> Void
 
-/// The verbs with success and failure closures (SPEC M2; the seed's
+/// The verbs with success and failure closures (the seed's
 /// `GET:parameters:headers:progress:success:failure:` family). Each returns
 /// the task it started, or nil when the request could not be built (the
 /// failure closure then hears why, before anything is sent).

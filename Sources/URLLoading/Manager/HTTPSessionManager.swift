@@ -5,7 +5,7 @@ import FoundationNetworking
 import Locking
 
 /// A session with a base URL, a request serializer and response
-/// serializers (SPEC M; AFNetworking's `AFHTTPSessionManager`): verbs with
+/// serializers (AFNetworking's `AFHTTPSessionManager`): verbs with
 /// success and failure closures or `async`, progress, validation, decoding.
 ///
 /// ```swift

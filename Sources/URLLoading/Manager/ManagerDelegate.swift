@@ -4,7 +4,7 @@ import FoundationNetworking
 #endif
 import Locking
 
-/// The manager's session delegate (SPEC M3): it routes each task's events
+/// The manager's session delegate: it routes each task's events
 /// to its `TaskHandler`, by task identifier. The session holds it, so the
 /// manager and its session do not hold each other.
 final class ManagerDelegate: SessionDataDelegate, SessionDownloadDelegate, Sendable {

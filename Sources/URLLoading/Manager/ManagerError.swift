@@ -3,7 +3,7 @@ public import Foundation
 public import FoundationNetworking
 #endif
 
-/// Why a manager's request failed (SPEC M1, M2): one flat error whose
+/// Why a manager's request failed: one flat error whose
 /// `kind` says what went wrong and which carries what arrived — the
 /// response and its body — so a caller can read an error payload.
 public struct ManagerError: Error, Sendable, CustomStringConvertible {

@@ -3,7 +3,7 @@ public import Foundation
 public import FoundationNetworking
 #endif
 
-/// Changes each request before it is sent (SPEC M, Alamofire's adapter
+/// Changes each request before it is sent (Alamofire's adapter
 /// role): for example, adds a token it refreshed. Throwing fails the call
 /// with `.adaptationFailed` before anything is sent.
 public protocol RequestAdapter: Sendable {

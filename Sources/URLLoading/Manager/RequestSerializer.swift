@@ -19,7 +19,7 @@ public struct HTTPMethod: RawRepresentable, Sendable, Hashable, CustomStringConv
     public var description: String { rawValue }
 }
 
-/// Builds a manager's requests (SPEC M1; AFNetworking's
+/// Builds a manager's requests (AFNetworking's
 /// `AFHTTPRequestSerializer` family): the URL, the default header fields,
 /// and the parameters as a query string, a form body or JSON.
 ///

@@ -3,7 +3,7 @@ public import Foundation
 public import FoundationNetworking
 #endif
 
-/// What a response must be to count as a success (SPEC M1): its status
+/// What a response must be to count as a success: its status
 /// code and its media type. A failure carries the response and its body.
 public struct ResponseValidation: Sendable {
     /// Accepted status codes (200–299 by default).
@@ -46,7 +46,7 @@ public struct ResponseValidation: Sendable {
     }
 }
 
-/// Turns a response and its body into a value (SPEC M1; AFNetworking's
+/// Turns a response and its body into a value (AFNetworking's
 /// `AFURLResponseSerialization`): validation first, then the reading.
 public protocol ResponseSerializer: Sendable {
     /// What a response becomes.

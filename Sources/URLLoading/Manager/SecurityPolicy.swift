@@ -1,6 +1,6 @@
 import Foundation
 
-/// Whether a manager trusts a TLS server (SPEC M4; AFNetworking's
+/// Whether a manager trusts a TLS server (AFNetworking's
 /// `AFSecurityPolicy`), decided on what the session's trust probe shows:
 /// the server's chain, the configured roots' verdict (which includes the
 /// host name) and the chain's public key hashes.

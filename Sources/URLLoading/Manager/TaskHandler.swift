@@ -4,7 +4,7 @@ import FoundationNetworking
 #endif
 import Locking
 
-/// One task's part of a manager (SPEC M3; AFNetworking's
+/// One task's part of a manager (AFNetworking's
 /// `AFURLSessionManagerTaskDelegate`): its upload and download `Progress`,
 /// the caller's progress closures, the body as it arrives, a download's
 /// destination, and what to do at the end.

@@ -6,7 +6,7 @@ import Testing
 import TestSupport
 @testable import URLLoading
 
-/// The frames between a background session and transferd (issue 34 item 5),
+/// The frames between a background session and transferd,
 /// without a socket: versioned, length-prefixed, every number checked.
 @Suite struct BackgroundWireTests {
     static let request = RequestSpec(url: "https://example.com/file", method: "GET", headers: [["Accept", "*/*"]], timeout: 60)

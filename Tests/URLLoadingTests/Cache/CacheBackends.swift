@@ -4,7 +4,7 @@ import TestSupport
 @_spi(Tools) @testable import URLLoading
 @testable import URLLoadingPostgres
 
-/// The persistent tiers the cache's store tests run against (issue 23): one
+/// The persistent tiers the cache's store tests run against: one
 /// suite, two backends — the SQLite files in a folder, and a PostgreSQL
 /// database of the test server.
 enum CacheBackend: String, CaseIterable, Sendable, CustomStringConvertible {
@@ -67,7 +67,7 @@ final class CachePlace {
     }
 }
 
-/// The places the cookie store tests run against (issue 23): one suite,
+/// The places the cookie store tests run against: one suite,
 /// two backends.
 final class CookiePlace {
     let backend: CacheBackend

@@ -5,7 +5,7 @@ import FoundationNetworking
 import Testing
 @testable import URLLoading
 
-/// The cache's side of an exchange as pure decisions (SPEC C4–C6): no
+/// The cache's side of an exchange as pure decisions: no
 /// socket, no store, the time given.
 @Suite struct CacheExchangeTests {
     static let url = URL(string: "http://example.test/r")!

@@ -8,7 +8,7 @@ import Testing
 import TestSupport
 @testable import URLLoading
 
-/// The SQLite tier keeps its LRU order in the row ids (issue 24): a store
+/// The SQLite tier keeps its LRU order in the row ids: a store
 /// takes the next id, a touch moves its row to the next id, eviction reads
 /// from the first row, and a version 1 file is renumbered by last use.
 @Suite struct CacheLRUOrderTests {

@@ -2,7 +2,7 @@ import Foundation
 import Testing
 @_spi(Tools) @testable import URLLoading
 
-/// URLs as the cache stores and tools show them (issue 18).
+/// URLs as the cache stores and tools show them.
 @Suite struct CachedURLTests {
     @Test("Stored URLs lose their password; shown ones also their secret query values")
     func redaction() throws {

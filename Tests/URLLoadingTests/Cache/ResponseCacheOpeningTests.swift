@@ -7,7 +7,7 @@ import TestSupport
 @testable import URLLoading
 
 /// Apple's `URLCache(memoryCapacity:diskCapacity:directory:)` cannot fail;
-/// neither can ours (issue 19). `open` is the form that throws.
+/// neither can ours. `open` is the form that throws.
 @Suite struct ResponseCacheOpeningTests {
     @Test("A disk tier that cannot be opened leaves a memory-only cache with the reason in startupError; open(...) throws it")
     func unopenableDirectory() throws {

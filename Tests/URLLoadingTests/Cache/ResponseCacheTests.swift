@@ -7,7 +7,7 @@ import TestSupport
 @_spi(Tools) @testable import URLLoading
 
 /// ResponseCache over real SQLite files and a real PostgreSQL database (one
-/// suite, two backends: `CacheBackend`): the API of SPEC C7, the tiers and
+/// suite, two backends: `CacheBackend`): Apple's URLCache API, the tiers and
 /// their capacities (C1, C3), persistence (C2); on SQLite also several
 /// processes and crashes.
 @Suite struct ResponseCacheTests {

@@ -195,4 +195,19 @@ import TestSupport
         let policy: ResponseCache.StoragePolicy = .allowedInMemoryOnly
         #expect(policy == CacheStoragePolicy.allowedInMemoryOnly)
     }
+
+    @Test("Kept on purpose, by RFC 6265bis: a nameless cookie is kept, Secure with any value is secure, Domain=<an address> is refused, no Expires is a session cookie")
+    func deliberateDifferences() throws {
+        let store = CookieStore()
+        let https = try #require(URL(string: "https://swift.org/"))
+        #expect(store.setCookies(["justavalue"], for: https).map(\.headerPair) == ["justavalue"])
+        let secure = store.setCookies(["flag=1; Secure=false"], for: https)
+        #expect(secure.first?.isSecure == true)
+        let address = try #require(URL(string: "http://1.2.3.4/"))
+        #expect(store.setCookies(["ip=1; Domain=1.2.3.4"], for: address).first?.isHostOnly == true, "an address is its own host-only domain")
+        #expect(store.setCookies(["dotted=1; Domain=.1.2.3.4"], for: address).isEmpty)
+        #expect(store.setCookies(["other=1; Domain=5.6.7.8"], for: address).isEmpty)
+        let session = store.setCookies(["visit=1"], for: https)
+        #expect(session.first?.isSessionOnly == true && session.first?.expiresDate == nil)
+    }
 }

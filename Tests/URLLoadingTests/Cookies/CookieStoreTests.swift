@@ -4,7 +4,7 @@ import Testing
 import TestSupport
 @testable import URLLoading
 
-/// The cookie stores on their own (SPEC K1–K4): rules the conformance
+/// The cookie stores on their own: rules the conformance
 /// suites do not reach (SameSite, accept policies, prefixes, limits and
 /// eviction, persistence, the Netscape format, secrets in descriptions).
 @Suite struct CookieStoreTests {
@@ -350,7 +350,7 @@ extension CookieStoreTests {
     }
 }
 
-/// Without the Public Suffix List (issue 18 item 8).
+/// Without the Public Suffix List.
 @Suite struct MissingPublicSuffixListTests {
     @Test("Without the list, a Domain cookie is stored host-only: evil.co.uk cannot set one for co.uk's other sites")
     func domainCookiesHostOnly() throws {

@@ -2,7 +2,7 @@ import Foundation
 import Testing
 @testable import URLLoading
 
-/// A task's authentication rounds as named transitions, without sockets (issue 39).
+/// A task's authentication rounds as named transitions, without sockets.
 @Suite struct AuthenticationStateTests {
     typealias State = SessionTask.AuthenticationState
     static let origin = ProtectionSpace(host: "example.test", port: 80, protocol: "http", realm: "r", authenticationMethod: .httpBasic)
@@ -64,7 +64,7 @@ import Testing
     }
 }
 
-/// A task's TLS questions as named transitions (issue 39).
+/// A task's TLS questions as named transitions.
 @Suite struct TrustStateTests {
     @Test("A client certificate is asked for once per task, never after an identity was given; a failed probe is skipped from then on")
     func transitions() {

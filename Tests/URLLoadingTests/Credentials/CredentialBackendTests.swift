@@ -5,7 +5,7 @@ import Testing
 import TestSupport
 @testable import URLLoading
 
-/// The store's backend seam (issue 37) on the file backend, and the rules
+/// The store's backend seam on the file backend, and the rules
 /// both backends share: the automatic choice and what forces one, defaults
 /// kept across reopening, change notifications, a locked backend asked
 /// again at most every few seconds. The keyring itself: `KeyringTests`.

@@ -4,7 +4,7 @@ import Testing
 import TestSupport
 @testable import URLLoading
 
-/// The credential stores (SPEC A1): persistence none / forSession /
+/// The credential stores: persistence none / forSession /
 /// permanent, defaults, the file's mode and its refusal when others can read
 /// it, `.netrc` import, and no secret in any description.
 @Suite struct CredentialStoreTests {

@@ -3,7 +3,7 @@ import Testing
 import TestSupport
 @testable import URLLoading
 
-/// The credential store's Secret Service backend (issue 37) against a real
+/// The credential store's Secret Service backend against a real
 /// Secret Service: Debian's gnome-keyring-daemon, started under
 /// dbus-run-session with a test keyring unlocked from a known password; the
 /// test helper makes the calls, each in a process of its own, and

@@ -7,8 +7,8 @@ import Testing
 import TestSupport
 @testable import URLLoading
 
-/// Authentication through real sessions against the loopback origin (SPEC
-/// A2–A5): routing, dispositions, default handling, the failure limit,
+/// Authentication through real sessions against the loopback origin:
+/// routing, dispositions, default handling, the failure limit,
 /// Digest nonce counting, pre-emptive credentials, cross-origin redirects
 /// and what the stores keep.
 @Suite(.timeLimit(.minutes(Sanitizer.minutes(1)))) struct SessionAuthenticationTests {

@@ -7,8 +7,7 @@ import Testing
 import TestSupport
 @testable import URLLoading
 
-/// Server trust and client certificates against the TLS origin (SPEC A2,
-/// A4): accepted, pinned, rejected, default handling with and without the
+/// Server trust and client certificates against the TLS origin: accepted, pinned, rejected, default handling with and without the
 /// test CA as a root, and a server that requires a client certificate.
 @Suite(.timeLimit(.minutes(Sanitizer.minutes(1)))) struct TLSChallengeTests {
     static func session(_ delegate: (any SessionDelegate)?, roots: String? = nil) throws -> Session {

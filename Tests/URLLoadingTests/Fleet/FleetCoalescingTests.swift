@@ -9,7 +9,7 @@ import TestSupport
 import Postgres
 @testable import URLLoadingPostgres
 
-/// One origin fetch per key across a fleet (issue 23): worker processes
+/// One origin fetch per key across a fleet: worker processes
 /// whose caches share a PostgreSQL database, each asking for the same URLs
 /// many times at once.
 @Suite(.serialized, .timeLimit(.minutes(Sanitizer.minutes(3))))

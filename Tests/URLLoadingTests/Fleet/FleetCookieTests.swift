@@ -5,7 +5,7 @@ import TestSupport
 @testable import URLLoading
 @testable import URLLoadingPostgres
 
-/// Cookies shared by a fleet (issue 23): two stores on one PostgreSQL
+/// Cookies shared by a fleet: two stores on one PostgreSQL
 /// database, as two workers of a crawl.
 @Suite struct FleetCookieTests {
     static let page = URL(string: "https://www.example.com/docs/page")!

@@ -5,7 +5,7 @@ import TestSupport
 @testable import URLLoading
 @testable import URLLoadingPostgres
 
-/// Credentials shared by a fleet (issue 23), and the rules every credential
+/// Credentials shared by a fleet, and the rules every credential
 /// store keeps, on the SQLite file and on PostgreSQL (one suite, two backends).
 @Suite struct FleetCredentialTests {
     static let space = ProtectionSpace(host: "api.example.com", port: 443, protocol: "https", realm: "api", authenticationMethod: .httpBasic)

@@ -4,7 +4,7 @@ import TestSupport
 @_spi(Tools) @testable import URLLoading
 @testable import URLLoadingPostgres
 
-/// Memory tiers kept honest across a fleet (issue 23): two caches on one
+/// Memory tiers kept honest across a fleet: two caches on one
 /// PostgreSQL database, as two workers; what one stores or removes leaves
 /// the other's memory tier.
 @Suite struct FleetMemoryTierTests {

@@ -6,7 +6,7 @@ import TestSupport
 @_spi(Tools) @testable import URLLoading
 import URLLoadingPostgres
 
-/// The libpq layer under the fleet's stores (issue 23) against the run's
+/// The libpq layer under the fleet's stores against the run's
 /// PostgreSQL server: values both ways in binary, the migrator's rules, and
 /// no password in any error or description.
 @Suite struct PostgresLayerTests {

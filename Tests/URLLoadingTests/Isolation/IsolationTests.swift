@@ -7,7 +7,7 @@ import Testing
 import TestSupport
 @testable import URLLoading
 
-/// SPEC I1 and S1, proven: an ephemeral session writes nothing to disk
+/// Ephemeral isolation, proven: an ephemeral session writes nothing to disk
 /// (checked with strace, against a default-configuration control), shares
 /// nothing with other sessions, keeps nothing after invalidation, and a
 /// configuration is a value each session copies.

@@ -7,7 +7,7 @@ import Testing
 import TestSupport
 @testable import URLLoading
 
-/// The session manager against the loopback origin (issue 21 items 1–5).
+/// The session manager against the loopback origin.
 @Suite(.timeLimit(.minutes(Sanitizer.minutes(2)))) struct HTTPSessionManagerTests {
     struct User: Codable, Sendable, Equatable {
         var id: Int

@@ -8,7 +8,7 @@ import TestSupport
 @testable import URLLoading
 
 /// The manager's delegate-method closures, notifications and event
-/// monitors (issue 21 items 6–7), against the loopback origin.
+/// monitors, against the loopback origin.
 @Suite(.timeLimit(.minutes(Sanitizer.minutes(2)))) struct ManagerOverridesTests {
     static let json = [HeaderField("Content-Type", "application/json")]
 

@@ -7,7 +7,7 @@ import Testing
 import TestSupport
 @testable import URLLoading
 
-/// The manager's adapter and retrier (issue 21 item 9).
+/// The manager's adapter and retrier.
 @Suite(.timeLimit(.minutes(Sanitizer.minutes(2)))) struct RequestInterceptorTests {
     struct Token: RequestAdapter {
         let value: String

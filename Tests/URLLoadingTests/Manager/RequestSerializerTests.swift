@@ -5,7 +5,7 @@ import FoundationNetworking
 import Testing
 @testable import URLLoading
 
-/// The manager's request serializer without sockets (issue 21 items 1–2).
+/// The manager's request serializer without sockets.
 @Suite struct RequestSerializerTests {
     static let url = URL(string: "https://api.example.com/v1/items?fixed=1")!
 

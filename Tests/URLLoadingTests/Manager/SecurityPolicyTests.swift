@@ -7,7 +7,7 @@ import TestSupport
 @testable import URLLoading
 
 /// The manager's server-trust policy against the TLS origin, whose test CA
-/// the sessions here do not trust (issue 21 item 8).
+/// the sessions here do not trust.
 @Suite(.timeLimit(.minutes(Sanitizer.minutes(2)))) struct SecurityPolicyTests {
     static func manager(_ origin: TestOrigin, _ policy: SecurityPolicy?) -> HTTPSessionManager {
         let configuration = SessionConfiguration.ephemeral

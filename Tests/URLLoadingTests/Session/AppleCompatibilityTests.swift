@@ -7,7 +7,7 @@ import Testing
 import TestSupport
 @testable import URLLoading
 
-/// Behaviours Apple's URLSession has that ported code relies on (issue 38).
+/// Behaviours Apple's URLSession has that ported code relies on.
 @Suite(.timeLimit(.minutes(Sanitizer.minutes(1)))) struct AppleCompatibilityTests {
     @Test("1: tasks with a completion handler or async calls bypass the session delegate's response, data and completion; metrics and redirects still reach it")
     func handlersBypassTheDelegate() async throws {

@@ -6,7 +6,7 @@ import Testing
 import TestSupport
 @testable import URLLoading
 
-/// A gibibyte each way in constant memory (SPEC S4). The transfer runs in
+/// A gibibyte each way in constant memory. The transfer runs in
 /// a child process (`urlloading-test-helper big-transfer`), which reports
 /// its own peak RSS: tests beside this one in the test process would
 /// otherwise count in it. The origin sends the body from a repeated block

@@ -7,7 +7,7 @@ import Testing
 import TestSupport
 @testable import URLLoading
 
-/// Request bodies from streams (SPEC S6): the delegate's `needNewBodyStream`
+/// Request bodies from streams: the delegate's `needNewBodyStream`
 /// for the first body of a streamed upload and again whenever the body is
 /// sent anew, a stream whose bytes come slowly, and the failure when no new
 /// stream comes.
@@ -161,7 +161,7 @@ import TestSupport
     }
 }
 
-/// multipart/x-mixed-replace (SPEC S6): a didReceiveResponse as each part
+/// multipart/x-mixed-replace: a didReceiveResponse as each part
 /// begins, then that part's bytes.
 @Suite(.timeLimit(.minutes(Sanitizer.minutes(1)))) struct MixedReplaceTests {
     static let wire =

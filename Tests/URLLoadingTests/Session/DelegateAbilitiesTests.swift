@@ -7,8 +7,8 @@ import Testing
 import TestSupport
 @testable import URLLoading
 
-/// A session learns which per-task methods its delegate lacks (issue 21's
-/// speed target: a delegate that implements none of them costs a task
+/// A session learns which per-task methods its delegate lacks (for
+/// speed: a delegate that implements none of them costs a task
 /// nothing), and never skips one it implements.
 @Suite struct DelegateAbilitiesTests {
     @Test("A method whose default reports itself is called once, then skipped; an implemented one is called every time")

@@ -79,7 +79,7 @@ import TestSupport
     }
 }
 
-/// Download files live in a folder private to the user (SPEC S4, issue 16):
+/// Download files live in a folder private to the user:
 /// another user's (or an open) `urlloading-downloads` is refused, never
 /// written into; files are 0600 from their first byte.
 @Suite(.timeLimit(.minutes(Sanitizer.minutes(1)))) struct DownloadFolderTests {

@@ -6,7 +6,7 @@ import Testing
 import Transport
 @testable import URLLoading
 
-/// Deciding on a hop's head from values alone (issue 39).
+/// Deciding on a hop's head from values alone.
 @Suite struct HeadDecisionTests {
     static func request(_ url: String = "https://example.com/a", method: String = "GET") -> URLRequest {
         var request = URLRequest(url: URL(string: url)!)
@@ -20,7 +20,7 @@ import Transport
         HeadDecision.of(status: status, headers: headers, request: request, hop: hop, revalidating: revalidating)
     }
 
-    @Test("SPEC S6 order: challenges, a revalidation's 304, a first request's 5xx, redirects, else the response")
+    @Test("The order of Apple's delegate calls: challenges, a revalidation's 304, a first request's 5xx, redirects, else the response")
     func order() {
         #expect(Self.decide(401) == .challenge && Self.decide(407) == .challenge)
         #expect(Self.decide(304, revalidating: true) == .notModified)
@@ -51,7 +51,7 @@ import Transport
     }
 }
 
-/// The `HTTPURLResponse` a head becomes (issue 24: built with a look back
+/// The `HTTPURLResponse` a head becomes (built with a look back
 /// over the names for a usual head, by hashing for a long one).
 @Suite struct ResponseObjectTests {
     static let url = URL(string: "https://example.com/a")!

@@ -6,7 +6,7 @@ import Testing
 import Transport
 @testable import URLLoading
 
-/// Planning a hop from values alone (issue 39): no store, lock or socket.
+/// Planning a hop from values alone: no store, lock or socket.
 @Suite struct HopPlanTests {
     static let now = Date(timeIntervalSince1970: 1_800_000_000)
 

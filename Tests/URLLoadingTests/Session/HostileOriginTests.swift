@@ -9,7 +9,7 @@ import TestSupport
 
 /// What a hostile origin or a careless caller can throw at a session: every
 /// number checked before arithmetic, every loop bounded, nothing injected
-/// into the request, nothing trapped on (issue 16's defects).
+/// into the request, nothing trapped on.
 @Suite(.timeLimit(.minutes(Sanitizer.minutes(1)))) struct HostileOriginTests {
     @Test("Timeouts of .infinity, NaN, below zero or huge are clamped, never trapped on")
     func extremeTimeouts() async throws {

@@ -7,7 +7,7 @@ import Testing
 import TestSupport
 import URLLoading
 
-/// Code in Apple's shapes with only type names changed (issue 19): a data
+/// Code in Apple's shapes with only type names changed: a data
 /// delegate declared with the task type names, answering a Digest challenge
 /// through the completion handler and comparing the method with Foundation's
 /// constant; priorities; a configuration changed through a `let`.

@@ -7,7 +7,7 @@ import Testing
 import TestSupport
 @testable import URLLoading
 
-/// Resume data through real downloads (SPEC S7): cancel and go on with
+/// Resume data through real downloads: cancel and go on with
 /// Range/If-Range, a changed resource starting over, a lost connection's
 /// error carrying resume data, and forged or truncated blobs refused.
 @Suite(.timeLimit(.minutes(Sanitizer.minutes(1)))) struct ResumeDataTests {

@@ -7,7 +7,7 @@ import Testing
 import TestSupport
 @testable import URLLoading
 
-/// `resume()` only schedules work (issue 39): the first hop's cookie header,
+/// `resume()` only schedules work: the first hop's cookie header,
 /// cache lookup and credentials are decided on the task's own context, so
 /// a caller's thread never waits on a disk or another process's lock.
 @Suite(.timeLimit(.minutes(Sanitizer.minutes(2)))) struct ResumeSchedulesTests {

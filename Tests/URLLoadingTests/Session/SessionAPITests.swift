@@ -7,7 +7,7 @@ import Testing
 import TestSupport
 @testable import URLLoading
 
-/// Apple's session shapes that ported code relies on (issue 19): the
+/// Apple's session shapes that ported code relies on: the
 /// non-throwing initializer with a delegate queue, the shared session,
 /// a session's description.
 @Suite(.timeLimit(.minutes(Sanitizer.minutes(1)))) struct SessionAPITests {

@@ -7,7 +7,7 @@ import Testing
 import TestSupport
 @testable import URLLoading
 
-/// The cache through real sessions (SPEC C4–C6): serving, revalidating,
+/// The cache through real sessions: serving, revalidating,
 /// the request cache policies, invalidation and Cache-Status (RFC 9211).
 @Suite(.timeLimit(.minutes(Sanitizer.minutes(1)))) struct SessionCacheTests {
     static func get(
@@ -316,7 +316,7 @@ extension ScriptedResponse {
 }
 
 @Suite(.timeLimit(.minutes(Sanitizer.minutes(1)))) struct CoalescingTests {
-    @Test("Issue 5: ten concurrent identical GETs make one origin request when the response is storable")
+    @Test("Ten concurrent identical GETs make one origin request when the response is storable")
     func coalescing() async throws {
         let origin = try await TestOrigin.start()
         origin.route(

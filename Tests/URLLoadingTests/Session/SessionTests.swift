@@ -9,7 +9,7 @@ import TestSupport
 
 /// The session against the loopback origin (never a mock transport):
 /// delegate order, completion handlers, redirects, errors, cancellation,
-/// invalidation and the configuration's copy rules (SPEC S1–S8).
+/// invalidation and the configuration's copy rules.
 @Suite(.timeLimit(.minutes(Sanitizer.minutes(1)))) struct SessionTests {
     static func session(_ delegate: (any SessionDelegate)? = nil, configure: (inout SessionConfiguration) -> Void = { _ in }) throws -> Session {
         var configuration = SessionConfiguration.ephemeral

@@ -8,7 +8,7 @@ import TestSupport
 import Transport
 @testable import URLLoading
 
-/// Where the session runs the user's code (SPEC S9): never on the
+/// Where the session runs the user's code: never on the
 /// transport's thread, never inside `resume()`, and a slow handler, delegate
 /// or store delays only its own task.
 @Suite(.timeLimit(.minutes(Sanitizer.minutes(1)))) struct SessionThreadTests {
@@ -147,7 +147,7 @@ import Transport
         #expect(configuration.httpCookieStorage?.allCookies.map(\.name) == ["a"])
     }
 
-    @Test("Issue 24: a session with 3 transport loops fetches from 6 origins at once, 4 GETs each; the count is kept, clamped, and 1 to 4 by default")
+    @Test("Transport loops: a session with 3 transport loops fetches from 6 origins at once, 4 GETs each; the count is kept, clamped, and 1 to 4 by default")
     func severalTransportLoops() async throws {
         #expect((1...4).contains(SessionConfiguration.defaultTransportLoops))
         #expect(SessionConfiguration.ephemeral.transportLoops == SessionConfiguration.defaultTransportLoops)

@@ -6,7 +6,7 @@ import Testing
 import TestSupport
 @testable import URLLoading
 
-/// One deadline per task (issue 39): `timeoutIntervalForResource` bounds the
+/// One deadline per task: `timeoutIntervalForResource` bounds the
 /// whole task, every redirect and challenge round included, as Apple's does.
 @Suite(.timeLimit(.minutes(Sanitizer.minutes(1)))) struct TaskDeadlineTests {
     /// Answers every challenge with a new user, so no answer is a repeated failure.

@@ -4,7 +4,7 @@ import Transport
 @testable import URLLoading
 
 /// What a hop sent and saw, and the cache's part of a task, as the task's
-/// state machine keeps them (issue 39): no socket, no session.
+/// state machine keeps them: no socket, no session.
 @Suite struct TaskRecordsTests {
     typealias Machine = SessionTask.StateMachine
     static let head = ResponseHead(status: 302, httpVersion: "HTTP/1.1", headers: [("Location", "/next")])

@@ -6,7 +6,7 @@ import Testing
 import TestSupport
 @_spi(Tools) @testable import URLLoading
 
-/// Full and read-only disks (issue 18, item 11), on a small tmpfs mounted
+/// Full and read-only disks, on a small tmpfs mounted
 /// for each test: mounting needs root, as CI runs; elsewhere these tests
 /// fail saying so.
 @Suite(.serialized) struct FullDiskTests {

@@ -7,7 +7,7 @@ import Testing
 import TestSupport
 @testable import URLLoading
 
-/// `.becomeStream` (issue 22 item 2): a data task on a connection of the
+/// `.becomeStream`: a data task on a connection of the
 /// session's own continues as a stream task; the bytes after the head are
 /// its first. And the same connection as a plain HTTP/1.1 client.
 @Suite(.timeLimit(.minutes(Sanitizer.minutes(2))))

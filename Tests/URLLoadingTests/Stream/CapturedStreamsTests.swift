@@ -4,7 +4,7 @@ import Testing
 import TestSupport
 @testable import URLLoading
 
-/// `captureStreams()` (issue 22 item 1): the connection handed over as an
+/// `captureStreams()`: the connection handed over as an
 /// InputStream and OutputStream, used blocking and from a run loop.
 @Suite(.timeLimit(.minutes(Sanitizer.minutes(2))))
 struct CapturedStreamsTests {

@@ -4,7 +4,7 @@ import Testing
 import TestSupport
 @testable import URLLoading
 
-/// Stream tasks (issue 22 item 1) against a line server on loopback: echo,
+/// Stream tasks against a line server on loopback: echo,
 /// order, STARTTLS, half-closes, big reads, timeouts, failures, a proxy's
 /// tunnel.
 @Suite(.timeLimit(.minutes(Sanitizer.minutes(2))))

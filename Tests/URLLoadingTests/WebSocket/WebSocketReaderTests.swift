@@ -2,7 +2,7 @@ import Foundation
 import Testing
 @testable import URLLoading
 
-/// RFC 6455 framing without a socket (issue 22 item 3): the reader's rules
+/// RFC 6455 framing without a socket: the reader's rules
 /// for fragments, control frames, masking, lengths, UTF-8 and close codes.
 @Suite struct WebSocketReaderTests {
     typealias Code = WebSocketFrame.Code

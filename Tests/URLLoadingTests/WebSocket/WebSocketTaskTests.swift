@@ -8,7 +8,7 @@ import Streams
 import TestSupport
 @testable import URLLoading
 
-/// WebSocket tasks (issue 22 item 3) against an independent server
+/// WebSocket tasks against an independent server
 /// (Debian's python3-websockets) and hand-made frames that break the protocol.
 @Suite(.serialized, .timeLimit(.minutes(Sanitizer.minutes(3))))
 struct WebSocketTaskTests {

@@ -14,7 +14,7 @@ public enum InterceptorResult: Sendable {
 }
 
 /// Serves or changes requests before the network: the role of Apple's
-/// `protocolClasses` (SPEC S3), used by tests and for local resources.
+/// `protocolClasses`, used by tests and for local resources.
 public protocol Interceptor: Sendable {
     /// Decides what happens to `request`.
     func intercept(_ request: URLRequest) async -> InterceptorResult

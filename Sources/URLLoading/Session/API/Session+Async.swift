@@ -64,7 +64,7 @@ extension Session {
         try await download(for: URLRequest(url: url), delegate: delegate)
     }
 
-    /// Goes on with a download from resume data (SPEC S7) to a file that the
+    /// Goes on with a download from resume data to a file that the
     /// caller owns (and must delete).
     public func download(resumeFrom resumeData: Data, delegate: (any SessionDelegate)? = nil) async throws -> (URL, URLResponse) {
         try await run(delegate: delegate) { deliver, runner in

@@ -6,7 +6,7 @@ import Logging
 import Locking
 package import Transport
 
-/// A session (Apple's `URLSession`, SPEC S1–S8): makes tasks from requests,
+/// A session (Apple's `URLSession`): makes tasks from requests,
 /// runs them on libcurl, and reports to its delegate from one serial context.
 ///
 /// The session keeps its delegate until it is invalidated
@@ -337,7 +337,7 @@ public final class Session: Sendable, CustomStringConvertible {
         return .milliseconds(max(1, Int64(seconds * 1000)))
     }
 
-    // MARK: Life cycle (SPEC S8)
+    // MARK: Life cycle
 
     /// Lets running tasks finish, then invalidates: `urlSession(_:didBecomeInvalidWithError:)`
     /// is called and the delegate released. No new task runs after this.
@@ -507,7 +507,7 @@ public final class Session: Sendable, CustomStringConvertible {
             if case .ephemeral = settings.credentialChoice { credentialStore?.removeAll() }
             self.state.withLock { $0.authenticated = [:] }
             delegate?.urlSession(self, didBecomeInvalidWithError: nil)
-            // Held until now (SPEC S8): the tasks' last calls came before.
+            // Held until now: the tasks' last calls came before.
             self.state.withLock { $0.delegate = nil }
             self.transport?.shutdown()
             // transferd keeps the session's unfinished tasks for the next one.

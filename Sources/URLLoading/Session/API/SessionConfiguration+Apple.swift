@@ -3,8 +3,8 @@ import Foundation
 public import FoundationNetworking
 #endif
 
-/// Members of Apple's `URLSessionConfiguration` that code being ported sets
-/// (issue 38). Each is kept, copied with the configuration and given back;
+/// Members of Apple's `URLSessionConfiguration` that code being ported sets.
+/// Each is kept, copied with the configuration and given back;
 /// none changes what a session does on Linux, for the reason each says.
 extension SessionConfiguration {
     /// Apple's settings of the radio and the system's network policy.

@@ -5,7 +5,7 @@ import FoundationNetworking
 
 extension SessionConfiguration {
     /// The settings themselves, as a value: what a session copies when it is
-    /// made (SPEC S2), and how each store is chosen and opened.
+    /// made, and how each store is chosen and opened.
     struct Values: Sendable {
         /// Where a session's store (cache, cookies) comes from.
         enum StoreChoice<Store: Sendable>: Sendable {
@@ -69,7 +69,7 @@ extension SessionConfiguration {
         var tlsMinimumSupportedVersion: (major: Int, minor: Int)?
         var tlsMaximumSupportedVersion: (major: Int, minor: Int)?
         /// A PEM file of trust roots to verify servers against instead of the
-        /// system's (custom roots, SPEC A4).
+        /// system's (custom roots).
         var trustRootsFile: String?
         /// Interceptors, consulted in order before the network (the role of
         /// Apple's `protocolClasses`).

@@ -4,13 +4,13 @@ public import FoundationNetworking
 #endif
 import Locking
 
-/// The settings of a session (Apple's `URLSessionConfiguration`, SPEC S1–S3).
+/// The settings of a session (Apple's `URLSessionConfiguration`).
 ///
 /// A reference type, as Apple's: `let configuration = SessionConfiguration.default`
 /// can be changed property by property. Each access to `.default` or
 /// `.ephemeral` makes a new object, a session copies the configuration when
 /// it is made (so changing it afterwards never changes that session), and
-/// `Session.configuration` hands out a copy (SPEC S2). Safe to use from any
+/// `Session.configuration` hands out a copy. Safe to use from any
 /// thread: its values sit behind a lock.
 public final class SessionConfiguration: Sendable, CustomStringConvertible {
     /// What kind of session the configuration makes.
@@ -129,8 +129,7 @@ public final class SessionConfiguration: Sendable, CustomStringConvertible {
         get { value(\.httpMaximumRedirects) }
         set { update(\.httpMaximumRedirects, newValue) }
     }
-    /// Threads running libcurl for this session's transfers (ours alone;
-    /// issue 24). Each origin's transfers (or each proxy's) stay on one
+    /// Threads running libcurl for this session's transfers (ours alone). Each origin's transfers (or each proxy's) stay on one
     /// loop, so more loops never open more connections to an origin than
     /// `httpMaximumConnectionsPerHost`; the loops share DNS answers and TLS
     /// sessions. More loops help only with many origins and many cores.
@@ -187,7 +186,7 @@ public final class SessionConfiguration: Sendable, CustomStringConvertible {
         set { update(\.tlsMaximumSupportedVersion, newValue) }
     }
     /// A PEM file of trust roots to verify servers against instead of the
-    /// system's (custom roots, SPEC A4). Ours alone.
+    /// system's (custom roots). Ours alone.
     public var trustRootsFile: String? {
         get { value(\.trustRootsFile) }
         set { update(\.trustRootsFile, newValue) }

@@ -26,7 +26,7 @@ extension Session {
     }
 
     /// How a delegate answers a challenge (Apple's
-    /// `URLSession.AuthChallengeDisposition`, SPEC A3), given with a credential.
+    /// `URLSession.AuthChallengeDisposition`), given with a credential.
     public enum AuthChallengeDisposition: Sendable, Hashable {
         /// Use the credential given with it; nil sends the request on without
         /// one, so the 401 or 407 becomes the task's response.
@@ -44,7 +44,7 @@ extension Session {
 }
 
 /// The events of a session and its tasks (Apple's `URLSessionDelegate`, with
-/// the methods of its task, data and download sub-protocols, SPEC S6), under
+/// the methods of its task, data and download sub-protocols), under
 /// Apple's names and labels. Every method has a default, so a delegate
 /// implements only what it needs; calls for one task arrive in order, from
 /// one serial context per session.
@@ -64,7 +64,7 @@ public protocol SessionDelegate: AnyObject, Sendable {
     /// Apple's sessions always show the trust challenge.
     var evaluatesServerTrust: Bool { get }
     /// A session-level challenge (server trust, client certificate, NTLM,
-    /// Negotiate; SPEC A2). A delegate without this method leaves them to
+    /// Negotiate). A delegate without this method leaves them to
     /// the task-level method.
     func urlSession(_ session: Session, didReceive challenge: AuthenticationChallenge) async
         -> (Session.AuthChallengeDisposition, Credential?)
@@ -154,7 +154,7 @@ public protocol SessionDelegate: AnyObject, Sendable {
     /// on a connection of the session's own, which can be handed over,
     /// instead of libcurl's, which cannot. False by default.
     var mayBecomeStream: Bool { get }
-    /// A storable response (SPEC C4) is about to be cached, after all its
+    /// A storable response is about to be cached, after all its
     /// data: return it, a changed one (data, userInfo, storage policy), or
     /// nil to store nothing. The default stores it as proposed.
     func urlSession(_ session: Session, dataTask: SessionTask, willCacheResponse proposedResponse: CachedResponse) async

@@ -1,6 +1,6 @@
 public import Foundation
 
-/// A client-side failure of a task (SPEC S6): server statuses (4xx, 5xx) are
+/// A client-side failure of a task: server statuses (4xx, 5xx) are
 /// responses, never errors. A struct around a code, so new codes never break
 /// a caller's `switch`; compare `code` with the static members.
 ///

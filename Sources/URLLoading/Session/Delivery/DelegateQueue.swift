@@ -3,9 +3,9 @@ import Locking
 
 /// A serial context for the user's code: jobs run one after another, in the
 /// order they were enqueued, each finished (an async one awaited) before the
-/// next starts (SPEC S6, STYLE 7). Each task has one, and the session one for
+/// next starts, as Apple's delegate queue. Each task has one, and the session one for
 /// its own events, so a slow delegate method or completion handler delays
-/// only the task it belongs to (SPEC S9).
+/// only the task it belongs to.
 ///
 /// Jobs run on Dispatch's global threads, never on the caller's: a job that
 /// blocks (a completion handler waiting on a semaphore, a store waiting on

@@ -4,7 +4,7 @@ import FoundationNetworking
 #endif
 
 /// The whole body, kept for a completion handler or an async call (no
-/// response or data delegate calls, SPEC S5).
+/// response or data delegate calls).
 struct CollectingSink: ResponseSink {
     var deliversToHandler: Bool { true }
     /// Hands the body (nil on failure) and the error to the caller.

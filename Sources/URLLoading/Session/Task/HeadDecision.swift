@@ -3,8 +3,8 @@ import Foundation
 import FoundationNetworking
 #endif
 
-/// Decides what a hop's final head asks of its task (issue 39), in SPEC
-/// S6's order, from values alone: no store, lock or socket. The task then
+/// Decides what a hop's final head asks of its task, in the order of Apple's
+/// delegate calls, from values alone: no store, lock or socket. The task then
 /// carries it out (asks the delegate, answers the challenge, serves the
 /// cache), and takes the head as its response when that comes to nothing.
 ///

@@ -4,7 +4,7 @@ import FoundationNetworking
 #endif
 import Transport
 
-/// Plans one hop of a task (issue 39): what the request sends, decided in
+/// Plans one hop of a task: what the request sends, decided in
 /// one place from values only — no store, lock or socket — so it is tested
 /// without any. The task reads the stores (cookies, credentials, the
 /// cache) between the two steps and hands their answers in.

@@ -3,7 +3,7 @@ import Foundation
 import FoundationNetworking
 #endif
 
-/// What a download needs to go on where it stopped (SPEC S7).
+/// What a download needs to go on where it stopped.
 ///
 /// The format is JSON, versioned, and checked when read:
 ///

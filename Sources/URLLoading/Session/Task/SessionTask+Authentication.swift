@@ -4,7 +4,7 @@ import FoundationNetworking
 #endif
 import Transport
 
-/// Authentication challenges in a task (SPEC A2–A5): a 401 or 407 is
+/// Authentication challenges in a task: a 401 or 407 is
 /// answered by the delegate (routed as A2 says) or by default handling, and
 /// the hop is sent again with credentials; a credential that works is kept
 /// (as its persistence says) and sent pre-emptively to the same space.
@@ -151,7 +151,7 @@ extension SessionTask {
             protectionSpace: space, proposedCredential: proposed, previousFailureCount: failures,
             failureResponse: response, serverChallenge: challenge)
         events.enqueue { [self] in
-            // SPEC A2: session-level methods go to the session delegate first;
+            // Session-level methods go to the session delegate first;
             // Basic and Digest only ever reach the task-level method (of the
             // task's delegate, or the session's where the task's has none).
             var answer: ChallengeReply?
@@ -221,7 +221,7 @@ extension SessionTask {
         if sent.libcurl == nil { session.rememberAuthentication(sent) }
     }
 
-    /// Default handling (SPEC A3): the store's default credential for the
+    /// Default handling: the store's default credential for the
     /// space (or, from `.netrc`, for its server), else the URL's user and password.
     static func defaultCredential(for space: ProtectionSpace, url: URL, store: CredentialStore?, excluding failed: Set<String>) -> Credential? {
         var candidates: [Credential] = []

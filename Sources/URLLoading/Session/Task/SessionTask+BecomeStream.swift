@@ -1,7 +1,7 @@
 import Foundation
 import Transport
 
-/// `.becomeStream` (issue 22 item 2): a data task whose delegate may ask
+/// `.becomeStream`: a data task whose delegate may ask
 /// for it runs on a connection of the session's own, which it hands to a
 /// new stream task after the head.
 extension SessionTask {

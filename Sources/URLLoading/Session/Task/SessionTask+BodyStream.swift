@@ -12,8 +12,7 @@ struct OwnedInputStream: @unchecked Sendable {
 }
 
 extension SessionTask {
-    /// Where a task's streamed request body comes from (SPEC S6 body
-    /// streams): the request's `httpBodyStream` first, then the delegate's
+    /// Where a task's streamed request body comes from: the request's `httpBodyStream` first, then the delegate's
     /// `needNewBodyStream` each time the body must be sent (again): after a
     /// challenge, or a redirect that keeps the method. A stream is read once.
     ///

@@ -5,7 +5,7 @@ import FoundationNetworking
 import Locking
 import Transport
 
-/// The cache after the network (SPEC C4, C5): stale-if-error, storing,
+/// The cache after the network: stale-if-error, storing,
 /// HEAD freshening, invalidation, willCacheResponse.
 extension SessionTask {
     /// RFC 5861 §4: when the origin fails (network error or 5xx) and a
@@ -26,7 +26,7 @@ extension SessionTask {
     }
 
     /// After a response from the network: store it when RFC 9111 and the
-    /// storage rules allow (SPEC C4); invalidate after an unsafe method (§4.4).
+    /// storage rules allow; invalidate after an unsafe method (§4.4).
     @discardableResult
     func updateCache(session: Session, body: Data?) -> StoredResponse? {
         guard let cache = session.urlCache, let request = currentRequest, let url = request.url else { return nil }
@@ -56,13 +56,13 @@ extension SessionTask {
                 url: url, key: key, method: method, status: status, responseHeaders: headers, requestHeaders: requestHeaders,
                 body: body, requestTime: requestTime, now: now)
         else { return nil }
-        // A delegate-driven task asks willCacheResponse first (SPEC S6).
+        // A delegate-driven task asks willCacheResponse first.
         if locked.withLock({ $0.sink.asksDelegate }) { return candidate }
         cache.store(candidate, now: now)
         return nil
     }
 
-    /// SPEC S6: the delegate sees the proposed response after all data and
+    /// The delegate sees the proposed response after all data and
     /// may keep it, change it (data, userInfo, storage policy) or drop it.
     func offerToCache(_ candidate: StoredResponse, session: Session) async {
         guard let cache = session.urlCache, let response = candidate.httpResponse() else { return }

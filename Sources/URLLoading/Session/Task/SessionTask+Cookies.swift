@@ -4,7 +4,7 @@ import Transport
 import FoundationNetworking
 #endif
 
-/// The cookie store's part in a task (SPEC K1–K4, issue "cookie store" part 5):
+/// The cookie store's part in a task:
 /// every hop, redirects included, sends the store's cookies for its URL and
 /// stores the cookies its response sets.
 extension SessionTask {

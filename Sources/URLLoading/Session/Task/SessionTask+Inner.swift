@@ -34,7 +34,7 @@ extension SessionTask {
         var deadline: Date?
         /// Not before this date does a resumed task start.
         var earliestBeginDate: Date?
-        /// Challenges answered and credentials sent (SPEC A2–A5).
+        /// Challenges answered and credentials sent.
         var authentication = AuthenticationState()
         /// Data, upload or download; a data task may become a download.
         var kind = Kind.data
@@ -42,7 +42,7 @@ extension SessionTask {
         var becameStream = false
         /// The task's `Progress`, once somebody asked for it.
         var progress: Progress?
-        // Resume data (SPEC S7).
+        // Resume data.
         /// The download's validators, when its response allows resuming.
         var resumable: (entityTag: String?, lastModified: String?)?
         /// `cancel(byProducingResumeData:)` was called with this handler.
@@ -53,9 +53,9 @@ extension SessionTask {
         var startupError: SessionError?
         /// The request body comes from streams (`httpBodyStream`, `needNewBodyStream`).
         var streamedBody: StreamedBody?
-        /// The server-trust probe and the client identity (SPEC A4).
+        /// The server-trust probe and the client identity.
         var trust = TrustState()
-        /// The cache key this task claimed across a fleet (issue 23), held
+        /// The cache key this task claimed across a fleet, held
         /// until its response is stored; `fleetClaimEnded` once let go.
         var fleetClaim: (any FleetClaim)?
         var fleetClaimEnded = false

@@ -4,7 +4,7 @@ import FoundationNetworking
 #endif
 import Transport
 
-/// Transactions of Apple's shape from libcurl's figures (issue 19 item 3).
+/// Transactions of Apple's shape from libcurl's figures.
 extension SessionTask {
     /// The current hop's exchange over the network; `metrics` is nil when
     /// its transfer was cut short (a redirect or challenge answered early).

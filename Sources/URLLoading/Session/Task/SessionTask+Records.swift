@@ -22,7 +22,7 @@ extension SessionTask.StateMachine {
         var credentialIdentity: String?
     }
 
-    /// The cache's part of the task (SPEC C4–C6): decided when the first
+    /// The cache's part of the task: decided when the first
     /// hop consults the cache and kept through the hops after it, since the
     /// final response is stored under the first request's key.
     struct CacheRecord {

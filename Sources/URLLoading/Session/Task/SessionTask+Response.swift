@@ -6,7 +6,7 @@ import Locking
 import Transport
 
 /// A hop's head: cookies stored, challenges, redirects, then the
-/// response as the task's (SPEC S6 order).
+/// response as the task's, in the order of Apple's delegate calls.
 extension SessionTask {
     /// Whether deciding on `head` may write to a store: Set-Cookie to keep,
     /// credentials that worked, a challenge, a revalidation's answer.
@@ -18,7 +18,7 @@ extension SessionTask {
         return head.headers.contains { HeaderFields.namesEqual($0.name, "Set-Cookie") }
     }
 
-    /// Carries out what a hop's head asks (`HeadDecision`, SPEC S6 order):
+    /// Carries out what a hop's head asks (`HeadDecision`, in that order):
     /// cookies kept and credentials remembered first, then a challenge, a
     /// revalidation's 304, stale-if-error, a redirect, else the response.
     func decide(_ head: ResponseHead, hop: Int) {
@@ -208,7 +208,7 @@ extension SessionTask {
                 next.setValue(nil, forHTTPHeaderField: name)
             }
         }
-        // Credentials never cross origins (SPEC A5).
+        // Credentials never cross origins.
         if !CachePolicy.sameOrigin(base, target) {
             next.setValue(nil, forHTTPHeaderField: "Authorization")
             next.setValue(nil, forHTTPHeaderField: "Proxy-Authorization")

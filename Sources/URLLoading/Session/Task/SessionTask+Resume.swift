@@ -4,7 +4,7 @@ public import FoundationNetworking
 #endif
 import Transport
 
-/// Resume data (SPEC S7): a download cancelled with
+/// Resume data: a download cancelled with
 /// `cancel(byProducingResumeData:)`, or failed after bytes arrived (timeout,
 /// lost connection), keeps its partial file when the response allowed
 /// resuming (a strong ETag or Last-Modified, ranges not refused), and hands
@@ -96,7 +96,7 @@ extension SessionTask {
 }
 
 extension Session {
-    /// A download task that goes on from resume data (SPEC S7). Resume data
+    /// A download task that goes on from resume data. Resume data
     /// that is damaged, forged or whose file is gone makes a task that fails
     /// with `.cannotDecodeResumeData` when resumed.
     public func downloadTask(withResumeData resumeData: Data) -> SessionTask {

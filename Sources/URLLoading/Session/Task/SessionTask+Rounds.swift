@@ -1,5 +1,5 @@
 extension SessionTask {
-    /// A task's authentication rounds (SPEC A2–A5), across its hops: what
+    /// A task's authentication rounds, across its hops: what
     /// the next hop and the current one carry, failures per space and user,
     /// rejected spaces, stale nonces in a row. Changed only by the named
     /// transitions below, under the task's lock; tested without sockets.
@@ -70,7 +70,7 @@ extension SessionTask {
 }
 
 extension SessionTask {
-    /// A task's TLS questions (SPEC A4): whether the server-trust probe
+    /// A task's TLS questions: whether the server-trust probe
     /// failed (the real transfer then reports why), and the client identity
     /// asked for once and kept for the task's later hops.
     struct TrustState: Sendable {

@@ -4,7 +4,7 @@ import FoundationNetworking
 #endif
 import Transport
 
-/// TLS challenges (SPEC A2, A4): server trust and client certificates.
+/// TLS challenges: server trust and client certificates.
 ///
 /// Server trust, when a delegate `evaluatesServerTrust`:
 /// ```
@@ -125,7 +125,7 @@ extension SessionTask {
         }
     }
 
-    /// SPEC A2 for session-level challenges: the session delegate's method
+    /// Session-level challenges: the session delegate's method
     /// first, then the task-level method of the task's (or session's) delegate.
     func askSessionLevel(_ challenge: AuthenticationChallenge, session: Session) async -> ChallengeReply? {
         if let sessionDelegate = session.delegate,

@@ -5,7 +5,7 @@ import FoundationNetworking
 import Locking
 import Transport
 
-/// Starting a hop: interceptors, the cache before the network (SPEC C6),
+/// Starting a hop: interceptors, the cache before the network,
 /// cookies and credentials, then the transfer.
 extension SessionTask {
     func runInterceptors() {

@@ -394,8 +394,8 @@ extension SessionTask {
             return cache.leadsKey
         }
 
-        /// Whether a download that ended this way leaves resume data (SPEC
-        /// S7): the response allowed resuming, bytes arrived, and it failed
+        /// Whether a download that ended this way leaves resume data:
+        /// the response allowed resuming, bytes arrived, and it failed
         /// in a way worth resuming (a timeout, a lost connection) or was
         /// cancelled by `cancel(byProducingResumeData:)`.
         static func leavesResumeData(failure: SessionError.Code, askedForResumeData: Bool, resumable: Bool, bytesOnDisk: Int64) -> Bool {

@@ -7,7 +7,7 @@ import Locking
 import Transport
 
 /// A task of a session (Apple's `URLSessionTask` and its data, upload and
-/// download kinds, SPEC S4). Every task starts suspended; `resume()` starts it.
+/// download kinds). Every task starts suspended; `resume()` starts it.
 public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
     /// The kind of task.
     public enum Kind: Sendable, Equatable {
@@ -62,7 +62,7 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
     let completionRunner: (@Sendable (@escaping @Sendable () -> Void) -> Void)?
     let locked: Lock<Inner>
     /// The task's serial context for delegate calls and completion
-    /// handlers: its order, and its own delays only (SPEC S9).
+    /// handlers: its order, and its own delays only.
     let events = DelegateQueue()
 
     /// - Parameter streamedBodyLength: Non-nil when the body comes from

@@ -5,7 +5,7 @@ import FoundationNetworking
 import Locking
 import URLLoading
 
-/// `tools/bench background` (issue 36): background sessions through the
+/// `tools/bench background`: background sessions through the
 /// release transferd, against foreground download tasks of the same
 /// process kind, on one nginx; each run in XDG folders of its own so that
 /// its transferd and journal are its own.

@@ -1,7 +1,7 @@
 import CPostgresBench
 import Foundation
 
-/// Part of `cache-postgres` (issue 23): where a large body belongs in
+/// Part of `cache-postgres`: where a large body belongs in
 /// PostgreSQL — inline `bytea` (what the cache stores) or a large object —
 /// measured with raw libpq, a write and a read of each size, in turns.
 enum LargeBodyBenchmark {

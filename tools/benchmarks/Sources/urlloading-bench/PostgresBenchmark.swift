@@ -7,7 +7,7 @@ import Synchronization
 @_spi(Tools) import URLLoading
 import URLLoadingPostgres
 
-/// `urlloading-bench cache-postgres <conninfo>` (issue 23): our cache on
+/// `urlloading-bench cache-postgres <conninfo>`: our cache on
 /// PostgreSQL against raw libpq doing the same statements on the same
 /// tables, a hit against our SQLite disk tier, and a fleet of worker
 /// processes asking for the same URLs (origin requests per distinct URL),

@@ -5,7 +5,7 @@ import FoundationNetworking
 import Synchronization
 import URLLoading
 
-/// `resume()` latency (issue 39): how long the caller's thread spends in
+/// `resume()` latency: how long the caller's thread spends in
 /// `resume()` for a task that a disk cache serves from a 256 MiB entry,
 /// against a task with no cache, in one child process. `resume()` only
 /// schedules, so both should take microseconds; the entry's first chunk

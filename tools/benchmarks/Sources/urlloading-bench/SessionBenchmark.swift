@@ -63,7 +63,7 @@ enum SessionBenchmark {
         // AsyncHTTPClient with what `data(from:)` returns besides the body:
         // an HTTPURLResponse built from its head (FoundationNetworking's
         // initializer costs ~1 µs per field), the deliverable a user of
-        // URLSession ported to it would make. Informational: issue 24's
+        // URLSession ported to it would make. Informational: the speed
         // targets are against plain async-http-client.
         let getContenders = contenders + ["async-http-client+response"]
 
@@ -112,7 +112,7 @@ enum SessionBenchmark {
             table.append(("response-init-cpu", "libcurl-c-get-16", responseInit.cpu / cGet16.cpu))
         }
 
-        // The manager over the same session settings (issue 21): what its
+        // The manager over the same session settings: what its
         // serializers, handler and async wrapping add to each request.
         var plain: Figures?
         var managed: Figures?

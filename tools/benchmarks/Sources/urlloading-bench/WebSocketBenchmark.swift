@@ -5,7 +5,7 @@ import NIOPosix
 import NIOWebSocket
 import URLLoading
 
-/// `ws-echo` and `ws-100m` (issue 22): our WebSocket task against a C
+/// `ws-echo` and `ws-100m`: our WebSocket task against a C
 /// client on libwebsockets, both talking to one echo server (SwiftNIO's
 /// WebSocket server in this process; each client runs in a process of its
 /// own, so its CPU time is its own).
