@@ -62,7 +62,7 @@ final class PostgresCookies: CookiePersistence {
                                 http_only = EXCLUDED.http_only, same_site = EXCLUDED.same_site
                             """,
                             [
-                                .text(cookie.name), .text(cookie.value), .text(cookie.domain), .bool(cookie.isHostOnly), .text(cookie.path),
+                                .text(cookie.name), .text(cookie.value), .text(cookie.canonicalDomain), .bool(cookie.isHostOnly), .text(cookie.path),
                                 cookie.expiresDate.map { .double($0.timeIntervalSince1970) } ?? .null, .double(cookie.creationDate.timeIntervalSince1970),
                                 .double(cookie.lastAccessDate.timeIntervalSince1970), .bool(cookie.isSecure), .bool(cookie.isHTTPOnly),
                                 .text(cookie.sameSite.rawValue),

@@ -134,11 +134,11 @@ extension CacheTool {
         func run() throws {
             try reportingStoreErrors {
                 let cookies = try openCookies(store).allCookies
-                    .filter { cookie in domain.map { cookie.domain == $0 || cookie.domain.hasSuffix("." + $0) } ?? true }
-                    .sorted { ($0.domain, $0.path, $0.name) < ($1.domain, $1.path, $1.name) }
+                    .filter { cookie in domain.map { cookie.canonicalDomain == $0 || cookie.canonicalDomain.hasSuffix("." + $0) } ?? true }
+                    .sorted { ($0.canonicalDomain, $0.path, $0.name) < ($1.canonicalDomain, $1.path, $1.name) }
                 let rows = cookies.map {
                     CookieRow(
-                        name: $0.name, domain: $0.domain, hostOnly: $0.isHostOnly, path: $0.path,
+                        name: $0.name, domain: $0.canonicalDomain, hostOnly: $0.isHostOnly, path: $0.path,
                         expires: $0.expiresDate.map { formatDate($0.timeIntervalSince1970) }, secure: $0.isSecure,
                         httpOnly: $0.isHTTPOnly, sameSite: $0.sameSite.rawValue)
                 }
@@ -166,7 +166,7 @@ extension CacheTool {
             try reportingStoreErrors {
                 let cookies = try openCookies(store)
                 let doomed = cookies.allCookies.filter { cookie in
-                    (name.map { cookie.name == $0 } ?? true) && (domain.map { cookie.domain == $0 || cookie.domain.hasSuffix("." + $0) } ?? true)
+                    (name.map { cookie.name == $0 } ?? true) && (domain.map { cookie.canonicalDomain == $0 || cookie.canonicalDomain.hasSuffix("." + $0) } ?? true)
                 }
                 doomed.forEach(cookies.deleteCookie)
                 try cookies.flush()

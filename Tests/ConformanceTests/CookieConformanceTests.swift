@@ -183,7 +183,7 @@ import Testing
             if wantError {
                 ok = stored == nil
             } else {
-                ok = stored?.domain == testCase["wantDomain"] as? String && stored?.isHostOnly == testCase["wantHostOnly"] as? Bool
+                ok = stored?.canonicalDomain == testCase["wantDomain"] as? String && stored?.isHostOnly == testCase["wantHostOnly"] as? Bool
             }
             if ok { passed += 1 } else { Issue.record("domainAndType \(host) domain=\(domain.debugDescription): got \(stored.map(\.description) ?? "rejected")") }
         }

@@ -21,7 +21,7 @@ extension Cookie {
     /// The SameSite attribute is lost: FoundationNetworking has none.
     public var httpCookie: HTTPCookie? {
         var properties: [HTTPCookiePropertyKey: Any] = [
-            .name: name, .value: value, .domain: isHostOnly ? domain : "." + domain, .path: path,
+            .name: name, .value: value, .domain: domain, .path: path,
         ]
         if let expiresDate { properties[.expires] = expiresDate }
         if isSecure { properties[.secure] = "TRUE" }

@@ -21,9 +21,22 @@ public struct Cookie: Sendable, Hashable, CustomStringConvertible {
     public var name: String
     /// The value. Never printed by `description`.
     public var value: String
-    /// The domain, lower case and in ASCII form, without a leading dot.
-    public var domain: String
-    /// Sent only to exactly `domain`, not to its subdomains (no Domain attribute was given).
+    /// The domain, lower case and in ASCII form, without a leading dot: what
+    /// matching, the stores and their files use (with `isHostOnly`).
+    package var canonicalDomain: String
+    /// The domain as Apple's `HTTPCookie` gives it: with a leading dot for a
+    /// domain cookie (`.example.com`, sent to the hosts below it too),
+    /// without for a host-only one. Setting a value with a leading dot makes
+    /// the cookie a domain cookie; one without keeps `isHostOnly` as it is.
+    public var domain: String {
+        get { isHostOnly ? canonicalDomain : "." + canonicalDomain }
+        set {
+            let dotted = newValue.hasPrefix(".")
+            canonicalDomain = PublicSuffixList.ascii(dotted ? String(newValue.dropFirst()) : newValue)
+            if dotted { isHostOnly = false }
+        }
+    }
+    /// Sent only to exactly its domain, not to its subdomains (no Domain attribute was given).
     public var isHostOnly: Bool
     /// The path the cookie is scoped to; starts with `/`.
     public var path: String
@@ -64,7 +77,7 @@ public struct Cookie: Sendable, Hashable, CustomStringConvertible {
         self.name = name
         self.value = value
         let dotted = domain.hasPrefix(".")
-        self.domain = PublicSuffixList.ascii(dotted ? String(domain.dropFirst()) : domain)
+        self.canonicalDomain = PublicSuffixList.ascii(dotted ? String(domain.dropFirst()) : domain)
         self.isHostOnly = isHostOnly ?? !dotted
         self.path = path.hasPrefix("/") ? path : "/"
         self.expiresDate = expiresDate
@@ -98,11 +111,11 @@ public struct Cookie: Sendable, Hashable, CustomStringConvertible {
         }
     }
 
-    package var key: Key { Key(name: name, domain: domain, isHostOnly: isHostOnly, path: path) }
+    package var key: Key { Key(name: name, domain: canonicalDomain, isHostOnly: isHostOnly, path: path) }
 
     /// Names the cookie and its scope, never its value.
     public var description: String {
-        var text = "Cookie(\(name.isEmpty ? "<no name>" : name); domain=\(isHostOnly ? "" : ".")\(domain); path=\(path)"
+        var text = "Cookie(\(name.isEmpty ? "<no name>" : name); domain=\(domain); path=\(path)"
         if let expiresDate { text += "; expires=\(HTTPDate.format(expiresDate.timeIntervalSince1970))" }
         if isSecure { text += "; Secure" }
         if isHTTPOnly { text += "; HttpOnly" }
@@ -114,7 +127,7 @@ public struct Cookie: Sendable, Hashable, CustomStringConvertible {
     /// `HTTPCookie` compares, but not the store's bookkeeping (when it was
     /// created and last used), so a cookie read back equals the one stored.
     public static func == (a: Cookie, b: Cookie) -> Bool {
-        a.name == b.name && a.value == b.value && a.domain == b.domain && a.isHostOnly == b.isHostOnly && a.path == b.path
+        a.name == b.name && a.value == b.value && a.canonicalDomain == b.canonicalDomain && a.isHostOnly == b.isHostOnly && a.path == b.path
             && a.expiresDate == b.expiresDate && a.isSecure == b.isSecure && a.isHTTPOnly == b.isHTTPOnly && a.sameSite == b.sameSite
     }
 
@@ -122,7 +135,7 @@ public struct Cookie: Sendable, Hashable, CustomStringConvertible {
     public func hash(into hasher: inout Hasher) {
         hasher.combine(name)
         hasher.combine(value)
-        hasher.combine(domain)
+        hasher.combine(canonicalDomain)
         hasher.combine(isHostOnly)
         hasher.combine(path)
         hasher.combine(expiresDate)

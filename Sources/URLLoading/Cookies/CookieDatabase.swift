@@ -53,7 +53,7 @@ final class CookieDatabase: Sendable {
                 if let cookie {
                     upsert.reset()
                     try upsert.bind([
-                        .text(cookie.name), .text(cookie.value), .text(cookie.domain), .integer(cookie.isHostOnly ? 1 : 0),
+                        .text(cookie.name), .text(cookie.value), .text(cookie.canonicalDomain), .integer(cookie.isHostOnly ? 1 : 0),
                         .text(cookie.path), cookie.expiresDate.map { .real($0.timeIntervalSince1970) } ?? .null,
                         .real(cookie.creationDate.timeIntervalSince1970), .real(cookie.lastAccessDate.timeIntervalSince1970),
                         .integer(cookie.isSecure ? 1 : 0), .integer(cookie.isHTTPOnly ? 1 : 0), .text(cookie.sameSite.rawValue),

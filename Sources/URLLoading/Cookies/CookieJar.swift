@@ -155,7 +155,7 @@ struct CookieJar: Sendable {
     /// host itself, as when no list is installed).
     func accepts(_ cookie: Cookie, from url: URL) -> Bool {
         guard let scheme = url.scheme?.lowercased(), Self.isCookieScheme(scheme), let host = Self.host(of: url) else { return false }
-        let domain = cookie.domain
+        let domain = cookie.canonicalDomain
         if cookie.isHostOnly || Self.isIPAddress(host) || !publicSuffixes.isAvailable || publicSuffixes.isPublicSuffix(domain) {
             return domain == host
         }
@@ -195,7 +195,7 @@ struct CookieJar: Sendable {
                 guard Self.domainMatches(host, domain) else {
                     return .failure(.domainMismatch)
                 }
-                cookie.domain = domain
+                cookie.canonicalDomain = domain
                 cookie.isHostOnly = false
             }
         }
@@ -230,10 +230,10 @@ struct CookieJar: Sendable {
     /// A non-secure origin may not set a cookie that would shadow a Secure
     /// one of the same name (RFC 6265bis §5.7 step 15).
     private func shadowsSecureCookie(_ cookie: Cookie) -> Bool {
-        guard let bucket = buckets[bucket(forHost: cookie.domain)] else { return false }
+        guard let bucket = buckets[bucket(forHost: cookie.canonicalDomain)] else { return false }
         return bucket.contains { existing in
             existing.isSecure && existing.name == cookie.name
-                && (Self.domainMatches(existing.domain, cookie.domain) || Self.domainMatches(cookie.domain, existing.domain))
+                && (Self.domainMatches(existing.canonicalDomain, cookie.canonicalDomain) || Self.domainMatches(cookie.canonicalDomain, existing.canonicalDomain))
                 && Self.pathMatches(cookie.path, existing.path)
         }
     }
@@ -243,7 +243,7 @@ struct CookieJar: Sendable {
     mutating func insert(_ cookie: Cookie, now: Date, changes: inout Changes) {
         var cookie = cookie
         cookie.lastAccessDate = now
-        let key = bucket(forHost: cookie.domain)
+        let key = bucket(forHost: cookie.canonicalDomain)
         var bucket = buckets[key] ?? []
         if let index = bucket.firstIndex(where: { $0.key == cookie.key }) {
             cookie.creationDate = bucket[index].creationDate
@@ -350,7 +350,7 @@ struct CookieJar: Sendable {
                 expired = true
                 continue
             }
-            guard cookie.isHostOnly ? host == cookie.domain : Self.domainMatches(host, cookie.domain, hostIsIPAddress: hostIsIPAddress),
+            guard cookie.isHostOnly ? host == cookie.canonicalDomain : Self.domainMatches(host, cookie.canonicalDomain, hostIsIPAddress: hostIsIPAddress),
                 Self.pathMatches(path, cookie.path),
                 !cookie.isSecure || secure,
                 site == .sameSite || cookie.sameSite == .none || cookie.sameSite == .unspecified
@@ -391,7 +391,7 @@ extension CookieJar {
     /// Puts back a cookie read from disk as it was (creation and last-access
     /// times kept), applying the limits.
     mutating func restore(_ cookie: Cookie, changes: inout Changes) {
-        let key = bucket(forHost: cookie.domain)
+        let key = bucket(forHost: cookie.canonicalDomain)
         var bucket = buckets[key] ?? []
         if let index = bucket.firstIndex(where: { $0.key == cookie.key }) {
             bucket[index] = cookie

@@ -130,15 +130,14 @@ final class CookieStoreEngine: Sendable {
         }
     }
 
-    /// Stores cookies made by the caller: one change, one write to the file.
-    /// Stores cookies made by the caller; with `url`, only those whose
-    /// domain it may set (`CookieJar.accepts`).
+    /// Stores cookies made by the caller, one change and one write to the
+    /// file; with `url`, only those whose domain it may set (`CookieJar.accepts`).
     func insert(_ cookies: [Cookie], from url: URL? = nil) {
         guard !cookies.isEmpty else { return }
         let now = clock()
         mutate { state, changes in
             for var cookie in cookies {
-                cookie.domain = cookie.domain.lowercased()
+                cookie.canonicalDomain = cookie.canonicalDomain.lowercased()
                 if let url, !state.jar.accepts(cookie, from: url) { continue }
                 state.jar.insert(cookie, now: now, changes: &changes)
             }

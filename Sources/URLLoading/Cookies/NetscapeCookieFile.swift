@@ -15,11 +15,11 @@ enum NetscapeCookieFile {
 
     static func serialize(_ cookies: [Cookie]) -> String {
         var text = header
-        let sorted = cookies.sorted { ($0.domain, $0.path, $0.name) < ($1.domain, $1.path, $1.name) }
+        let sorted = cookies.sorted { ($0.canonicalDomain, $0.path, $0.name) < ($1.canonicalDomain, $1.path, $1.name) }
         for cookie in sorted {
             // Tabs, line breaks and other controls cannot be written; such cookies never come from Set-Cookie.
-            guard !(cookie.name + cookie.value + cookie.path + cookie.domain).unicodeScalars.contains(where: isUnwritable) else { continue }
-            let domain = (cookie.isHTTPOnly ? "#HttpOnly_" : "") + (cookie.isHostOnly ? "" : ".") + cookie.domain
+            guard !(cookie.name + cookie.value + cookie.path + cookie.canonicalDomain).unicodeScalars.contains(where: isUnwritable) else { continue }
+            let domain = (cookie.isHTTPOnly ? "#HttpOnly_" : "") + (cookie.isHostOnly ? "" : ".") + cookie.canonicalDomain
             let expires = cookie.expiresDate.map { String(Int64(max(1, $0.timeIntervalSince1970.rounded(.down)))) } ?? "0"
             text +=
                 [

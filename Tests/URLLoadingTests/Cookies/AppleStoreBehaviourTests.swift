@@ -210,4 +210,23 @@ import TestSupport
         let session = store.setCookies(["visit=1"], for: https)
         #expect(session.first?.isSessionOnly == true && session.first?.expiresDate == nil)
     }
+
+    @Test("A domain cookie's domain has Apple's leading dot, a host-only one none; matching, persistence and cookies.txt keep the flag")
+    func domainHasApplesLeadingDot() throws {
+        let directory = TemporaryDirectory()
+        let www = try #require(URL(string: "https://www.swift.org/"))
+        let store = try CookieStore(directory: directory.url)
+        let stored = store.setCookies(["d=1; Domain=swift.org; Max-Age=600", "h=1; Max-Age=600"], for: www)
+        #expect(stored.map(\.domain) == [".swift.org", "www.swift.org"])
+        #expect(stored.map(\.isHostOnly) == [false, true])
+        #expect(store.cookies(for: try #require(URL(string: "https://docs.swift.org/")))?.map(\.name) == ["d"])
+        let made = Cookie(name: "m", value: "1", domain: ".swift.org")
+        #expect(made.domain == ".swift.org" && !made.isHostOnly)
+        #expect(made.properties?[.domain] as? String == ".swift.org")
+        #expect(Cookie(name: "m", value: "1", domain: "swift.org").domain == "swift.org")
+        let reopened = try CookieStore(directory: directory.url)
+        #expect(reopened.allCookies.map(\.domain).sorted() == [".swift.org", "www.swift.org"])
+        let lines = reopened.exportNetscapeFormat().split(separator: "\n").filter { !$0.hasPrefix("#") }
+        #expect(lines.contains { $0.hasPrefix(".swift.org\tTRUE\t") } && lines.contains { $0.hasPrefix("www.swift.org\tFALSE\t") }, "\(lines)")
+    }
 }
