@@ -10,7 +10,7 @@ public typealias ManagerProgress = @Sendable (Progress) -> Void
 /// could not be built), and why.
 public typealias ManagerFailure = @Sendable (SessionTask?, ManagerError) -> Void
 
-/// The verbs with success and failure closures (the seed's
+/// The verbs with success and failure closures (AFNetworking's
 /// `GET:parameters:headers:progress:success:failure:` family). Each returns
 /// the task it started, or nil when the request could not be built (the
 /// failure closure then hears why, before anything is sent).
@@ -104,7 +104,7 @@ extension HTTPSessionManager {
     }
 
     /// POST of a `multipart/form-data` body built in `constructingBody`
-    /// (the seed's `constructingBodyWithBlock:`): parameters first as text
+    /// (AFNetworking's `constructingBodyWithBlock:`): parameters first as text
     /// fields, then the parts the closure appends; the body is written to a
     /// temporary file and streamed from it, so large files cost little memory.
     @discardableResult

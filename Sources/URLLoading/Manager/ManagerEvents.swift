@@ -1,6 +1,6 @@
 public import Foundation
 
-/// What a manager's tasks and session go through (the seed's
+/// What a manager's tasks and session go through (AFNetworking's
 /// `AFNetworkingTaskDidResumeNotification` role). Every method has a no-op
 /// default, so a monitor implements what it needs; several monitors can
 /// watch one manager. Calls come on the thread that saw the event: keep

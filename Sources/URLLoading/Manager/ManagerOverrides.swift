@@ -4,7 +4,7 @@ public import FoundationNetworking
 #endif
 
 /// Closures that take over session and task delegate methods of a
-/// manager's session (the seed's `setTaskWillPerformHTTPRedirectionBlock:`
+/// manager's session (AFNetworking's `setTaskWillPerformHTTPRedirectionBlock:`
 /// family). Without one, the method behaves as if the delegate had none.
 extension HTTPSessionManager {
     /// Redirects: return the request to follow, or nil to take the redirect as the response.
