@@ -18,6 +18,9 @@ public final class CompletionLatch: Sendable {
         waiter?.resume()
     }
 
+    /// Whether `open()` was called.
+    public var isOpen: Bool { state.withLock { $0.open } }
+
     /// Returns once `open()` was called.
     public func wait() async {
         await withCheckedContinuation { continuation in

@@ -68,16 +68,7 @@ extension SessionTask {
             perform(locked.withLock { $0.machine.follow(.redirect, url: url, maximumRedirects: maximum) })
             return
         }
-        events.enqueue { [self] in
-            let chosen: URLRequest?
-            if self.hasDelegate, let response = Self.makeResponse(url: url, head: head) {
-                chosen =
-                    await self.askDelegate {
-                        await $0.urlSession(session, task: self, willPerformHTTPRedirection: response, newRequest: redirect)
-                    } ?? redirect
-            } else {
-                chosen = redirect
-            }
+        let follow: @Sendable (URLRequest?) -> Void = { [self] chosen in
             guard let chosen else {
                 self.acceptResponse(head, url: url, session: session)
                 return
@@ -92,6 +83,19 @@ extension SessionTask {
                     inner.currentRequest = chosen
                     return inner.machine.follow(.redirect, url: url, maximumRedirects: maximum)
                 })
+        }
+        guard hasDelegate, let response = Self.makeResponse(url: url, head: head) else {
+            // Nobody to ask: the next hop starts on the task's context (its
+            // cookies and credentials may be read from disk), without
+            // waiting for one of Swift's few cooperative threads.
+            events.enqueueSync { follow(redirect) }
+            return
+        }
+        events.enqueue { [self] in
+            follow(
+                await self.askDelegate {
+                    await $0.urlSession(session, task: self, willPerformHTTPRedirection: response, newRequest: redirect)
+                } ?? redirect)
         }
     }
 
