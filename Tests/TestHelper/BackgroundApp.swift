@@ -215,7 +215,7 @@ func runBackgroundApp(_ given: [String]) -> Never {
         say("startup-error-message \(error)")
     }
     let adopted = session.allTasks.map(\.taskIdentifier)
-    let pending = session.backgroundEvents.withLock { $0.pending }
+    let pending = (session.remote as? BackgroundHost)?.pendingEvents ?? 0
     say("attached tasks \(adopted.count) pending \(pending)")
     let rest = Array(arguments.dropFirst(2))
     var task: SessionTask?

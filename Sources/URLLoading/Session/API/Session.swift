@@ -55,12 +55,8 @@ public final class Session: Sendable, CustomStringConvertible {
     /// script in the engine's tests; nil when libcurl could not start (see
     /// `startupErrors`).
     let transport: (any TransferExecutor)?
-    /// A background session's connection to transferd (nil when it could not attach).
-    let background: BackgroundLink?
-    /// Why a background session's tasks cannot run (no delegate, transferd
-    /// not reachable, the identifier in use elsewhere).
-    let backgroundFailure: SessionError?
-    let backgroundEvents = Lock(BackgroundEvents())
+    /// The process that runs a background session's transfers; nil for other sessions.
+    let remote: (any RemoteTaskHost)?
     let events = DelegateQueue()
     /// Requests on connections of the session's own (`becomeStream`).
     let ownedTransfers: OwnedTransfers
@@ -142,26 +138,19 @@ public final class Session: Sendable, CustomStringConvertible {
             }
         }
         ownedTransfers = OwnedTransfers { host, port in Self.streamEndpoint(host: host, port: port, settings: settings) }
-        let backgroundStart = Self.startBackground(
-            settings, delegate: delegate, credentialStore: credentialStore?.directory?.path)
-        background = backgroundStart?.link
-        backgroundFailure = backgroundStart?.failure
-        if let failure = backgroundStart?.failure {
+        remote = settings.remoteTaskHost(delegate: delegate, credentialStore: credentialStore?.directory?.path)
+        if let failure = remote?.failure {
             logger.error("\(failure)")
             errors.append(failure)
         }
         startupErrors = errors
-        state = Lock(State(delegate: delegate, nextIdentifier: backgroundStart?.attached.nextTask ?? 1))
-        if let backgroundStart, let link = background {
-            adoptBackgroundTasks(backgroundStart.attached.tasks)
-            backgroundEvents.withLock { $0.pending = backgroundStart.attached.pending }
-            link.start { [weak self] message in self?.backgroundMessage(message) }
-        }
+        state = Lock(State(delegate: delegate, nextIdentifier: remote?.firstTaskIdentifier ?? 1))
+        remote?.start(self)
     }
 
     deinit {
         transport?.shutdown()
-        background?.close()
+        remote?.close()
     }
 
     /// The session's delegate (nil after invalidation).
@@ -290,15 +279,23 @@ public final class Session: Sendable, CustomStringConvertible {
         }
         let streamed = streamsBody || (request.httpBodyStream != nil && request.httpBody == nil)
         let length = streamed ? request.value(forHTTPHeaderField: "Content-Length").flatMap(FieldNumber.length) ?? -1 : nil
+        // A task the remote host cannot run is a local one that fails when resumed.
+        var engine: any TaskEngine = LocalEngine.shared
+        var startupError: SessionError?
+        switch remote?.engine(kind: kind, request: request, body: body, sink: sink, session: self) {
+        case .success(let remoteEngine)?: engine = remoteEngine
+        case .failure(let failure)?: startupError = failure
+        case nil: break
+        }
         let (task, delegate) = state.withLock { state in
             let task = SessionTask(
                 session: self, identifier: state.nextIdentifier, kind: kind, request: request, body: body, sink: sink,
-                streamedBodyLength: length, completionRunner: completionRunner)
+                streamedBodyLength: length, completionRunner: completionRunner, engine: engine)
             state.nextIdentifier += 1
             if !state.invalidated && !state.invalidating { state.tasks[task.taskIdentifier] = task }
             return (task, state.delegate)
         }
-        if settings.identifier != nil { prepareBackground(task, kind: kind, request: request, body: body, sink: sink) }
+        if let startupError { task.locked.withLock { $0.startupError = startupError } }
         // On the task's own context, so it comes before any other call for it.
         if let delegate, !delegateAbilities.lacks(.didCreateTask) {
             let abilities = delegateAbilities
@@ -510,8 +507,8 @@ public final class Session: Sendable, CustomStringConvertible {
             // Held until now: the tasks' last calls came before.
             self.state.withLock { $0.delegate = nil }
             self.transport?.shutdown()
-            // transferd keeps the session's unfinished tasks for the next one.
-            self.background?.close()
+            // A remote host keeps the session's unfinished tasks for the next one.
+            self.remote?.close()
         }
     }
 }

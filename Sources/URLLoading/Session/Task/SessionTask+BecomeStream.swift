@@ -9,7 +9,7 @@ extension SessionTask {
     /// task whose delegate says it may become a stream (`mayBecomeStream`),
     /// or one asking for a protocol `Upgrade` that a delegate hears.
     func runsOnOwnConnection(_ transfer: TransferRequest, session: Session) -> Bool {
-        guard locked.withLock({ $0.kind == .data && $0.background == nil }) else { return false }
+        guard locked.withLock({ $0.kind == .data }) else { return false }
         let (task, sessionDelegate) = delegates
         if task?.mayBecomeStream == true || sessionDelegate?.mayBecomeStream == true { return true }
         let upgrades = transfer.headers.contains { $0.name.caseInsensitiveCompare("Upgrade") == .orderedSame && !$0.value.isEmpty }

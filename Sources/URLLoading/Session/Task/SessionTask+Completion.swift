@@ -61,7 +61,7 @@ extension SessionTask {
             } else {
                 self.callDelegate(.didCompleteWithError) { $0.urlSession(session, task: self, didCompleteWithError: error) }
             }
-            self.acknowledgeInBackground()
+            self.engine.completionDelivered(self)
             self.locked.withLock {
                 $0.session = nil; $0.delegate = nil
             }

@@ -59,12 +59,6 @@ extension SessionTask {
         /// until its response is stored; `fleetClaimEnded` once let go.
         var fleetClaim: (any FleetClaim)?
         var fleetClaimEnded = false
-        /// A background session's task: it runs in transferd.
-        var background: BackgroundTaskLink?
-        /// Resumed in transferd (its machine stays suspended here until it ends).
-        var remoteRunning = false
-        /// The task's end came from transferd, which hears when it was delivered.
-        var acknowledgesCompletion = false
     }
 }
 

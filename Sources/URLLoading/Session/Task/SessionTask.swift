@@ -61,6 +61,8 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
     /// thread (set by the async APIs before the task starts).
     let completionRunner: (@Sendable (@escaping @Sendable () -> Void) -> Void)?
     let locked: Lock<Inner>
+    /// Where the task's work runs: this process, or a background session's transferd.
+    let engine: any TaskEngine
     /// The task's serial context for delegate calls and completion
     /// handlers: its order, and its own delays only.
     let events = DelegateQueue()
@@ -69,9 +71,11 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
     ///   streams: the length the request declares, or -1.
     init(
         session: Session, identifier: Int, kind: Kind, request: URLRequest, body: TransferRequest.Body, sink: any ResponseSink,
-        streamedBodyLength: Int64? = nil, completionRunner: (@Sendable (@escaping @Sendable () -> Void) -> Void)? = nil
+        streamedBodyLength: Int64? = nil, completionRunner: (@Sendable (@escaping @Sendable () -> Void) -> Void)? = nil,
+        engine: any TaskEngine = LocalEngine.shared
     ) {
         self.taskIdentifier = identifier
+        self.engine = engine
         self.originalRequest = request
         self.body = body
         self.completionRunner = completionRunner
@@ -173,7 +177,7 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
         locked.withLock { inner in
             // Cancelled and still delivering its last calls: canceling.
             if let outcome = inner.machine.outcome { return outcome == .cancelled && inner.session != nil ? .canceling : .completed }
-            return inner.machine.isSuspended && !inner.remoteRunning ? .suspended : .running
+            return inner.machine.isSuspended && !engine.isRunningElsewhere ? .suspended : .running
         }
     }
 
@@ -208,31 +212,13 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
     // MARK: Control
 
     /// Starts the task, or continues a suspended one.
-    public func resume() {
-        if resumeInBackground() { return }
-        perform(
-            locked.withLock { inner -> [StateMachine.Action] in
-                let now = Date()
-                if inner.started == nil {
-                    inner.started = now
-                    let begins = max(now, inner.earliestBeginDate ?? now)
-                    inner.deadline = inner.session.flatMap { Session.deadline(from: begins, resourceTimeout: $0.settings.timeoutIntervalForResource) }
-                }
-                return inner.machine.resume(delayed: inner.earliestBeginDate.map { $0 > now } ?? false)
-            })
-    }
+    public func resume() { engine.resume(self) }
 
     /// Pauses the task: no more body bytes are taken until `resume()`.
-    public func suspend() {
-        if suspendInBackground() { return }
-        locked.withLock { $0.machine.suspend() }
-    }
+    public func suspend() { engine.suspend(self) }
 
     /// Cancels the task: it completes with `SessionError.Code.cancelled`.
-    public func cancel() {
-        if cancelInBackground() { return }
-        perform(locked.withLock { $0.machine.cancel() })
-    }
+    public func cancel() { engine.cancel(self) }
 
     // MARK: Running
 

@@ -1,0 +1,198 @@
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import Locking
+import Transport
+
+/// A background task's engine: its transfer runs in transferd; here it is
+/// created, resumed, suspended and cancelled there, and its events come
+/// back as the delegate's calls on the task's context.
+final class BackgroundEngine: TaskEngine {
+    private let link: BackgroundLink
+    private let state: Lock<State>
+
+    private struct State {
+        var spec: TaskSpec
+        /// transferd has the task.
+        var created: Bool
+        /// Resumed in transferd (the task's machine stays suspended here until it ends).
+        var running: Bool
+        /// The task's end came from transferd, which hears when it was
+        /// delivered; then this runs (the session's count of events to deliver).
+        var acknowledgement: (@Sendable () -> Void)?
+    }
+
+    init(link: BackgroundLink, spec: TaskSpec, created: Bool, running: Bool) {
+        self.link = link
+        state = Lock(State(spec: spec, created: created, running: running))
+    }
+
+    var isRunningElsewhere: Bool { state.withLock { $0.running } }
+
+    /// Sends `resume` to transferd, creating the task there first.
+    func resume(_ task: SessionTask) {
+        let facts = task.locked.withLock { inner -> (Date?, String?)? in
+            guard !inner.machine.isFinished else { return nil }
+            if inner.started == nil { inner.started = Date() }
+            return (inner.earliestBeginDate, inner.taskDescription)
+        }
+        guard let (earliestBeginDate, taskDescription) = facts else { return }
+        let create = state.withLock { state -> TaskSpec? in
+            state.running = true
+            guard !state.created else { return nil }
+            state.created = true
+            state.spec.task = task.taskIdentifier
+            state.spec.earliestBeginDate = earliestBeginDate
+            state.spec.taskDescription = taskDescription
+            return state.spec
+        }
+        if var create {
+            // The body's descriptor goes with the task: transferd copies the
+            // file even if the app deletes it, or dies, once resume() returned.
+            let body = create.bodyFile.map { open($0, O_RDONLY | O_CLOEXEC) } ?? -1
+            if body >= 0 { create.bodyPassed = true }
+            link.send(.create(create), passing: body >= 0 ? body : nil)
+            if body >= 0 { close(body) }
+        }
+        link.send(.resume(task: task.taskIdentifier))
+    }
+
+    /// Sends `suspend` to transferd.
+    func suspend(_ task: SessionTask) {
+        guard !task.locked.withLock({ $0.machine.isFinished }) else { return }
+        let created = state.withLock { state -> Bool in
+            state.running = false
+            return state.created
+        }
+        if created { link.send(.suspend(task: task.taskIdentifier)) }
+    }
+
+    /// Sends `cancel` to transferd, whose answer completes the task; a task
+    /// transferd never had (or that a lost link cannot reach) ends here.
+    func cancel(_ task: SessionTask) {
+        guard !task.locked.withLock({ $0.machine.isFinished }) else { return }
+        if state.withLock({ $0.created }), link.send(.cancel(task: task.taskIdentifier)) { return }
+        LocalEngine.shared.cancel(task)
+    }
+
+    /// The delegate returned from `didCompleteWithError` of a task whose end
+    /// came from transferd: transferd hears that its events were delivered
+    /// (before the session can say it is invalid).
+    func completionDelivered(_ task: SessionTask) {
+        guard let acknowledgement = state.withLock({ $0.acknowledgement.take() }) else { return }
+        link.send(.acknowledge(task: task.taskIdentifier))
+        acknowledgement()
+    }
+
+    /// transferd's progress of the task's bytes: the delegate hears what is new.
+    func progress(_ task: SessionTask, sent: Int64, written: Int64, expectedToSend: Int64, expectedToWrite: Int64) {
+        let (delta, kind, session) = task.locked.withLock { inner -> (Int64, SessionTask.Kind, Session?) in
+            defer { inner.updateProgress() }
+            if inner.kind == .upload {
+                let delta = max(0, sent - inner.bytesSent)
+                inner.bytesSent = sent
+                if expectedToSend > 0 { inner.bytesExpectedToSend = expectedToSend }
+                return (delta, .upload, inner.session)
+            }
+            let delta = max(0, written - inner.bytesReceived)
+            inner.bytesReceived = written
+            inner.bytesExpectedToReceive = expectedToWrite
+            return (delta, .download, inner.session)
+        }
+        guard let session, delta > 0 else { return }
+        task.events.enqueueSync {
+            if kind == .upload {
+                task.callDelegate {
+                    $0.urlSession(session, task: task, didSendBodyData: delta, totalBytesSent: sent, totalBytesExpectedToSend: expectedToSend)
+                }
+            } else {
+                task.callDelegate {
+                    $0.urlSession(session, downloadTask: task, didWriteData: delta, totalBytesWritten: written, totalBytesExpectedToWrite: expectedToWrite)
+                }
+            }
+        }
+    }
+
+    /// transferd asks whether the delayed task may begin.
+    func askToBegin(_ task: SessionTask) {
+        guard let session = task.session, let request = task.currentRequest else { return }
+        let timeout = state.withLock { $0.spec.request.timeout }
+        task.events.enqueue { [link] in
+            let (disposition, replacement) =
+                await task.askDelegate { await $0.urlSession(session, task: task, willBeginDelayedRequest: request) } ?? (.continueLoading, nil)
+            var spec: RequestSpec?
+            if disposition == .useNewRequest, let replacement, let url = replacement.url {
+                task.locked.withLock { $0.currentRequest = replacement }
+                let headers = (replacement.allHTTPHeaderFields ?? [:]).sorted { $0.key < $1.key }.map { [$0.key, $0.value] }
+                spec = RequestSpec(url: url.absoluteString, method: replacement.httpMethod ?? "GET", headers: headers, timeout: timeout)
+            }
+            link.send(.answerBegin(task: task.taskIdentifier, proceed: disposition != .cancel, request: spec))
+        }
+    }
+
+    /// transferd passes on a server's challenge: the delegate answers as in
+    /// a foreground session (a task delegate first, then the session's;
+    /// with neither, default handling: transferd uses the session's store).
+    func answerChallenge(_ task: SessionTask, _ spec: BackgroundChallenge) {
+        guard let session = task.session else { return }
+        let challenge = spec.challenge
+        task.events.enqueue { [link] in
+            let (disposition, credential) =
+                await task.askDelegate { await $0.urlSession(session, task: task, didReceive: challenge) } ?? (.performDefaultHandling, nil)
+            link.send(.answerChallenge(task: task.taskIdentifier, answer: BackgroundChallengeAnswer(disposition, credential)))
+        }
+    }
+
+    /// transferd says how the task ended: the delegate hears it (an upload's
+    /// response body, the download's file, the completion), then, when
+    /// `acknowledge` is set, transferd hears that it was delivered and
+    /// `acknowledged` runs.
+    func finish(_ task: SessionTask, _ result: TaskResult, acknowledge: Bool, acknowledged: (@Sendable () -> Void)? = nil) {
+        guard let session = task.session else { return }
+        let url = task.currentRequest?.url
+        let failure = result.errorCode.map { SessionError(SessionError.Code(named: $0), failingURL: url, message: result.errorMessage ?? "") }
+        var head: (URL, ResponseHead)?
+        if let response = result.response, let responseURL = URL(string: response.url) {
+            let fields = response.headers.compactMap { $0.count == 2 ? (name: $0[0], value: $0[1]) : nil }
+            head = (responseURL, ResponseHead(status: response.status, httpVersion: response.httpVersion, headers: fields))
+        }
+        let file = failure == nil ? result.file.flatMap(Self.transferdFile) : nil
+        state.withLock { state in
+            state.running = false
+            if acknowledge { state.acknowledgement = acknowledged ?? {} }
+        }
+        let kind = task.locked.withLock { inner -> SessionTask.Kind in
+            if let head {
+                inner.head = head
+                inner.response = nil
+            }
+            inner.bytesReceived = max(inner.bytesReceived, result.written)
+            inner.bytesSent = max(inner.bytesSent, result.sent)
+            if let file, let handle = FileHandle(forReadingAtPath: file.path) {
+                _ = inner.sink.attach(DownloadFile(handle: handle, url: file))
+            }
+            return inner.kind
+        }
+        if let head, let request = task.currentRequest {
+            SessionTask.storeCookies(of: head.1, url: head.0, request: request, session: session)
+        }
+        if kind == .upload, let body = result.body, !body.isEmpty {
+            task.events.enqueueSync { task.callDelegate { $0.urlSession(session, dataTask: task, didReceive: body) } }
+        }
+        task.perform(task.locked.withLock { $0.machine.finishWithoutTransfer(failure.map { .failure($0) } ?? .success(nil)) })
+    }
+
+    /// A finished download's file as transferd names it, accepted only in
+    /// transferd's own file folder under its own naming.
+    private static func transferdFile(_ path: String) -> URL? {
+        let folder = BackgroundPaths().files + "/"
+        guard path.hasPrefix(folder) else { return nil }
+        let name = path.dropFirst(folder.count)
+        guard name.hasPrefix("download-"), !name.contains("/"), name.dropFirst(9).allSatisfy(\.isNumber) else { return nil }
+        return URL(fileURLWithPath: path)
+    }
+}
