@@ -13,7 +13,7 @@ let package = Package(
     platforms: [.macOS(.v15)],
     products: [
         .library(name: "URLLoading", targets: ["URLLoading"]),
-        // The fleet's stores on PostgreSQL (issue 23): a product of its own,
+        // The fleet's stores on PostgreSQL: a product of its own,
         // so that users who do not need it never build libpq in.
         .library(name: "URLLoadingPostgres", targets: ["URLLoadingPostgres"]),
         .executable(name: "cachetool", targets: ["cachetool"]),
@@ -54,12 +54,14 @@ let package = Package(
             providers: [.apt(["libssl-dev"])]
         ),
         // Credentials: the desktop keyring (the Secret Service over D-Bus).
-        .systemLibrary(
+        // libsecret is loaded at run time, when a store first asks for the
+        // keyring: building needs none of its (or GLib's) headers, and a
+        // server that never uses it links none of it.
+        .target(
             name: "CSecret",
-            pkgConfig: "libsecret-1",
-            providers: [.apt(["libsecret-1-dev"])]
+            linkerSettings: [.linkedLibrary("dl")]
         ),
-        // URLLoadingPostgres: the fleet's stores on PostgreSQL (issue 23).
+        // URLLoadingPostgres: the fleet's stores on PostgreSQL.
         .systemLibrary(
             name: "CPostgres",
             pkgConfig: "libpq",
@@ -148,7 +150,7 @@ let package = Package(
         ),
 
         // The logic of transferd, the per-user process that carries out
-        // background transfers (issue 20): a target of its own so that its
+        // background transfers: a target of its own so that its
         // state machine and journal are tested without the process.
         .target(
             name: "TransferDaemon",
@@ -177,7 +179,7 @@ let package = Package(
             swiftSettings: strictSwift
         ),
 
-        // Turns URLSession code into ours by README's porting table (issue 19).
+        // Turns URLSession code into ours by README's porting table.
         .executableTarget(
             name: "port-urlsession",
             swiftSettings: strictSwift

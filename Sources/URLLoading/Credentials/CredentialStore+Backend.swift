@@ -43,9 +43,8 @@ extension CredentialStore {
         case .file:
             return (try FileCredentials(path: filePath, logger: logger), "forced by \(forcedBy)")
         case .keyring:
-            guard SecretServiceKeyring.available(environment: environment, timeout: keyringTimeout) else {
-                throw StoreError(
-                    kind: .keyring, message: "\(forcedBy) asks for the keyring, and no Secret Service answers on the session bus", path: nil)
+            if let why = SecretServiceKeyring.unavailability(environment: environment, timeout: keyringTimeout) {
+                throw StoreError(kind: .keyring, message: "\(forcedBy) asks for the keyring, and \(why)", path: nil)
             }
             return (keyring(directory), "forced by \(forcedBy)")
         case .automatic:
@@ -59,10 +58,10 @@ extension CredentialStore {
                     )
                 }
             }
-            if SecretServiceKeyring.available(environment: environment, timeout: keyringTimeout) {
+            guard let why = SecretServiceKeyring.unavailability(environment: environment, timeout: keyringTimeout) else {
                 return (keyring(directory), "a Secret Service answered on the session bus")
             }
-            return (try FileCredentials(path: filePath, logger: logger), "no Secret Service answers on a session bus")
+            return (try FileCredentials(path: filePath, logger: logger), why)
         }
     }
 

@@ -2,8 +2,8 @@ import CSecret
 import Foundation
 
 /// The desktop keyring through the freedesktop.org Secret Service (GNOME
-/// Keyring, KeePassXC, KWallet) over libsecret: one item per
-/// protection space and user, with the attributes host, port, protocol,
+/// Keyring, KeePassXC, KWallet) over libsecret, loaded when first needed:
+/// one item per protection space and user, with the attributes host, port, protocol,
 /// realm, method, proxy and user, the store the item belongs to (`store`,
 /// the store's data directory, so that two applications' stores stay
 /// apart) and `default` ("1" for the space's default credential); the
@@ -38,16 +38,33 @@ final class SecretServiceKeyring: Sendable {
         self.timeout = min(max(timeout, 0.05), 300)
     }
 
-    /// Whether a session bus is there and a Secret Service answers on it
-    /// (within the bound). No bus address means no call at all: libdbus
-    /// would otherwise try to launch a bus.
+    /// Why libsecret cannot be used (it is loaded at the first call that
+    /// needs it, so a process that never asks for the keyring links none of
+    /// it); nil once it is loaded.
+    static var libraryMissing: String? {
+        var message: UnsafePointer<CChar>?
+        guard urlloading_secret_load(&message) == 0 else { return nil }
+        return message.map { String(cString: $0) } ?? "libsecret cannot be loaded"
+    }
+
+    /// Whether a session bus is there, libsecret can be loaded, and a
+    /// Secret Service answers on the bus (within the bound).
     static func available(environment: [String: String] = ProcessInfo.processInfo.environment, timeout: TimeInterval = 2) -> Bool {
+        unavailability(environment: environment, timeout: timeout) == nil
+    }
+
+    /// Why the keyring cannot be used, nil when it can. No bus address
+    /// means no call (libdbus would otherwise try to launch a bus) and
+    /// libsecret is not even loaded.
+    static func unavailability(environment: [String: String] = ProcessInfo.processInfo.environment, timeout: TimeInterval = 2) -> String? {
         let hasBus =
             environment["DBUS_SESSION_BUS_ADDRESS"].map { !$0.isEmpty }
             ?? environment["XDG_RUNTIME_DIR"].map { FileManager.default.fileExists(atPath: $0 + "/bus") } ?? false
-        guard hasBus else { return false }
+        guard hasBus else { return "no Secret Service answers on a session bus" }
+        if let missing = libraryMissing { return missing }
         let keyring = SecretServiceKeyring(scope: "", timeout: timeout)
-        return (try? keyring.bounded { cancellable, message in urlloading_secret_service_ping(cancellable, message) == 1 }) == true
+        let answers = (try? keyring.bounded { cancellable, message in urlloading_secret_service_ping(cancellable, message) == 1 }) == true
+        return answers ? nil : "no Secret Service answers on the session bus"
     }
 
     /// Stores (or replaces) the password of `user` in `space`: the item
@@ -103,7 +120,7 @@ final class SecretServiceKeyring: Sendable {
             defer { urlloading_secret_items_free(list) }
             var items: [Item] = []
             var locked = 0
-            var node: UnsafeMutablePointer<GList>? = list
+            var node: OpaquePointer? = list
             while let current = node {
                 node = urlloading_secret_next(current)
                 let secret = urlloading_secret_item_password(current, cancellable)
@@ -113,7 +130,7 @@ final class SecretServiceKeyring: Sendable {
                     continue
                 }
                 guard let attributes = urlloading_secret_item_attributes(current) else { continue }
-                defer { g_hash_table_unref(attributes) }
+                defer { urlloading_secret_attributes_free(attributes) }
                 // An item someone else made under our schema's name is left alone.
                 if var item = Self.item(attributes) {
                     item.password = String(cString: secret)
@@ -128,7 +145,8 @@ final class SecretServiceKeyring: Sendable {
 
     /// Runs `call` with a cancellable that a timer cancels after `timeout`;
     /// a message the call left becomes the error.
-    private func bounded<T>(_ call: (UnsafeMutablePointer<GCancellable>?, UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>) -> T) throws(Failure) -> T {
+    private func bounded<T>(_ call: (OpaquePointer?, UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>) -> T) throws(Failure) -> T {
+        if let reason = Self.libraryMissing { throw Failure(description: reason) }
         guard let cancellable = urlloading_cancellable_new() else { throw Failure(description: "GLib could not make a cancellable") }
         let handle = CancellableHandle(cancellable)
         let timer = DispatchWorkItem { handle.cancel() }
@@ -147,7 +165,7 @@ final class SecretServiceKeyring: Sendable {
 
     private static func withAttributes<T>(_ pairs: [(String, String)], _ body: (OpaquePointer?) -> T) -> T {
         let attributes = urlloading_secret_attributes()
-        defer { g_hash_table_unref(attributes) }
+        defer { urlloading_secret_attributes_free(attributes) }
         for (name, value) in pairs { urlloading_secret_attribute_set(attributes, name, value) }
         return body(attributes)
     }
@@ -179,10 +197,10 @@ private final class CancellableHandle: @unchecked Sendable {
     // GCancellable is thread-safe (GLib's documentation); the lock guards
     // only the release against a late timer.
     private let lock = NSLock()
-    private var pointer: UnsafeMutablePointer<GCancellable>?
+    private var pointer: OpaquePointer?
     private(set) var wasCancelled = false
 
-    init(_ pointer: UnsafeMutablePointer<GCancellable>) { self.pointer = pointer }
+    init(_ pointer: OpaquePointer) { self.pointer = pointer }
 
     func cancel() {
         lock.lock()

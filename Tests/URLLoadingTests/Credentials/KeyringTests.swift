@@ -60,6 +60,16 @@ struct KeyringTests {
         return result.standardOutput.split(separator: "\n").map(String.init)
     }
 
+    @Test("A program built on the library links neither libsecret nor GLib: the keyring backend loads them when a store asks for it")
+    func libsecretIsNotLinked() async throws {
+        let ldd = try await ChildProcess.run(URL(fileURLWithPath: "/usr/bin/ldd"), [ChildProcess.helper.path])
+        #expect(ldd.status == 0, "\(ldd.standardError)")
+        let lines = ldd.standardOutput.split(separator: "\n")
+        let linked = lines.filter { line in ["libsecret", "libglib", "libgio", "libgobject"].contains { line.contains($0) } }
+        #expect(linked.isEmpty, "\(linked)")
+        #expect(lines.contains { $0.contains("libcurl") }, "ldd listed the helper's libraries: \(ldd.standardOutput)")
+    }
+
     @Test("Stored through the library: visible to secret-tool with the documented attributes and label, found by a new process, removed by remove")
     func storeFindRemove() async throws {
         let home = TemporaryDirectory()
