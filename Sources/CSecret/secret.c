@@ -6,6 +6,7 @@
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 typedef int gboolean;
@@ -101,7 +102,10 @@ static int bind_symbol(void *handle, void **slot, const char *name) {
 
 static void load(void) {
     // Never closed: GLib's threads and types stay for the process's life.
-    void *handle = dlopen("libsecret-1.so.0", RTLD_NOW | RTLD_LOCAL);
+    // URLLOADING_LIBSECRET names another build of it (a path or a soname).
+    const char *name = getenv("URLLOADING_LIBSECRET");
+    if (!name || !*name) name = "libsecret-1.so.0";
+    void *handle = dlopen(name, RTLD_NOW | RTLD_LOCAL);
     if (!handle) {
         const char *reason = dlerror();
         snprintf(load_error, sizeof load_error, "libsecret cannot be loaded (Debian's libsecret-1-0 installs it): %s", reason ? reason : "dlopen failed");

@@ -92,6 +92,8 @@ func runCredentials(_ arguments: [String]) async -> Never {
         switch step {
         case "backend":
             print("backend \(store.backend.rawValue)")
+        case "reason":
+            print("reason \(store.backendReason)")
         case "set":
             let values = take(6)
             let space = helperSpace(values[0...2])

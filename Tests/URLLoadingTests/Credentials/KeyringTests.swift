@@ -231,6 +231,28 @@ struct KeyringTests {
         #expect(absent.standardOutput.hasPrefix("error URLLOADING_CREDENTIALS=keyring asks for the keyring, and no Secret Service answers"), "\(absent.standardOutput)")
     }
 
+    @Test("Without libsecret (hidden from the loader) the automatic choice is the file and says why; the keyring forced is a clear error; with it the same bus gives the keyring")
+    func withoutLibsecret() async throws {
+        let home = TemporaryDirectory()
+        guard
+            let lines = try await Self.session(
+                """
+                export URLLOADING_LIBSECRET=/nonexistent/libsecret-1.so.0
+                "$H" credentials "$D" backend reason
+                URLLOADING_CREDENTIALS=keyring "$H" credentials "$D-forced" backend
+                unset URLLOADING_LIBSECRET
+                "$H" credentials "$D-found" backend
+                """, home: home)
+        else { return }
+        // Each helper run that opened its store ends with its count of change notices.
+        #expect(lines.count == 6, "\(lines)")
+        let (chosen, reason, forced, found) = (lines.first, lines.dropFirst().first, lines.dropFirst(3).first, lines.dropFirst(4).first)
+        #expect(chosen == "backend file", "\(lines)")
+        #expect(reason?.hasPrefix("reason libsecret cannot be loaded (Debian's libsecret-1-0 installs it)") == true, "\(lines)")
+        #expect(forced?.hasPrefix("error URLLOADING_CREDENTIALS=keyring asks for the keyring, and libsecret cannot be loaded") == true, "\(lines)")
+        #expect(found == "backend keyring", "\(lines)")
+    }
+
     @Test("cachetool credentials migrate moves every entry to the keyring and back, counted, with defaults; list shows each entry's backend; no secret printed")
     func migrate() async throws {
         let home = TemporaryDirectory()
