@@ -18,11 +18,6 @@
 //       Holds an exclusive transaction on the database, prints "locked",
 //       and keeps it until the test kills it.
 //
-//   urlloading-test-helper demo-origin
-//       Serves a small cacheable site on a loopback port (a fresh article,
-//       one that must be revalidated, an image, a page setting a cookie),
-//       prints "origin <base-url>", and runs until its standard input closes.
-//
 //   urlloading-test-helper shared-session <url>
 //       Checks Session.shared (one object, invalidation ignored, using
 //       CookieStore.shared, CredentialStore.shared, ResponseCache.shared) and prints
@@ -134,41 +129,6 @@ case "hold-lock":
         try connection.execute("BEGIN EXCLUSIVE")
         FileHandle.standardOutput.write(Data("locked\n".utf8))
         while true { sleep(60) }
-    } catch {
-        fail("\(error)")
-    }
-case "demo-origin":
-    do {
-        let origin = try await TestOrigin.start()
-        origin.route(
-            "/articles/1",
-            response: ScriptedResponse(
-                headers: [
-                    HeaderField("Cache-Control", "max-age=600"), HeaderField("ETag", "\"a1\""), HeaderField("Content-Type", "text/html"),
-                ], body: "<h1>Article one</h1>\n"))
-        origin.route(
-            "/articles/2",
-            Routes.conditional(
-                etag: "\"a2\"", body: Array("<h1>Article two</h1>\n".utf8),
-                headers: [
-                    HeaderField("Cache-Control", "no-cache"), HeaderField("Content-Type", "text/html"),
-                ]))
-        origin.route(
-            "/logo.png",
-            response: ScriptedResponse(
-                headers: [
-                    HeaderField("Cache-Control", "public, max-age=86400"), HeaderField("Content-Type", "image/png"),
-                ], body: [UInt8](repeating: 0x89, count: 4096)))
-        origin.route(
-            "/login",
-            response: ScriptedResponse(
-                headers: [
-                    HeaderField("Set-Cookie", "session=demo-secret; Path=/; HttpOnly; Max-Age=3600"), HeaderField("Cache-Control", "no-store"),
-                ], body: "welcome\n"))
-        FileHandle.standardOutput.write(Data("origin \(origin.baseURL.absoluteString)\n".utf8))
-        // Until the parent closes our standard input.
-        while FileHandle.standardInput.availableData.count > 0 {}
-        try await origin.shutdown()
     } catch {
         fail("\(error)")
     }
