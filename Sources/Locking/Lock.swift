@@ -64,8 +64,8 @@ final class PThreadBox<Value>: @unchecked Sendable {
     /// guarding `()`) would sit one past the end of this object, at the
     /// start of the next heap block: the sanitizer's record of an access
     /// there outlives this object, and another lock later allocated before
-    /// that address had its accesses reported as racing with it (CI run of
-    /// 2026-11-26, `CookieStoreEngine.writer`).
+    /// that address had its accesses reported as racing with it (the cookie
+    /// store's writer lock, which guards `()`, was reported so).
     private nonisolated(unsafe) var storage: (value: Value, padding: UInt8)
 
     @usableFromInline

@@ -53,7 +53,7 @@ import URLLoading
         let configuration = SessionConfiguration.ephemeral
         // Changed through a `let`, as Apple's class allows. Generous: under the
         // sanitizers the whole suite shares two cores, and 5 s once ran out
-        // before the origin's answer (CI, 2026-11-26).
+        // before the origin's answer.
         configuration.timeoutIntervalForRequest = 30
         let delegate = PortedDelegate()
         let session = Session(configuration: configuration, delegate: delegate, delegateQueue: nil)

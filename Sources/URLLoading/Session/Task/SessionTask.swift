@@ -60,7 +60,7 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
     /// Where a transfer's end is handled, when not on the transport's
     /// thread (set by the async APIs before the task starts).
     let completionRunner: (@Sendable (@escaping @Sendable () -> Void) -> Void)?
-    let locked: Lock<Inner>
+    let locked: TaskLock<Inner>
     /// Where the task's work runs: this process, or a background session's transferd.
     let engine: any TaskEngine
     /// The task's serial context for delegate calls and completion
@@ -93,7 +93,7 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
             inner.streamedBody = StreamedBody(length: length, next: request.httpBodyStream.map { OwnedInputStream(stream: $0) })
             inner.bytesExpectedToSend = length
         }
-        locked = Lock(inner)
+        locked = TaskLock(inner)
     }
 
     // MARK: Public state

@@ -28,6 +28,7 @@
 //       response-init (that initializer alone, on <url>'s head, <count> times);
 //       prints elapsed s, CPU s, peak RSS KiB, bytes (response-init: fields handed over)
 //   urlloading-bench resume-child <base-url>              (resume() latency)
+//   urlloading-bench locks-child <url> <count>            (task lock acquisitions per GET; a counting build)
 //   urlloading-bench ws-child <port> <messages> <size>    (WebSocket echo)
 //   urlloading-bench session-ws <ws-bench>                 (only the WebSocket figures)
 //   urlloading-bench background-child download|enqueue|attach <url> <count>
@@ -93,6 +94,9 @@ case "session-child":
         await SessionBenchmark.child(
             contender: arguments[1], mode: arguments[2], url: arguments[3], count: count, inFlight: inFlight,
             path: arguments.count == 7 ? arguments[6] : nil))
+case "locks-child":
+    guard arguments.count == 3, let count = Int(arguments[2]), (1...10_000_000).contains(count) else { fail("usage: urlloading-bench locks-child <url> <count>") }
+    print(await LockCountBenchmark.child(url: arguments[1], count: count))
 case "resume-child":
     guard arguments.count == 2 else { fail("usage: urlloading-bench resume-child <base-url>") }
     print(ResumeBenchmark.child(base: arguments[1]))
