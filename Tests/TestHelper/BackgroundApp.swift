@@ -143,6 +143,11 @@ func runBackgroundApp(_ given: [String]) -> Never {
     var arguments = given
     let configuration = SessionConfiguration.background(withIdentifier: given.first ?? "")
     configuration.sessionSendsLaunchEvents = false
+    // Gated bodies wait for the test (an app killed, transferd killed) while
+    // a whole suite under a sanitizer runs beside them: a stall past the
+    // default 60 s once made transferd retry with a Range (a 206 where the
+    // test expects the first answer). Tests of retries use failures, not silence.
+    configuration.timeoutIntervalForRequest = 600
     if let at = arguments.firstIndex(of: "--output"), at + 1 < arguments.count {
         let path = arguments[at + 1]
         guard FileManager.default.fileExists(atPath: path) || FileManager.default.createFile(atPath: path, contents: nil),

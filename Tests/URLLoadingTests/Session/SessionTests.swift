@@ -322,7 +322,9 @@ import TestSupport
         // how slow a loaded machine is.
         origin.route("/slow", response: ScriptedResponse(parts: [.pause(.seconds(3600)), .bytes(Array("late".utf8))], framing: .closeDelimited))
         origin.route("/fast", response: ScriptedResponse(body: "fast"))
-        let session = try Self.session()
+        // Nor on the request timeout: a whole suite under a sanitizer once
+        // took longer than the default 60 s, and /slow timed out.
+        let session = try Self.session { $0.timeoutIntervalForRequest = 3600 }
         let slow = session.dataTask(with: origin.url("/slow"))
         slow.resume()
         // The slow request holds the host's first connection before the next starts.
