@@ -211,10 +211,10 @@ extension SessionTask {
             })
     }
 
-    /// A hop's response that is not a challenge for the credentials it
-    /// carried: they worked.
-    func authenticationSucceeded(status: Int, session: Session) {
-        guard let sent = locked.withLock({ $0.authentication.succeeded(status: status) }) else { return }
+    /// Credentials that worked (a hop's response was not a challenge for
+    /// them): kept in the store (as their persistence says) and, for
+    /// schemes sent by us, sent ahead to the origin again.
+    static func remember(_ sent: SentAuthorization, session: Session) {
         guard sent.credential.persistence != .none else { return }
         session.credentialStore?.set(sent.credential, for: sent.space)
         // NTLM and Negotiate authenticate a connection, not requests: nothing to send ahead.

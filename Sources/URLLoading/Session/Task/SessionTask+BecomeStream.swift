@@ -8,9 +8,9 @@ extension SessionTask {
     /// Whether this hop goes on a connection of the session's own: a data
     /// task whose delegate says it may become a stream (`mayBecomeStream`),
     /// or one asking for a protocol `Upgrade` that a delegate hears.
-    func runsOnOwnConnection(_ transfer: TransferRequest, session: Session) -> Bool {
-        guard locked.withLock({ $0.kind == .data }) else { return false }
-        let (task, sessionDelegate) = delegates
+    func runsOnOwnConnection(_ transfer: TransferRequest, kind: Kind, taskDelegate task: (any SessionDelegate)?, session: Session) -> Bool {
+        guard kind == .data else { return false }
+        let sessionDelegate = session.delegate
         if task?.mayBecomeStream == true || sessionDelegate?.mayBecomeStream == true { return true }
         let upgrades = transfer.headers.contains { $0.name.caseInsensitiveCompare("Upgrade") == .orderedSame && !$0.value.isEmpty }
         return upgrades && (task != nil || sessionDelegate != nil)

@@ -12,7 +12,9 @@ extension SessionTask {
     /// credentials that worked, a challenge, a revalidation's answer.
     func decisionTouchesStores(_ head: ResponseHead) -> Bool {
         if head.status == 401 || head.status == 407 { return true }
-        let (revalidating, sentCredentials, request) = locked.withLock { ($0.machine.cache.revalidating != nil, $0.authentication.sent != nil, $0.currentRequest) }
+        let (revalidating, sentCredentials, request, session) = locked.withLock {
+            ($0.machine.cache.revalidating != nil, $0.authentication.sent != nil, $0.currentRequest, $0.session)
+        }
         if revalidating || sentCredentials { return true }
         guard let session, let request, Self.handlesCookies(request, session: session) else { return false }
         return head.headers.contains { HeaderFields.namesEqual($0.name, "Set-Cookie") }
@@ -22,10 +24,13 @@ extension SessionTask {
     /// cookies kept and credentials remembered first, then a challenge, a
     /// revalidation's 304, stale-if-error, a redirect, else the response.
     func decide(_ head: ResponseHead, hop: Int) {
-        guard let session, let request = currentRequest, let url = request.url else { return }
+        // One turn of the lock: what the decision reads, and whether credentials sent worked.
+        let (session, request, revalidating, worked) = locked.withLock {
+            ($0.session, $0.currentRequest, $0.machine.cache.revalidating, $0.authentication.succeeded(status: head.status))
+        }
+        guard let session, let request, let url = request.url else { return }
         Self.storeCookies(of: head, url: url, request: request, session: session)
-        authenticationSucceeded(status: head.status, session: session)
-        let revalidating = locked.withLock { $0.machine.cache.revalidating }
+        if let worked { Self.remember(worked, session: session) }
         let decision = HeadDecision.of(status: head.status, headers: head.headers, request: request, hop: hop, revalidating: revalidating != nil)
         if decision == .challenge, handleChallenge(head, url: url, request: request, session: session) { return }
         if revalidating != nil { session.urlCache?.count(head.status == 304 ? "revalidations-not-modified" : "revalidations-replaced") }
@@ -101,7 +106,7 @@ extension SessionTask {
 
     func acceptResponse(_ head: ResponseHead, url: URL, session: Session) {
         let length = head.headers.first { HeaderFields.namesEqual($0.name, "Content-Length") }.flatMap { FieldNumber.length($0.value) } ?? -1
-        locked.withLock { inner in
+        let kind = locked.withLock { inner -> Kind in
             let fields = HeaderFields(head.headers.map { HeaderFields.Field($0.name, $0.value) })
             inner.machine.responseAccepted(headers: fields)
             var shown = head
@@ -122,6 +127,7 @@ extension SessionTask {
                 if storable { limit = max(session.urlCache?.memoryCapacity ?? 0, session.urlCache?.diskCapacity ?? 0) / 20 }
             }
             inner.sink.accept(length: length, cacheCopyLimit: limit)
+            return inner.kind
         }
         if kind == .download {
             guard prepareDownloadFile(head, url: url, session: session) else { return }

@@ -191,9 +191,8 @@ extension SessionTask {
     }
 
     /// The client identity for a hop's TLS settings.
-    func applyClientIdentity(_ transfer: inout TransferRequest) {
-        guard let identity = locked.withLock({ $0.trust.clientIdentity }),
-            case .clientIdentity(let certificate, let key, let passphrase) = identity.kind
+    static func apply(_ identity: Credential?, to transfer: inout TransferRequest) {
+        guard let identity, case .clientIdentity(let certificate, let key, let passphrase) = identity.kind
         else { return }
         transfer.tls.clientCertificateFile = certificate
         transfer.tls.clientKeyFile = key

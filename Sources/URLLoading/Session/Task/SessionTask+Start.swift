@@ -9,8 +9,9 @@ import Transport
 /// cookies and credentials, then the transfer.
 extension SessionTask {
     func runInterceptors() {
-        guard let session, let request = currentRequest else { return }
-        if let failure = locked.withLock({ $0.startupError }) {
+        let (session, request, startupError) = locked.withLock { ($0.session, $0.currentRequest, $0.startupError) }
+        guard let session, let request else { return }
+        if let failure = startupError {
             perform(locked.withLock { $0.machine.finishWithoutTransfer(.failure(failure)) })
             return
         }
@@ -187,20 +188,27 @@ extension SessionTask {
     }
 
     func startTransfer(hop: Int) {
-        guard let session, let request = currentRequest else { return }
+        // What the hop reads of the task, in one turn of its lock.
+        let (session, request, deadline, kind, usesCache, streamed, identity, taskDelegate) = locked.withLock { inner in
+            (
+                inner.session, inner.currentRequest, inner.deadline, inner.kind, inner.kind == .data && inner.sink.usesCache,
+                inner.streamedBody.map { $0.next != nil }, inner.trust.clientIdentity, inner.delegate
+            )
+        }
+        let streamMissing = streamed == false
+        guard let session, let request else { return }
         if hop == 0, let url = request.url, url.scheme?.lowercased() == "data" {
             // On the task's context: a download writes its file, never inside resume().
             events.enqueueSync { [self] in answer(DataURL.parse(url.absoluteString), url: url) }
             return
         }
         // Refusals first (scheme, CR/LF, the deadline), then what the stores give, then the plan's completion.
-        let deadline = locked.withLock { $0.deadline }
         let base = HopPlan.base(request, body: sendsBody(hop: hop, request: request) ? body : .none, settings: session.settings, deadline: deadline, now: Date())
         guard case .success(var transfer) = base, let url = request.url else {
             if case .failure(let refusal) = base { perform(locked.withLock { $0.machine.fail(refusal) }) }
             return
         }
-        if awaitsBodyStream(hop: hop, request: request, session: session) { return }
+        if streamMissing, awaitsBodyStream(hop: hop, request: request, session: session) { return }
         let cookie = Self.cookieHeader(for: request, headers: transfer.headers, session: session)
         let authorization = authorizationFields(for: request, headers: transfer.headers, session: session)
         let (libcurlAuthentication, credentials) = locked.withLock { inner in
@@ -267,7 +275,7 @@ extension SessionTask {
         HopPlan.complete(
             &transfer, cookie: cookie, authorization: authorization, libcurlAuthentication: libcurlAuthentication, validators: validators,
             isDownload: kind == .download)
-        applyClientIdentity(&transfer)
+        Self.apply(identity, to: &transfer)
         guard let transport = session.transport else {
             // libcurl could not start when the session was made.
             perform(
@@ -279,9 +287,9 @@ extension SessionTask {
             return
         }
         if prepareServerTrust(&transfer, url: url, hop: hop, session: session) { return }
-        if sendsBody(hop: hop, request: request), let stream = takeBodyStream() { transfer.body = stream }
+        if streamed != nil, sendsBody(hop: hop, request: request), let stream = takeBodyStream() { transfer.body = stream }
         let (startedAt, viaProxy) = (Date(), transfer.proxy != nil)
-        let executor: any TransferExecutor = runsOnOwnConnection(transfer, session: session) ? session.ownedTransfers : transport
+        let executor: any TransferExecutor = runsOnOwnConnection(transfer, kind: kind, taskDelegate: taskDelegate, session: session) ? session.ownedTransfers : transport
         let id = executor.start(transfer, observer: HopObserver(task: self, hop: hop))
         perform(
             locked.withLock { inner in
