@@ -62,21 +62,6 @@ extension SessionTask {
         abilities.call(method) { call(sessionDelegate) }
     }
 
-    /// Whether a delegate may want to hear `method` for this task: the
-    /// task has a delegate of its own, or the session's is not known to lack it.
-    func delegateMayHear(_ method: DelegateMethod) -> Bool {
-        locked.withLock { inner in
-            if inner.delegate != nil { return true }
-            guard let session = inner.session, session.delegate != nil else { return false }
-            return !session.delegateAbilities.lacks(method)
-        }
-    }
-
-    /// Calls a delegate method on the task's own delegate only, if it has one.
-    func callTaskDelegate(_ call: (any SessionDelegate) -> Void) {
-        if let taskDelegate = delegates.task { call(taskDelegate) }
-    }
-
     /// Calls a delegate method with an answer: the task delegate's when it
     /// implements the method, else the session delegate's; nil when neither
     /// delegate exists.

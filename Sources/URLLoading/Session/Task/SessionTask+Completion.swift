@@ -11,7 +11,16 @@ extension SessionTask {
     // MARK: Completion
 
     func complete(_ result: Result<TransferMetrics?, SessionError>) {
-        if let session = locked.withLock({ $0.becameStream ? $0.session : nil }) {
+        // What the end reads of the task and its delegates, in one turn of the lock.
+        let (streamSession, url, taskDelegate, sessionListens, metricsListeners) = locked.withLock { inner in
+            let sessionDelegate = inner.session?.delegate
+            let sessionHearsMetrics = sessionDelegate != nil && inner.session?.delegateAbilities.lacks(.didFinishCollectingMetrics) == false
+            return (
+                inner.becameStream ? inner.session : nil, inner.currentRequest?.url, inner.delegate, sessionDelegate != nil,
+                inner.delegate != nil || sessionHearsMetrics
+            )
+        }
+        if let session = streamSession {
             // The stream task has the connection; the data task hears nothing more.
             _ = locked.withLock { inner in
                 defer { inner.session = nil; inner.delegate = nil }
@@ -20,25 +29,24 @@ extension SessionTask {
             session.taskDidComplete(self)
             return
         }
-        let url = currentRequest?.url
-        // Read before the lock below (it takes the same lock).
-        let delegateSeesMetrics = delegateMayHear(.didFinishCollectingMetrics)
-        let (session, contents, metrics) = locked.withLock { inner in
+        let (session, contents, metrics, ended) = locked.withLock { inner in
             if case .failure(let error) = result {
                 inner.error = SessionError(error.code, failingURL: error.failingURL ?? url, message: error.message)
             }
             let metrics = TaskMetrics(
-                transactionMetrics: delegateSeesMetrics ? Self.resolvingResponses(inner.transactions) : inner.transactions,
+                transactionMetrics: metricsListeners ? Self.resolvingResponses(inner.transactions) : inner.transactions,
                 taskInterval: DateInterval(start: inner.started ?? Date(), end: max(Date(), inner.started ?? Date())),
                 redirectCount: inner.machine.redirects)
-            return (inner.session, inner.sink.close(), metrics)
+            return (inner.session, inner.sink.close(), metrics, inner.error)
         }
-        if case .success = result, !contents.tail.isEmpty, let session, hasDelegate {
+        if case .success = result, !contents.tail.isEmpty, let session, taskDelegate != nil || sessionListens {
             deliverParts(contents.tail, session: session)
         }
-        var failure = locked.withLock { $0.error }
+        var failure = ended
         try? contents.file?.handle.close()
-        let (resume, resumeHandler) = locked.withLock { inner in (resumeData(inner, file: contents.file), inner.resumeDataHandler) }
+        let (resume, resumeHandler, sink, ledKey) = locked.withLock { inner in
+            (resumeData(inner, file: contents.file), inner.resumeDataHandler, inner.sink, inner.machine.endLead())
+        }
         if let resume, let sessionFailure = failure, resumeHandler == nil {
             var carrying = sessionFailure
             carrying.resumeData = resume.encoded()
@@ -49,7 +57,6 @@ extension SessionTask {
         let error: (any Error)? = failure?.urlError
         if let resumeHandler { resumeHandler(resume?.encoded()) }
         guard let session else { return }
-        let sink = locked.withLock { $0.sink }
         // A file that resume data points to stays; every other goes when the task is done.
         let ending = SinkEnding(task: self, session: session, error: error, keepsFile: resume != nil, metrics: metrics)
         let buffer = contents.body
@@ -57,7 +64,7 @@ extension SessionTask {
             sink.end(contents, ending)
             if sink.deliversToHandler {
                 // The handler had the end; only a task's own delegate hears it too.
-                self.callTaskDelegate { $0.urlSession(session, task: self, didCompleteWithError: error) }
+                taskDelegate?.urlSession(session, task: self, didCompleteWithError: error)
             } else {
                 self.callDelegate(.didCompleteWithError) { $0.urlSession(session, task: self, didCompleteWithError: error) }
             }
@@ -67,16 +74,15 @@ extension SessionTask {
             }
             session.taskDidComplete(self)
         }
-        let ledKey = locked.withLock { $0.machine.endLead() }
         // The end runs off the transport's thread and never inside resume():
         // on the Swift task awaiting this one (the async APIs), else on the
         // task's own delegate context. Cache writes go with it. A delegate
         // known to lack every method the end calls is as none.
         // (A job still queued for the delegate must not be overtaken.)
+        let hearsCompletion = taskDelegate != nil || (sessionListens && !session.delegateAbilities.lacks(.didCompleteWithError))
         let endsWithDelegate =
-            hasDelegate
-            && (sink.asksDelegate || delegateMayHear(.didFinishCollectingMetrics)
-                || (!sink.deliversToHandler && delegateMayHear(.didCompleteWithError)) || !events.isIdle)
+            (taskDelegate != nil || sessionListens)
+            && (sink.asksDelegate || metricsListeners || (!sink.deliversToHandler && hearsCompletion) || !events.isIdle)
         if !endsWithDelegate {
             let end: @Sendable () -> Void = { [self] in
                 if error == nil { _ = self.updateCache(session: session, body: buffer) }

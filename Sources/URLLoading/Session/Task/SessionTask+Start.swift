@@ -80,14 +80,14 @@ extension SessionTask {
     /// read, so a large entry never sits in memory whole; other deliveries
     /// (completion handlers, byte streams) take the body whole.
     func respondWithoutNetwork(_ response: HTTPURLResponse, body: ServedBody) {
-        locked.withLock { inner in
+        let (session, streams) = locked.withLock { inner in
             inner.response = response
             inner.bytesReceived = Int64(body.count)
             inner.bytesExpectedToReceive = Int64(body.count)
             inner.updateProgress()
+            return (inner.session, inner.sink.streamsServedBody)
         }
         guard let session else { return }
-        let streams = locked.withLock { $0.sink.streamsServedBody }
         var data = Data()
         switch body {
         case .inline(let inline): data = inline
@@ -100,9 +100,15 @@ extension SessionTask {
             }
         case .file: break
         }
-        switch locked.withLock({ $0.sink.serve(response, data) }) {
+        // A body the sink takes at once ends the task in the same turn of the lock.
+        let (step, actions) = locked.withLock { inner -> (ServeStep, [StateMachine.Action]) in
+            let step = inner.sink.serve(response, data)
+            guard case .finish = step else { return (step, []) }
+            return (step, inner.machine.finishWithoutTransfer(.success(nil)))
+        }
+        switch step {
         case .finish:
-            perform(locked.withLock { $0.machine.finishWithoutTransfer(.success(nil)) })
+            perform(actions)
         case .askDelegate:
             events.enqueue { [self, data] in
                 let disposition = await self.askDelegate { await $0.urlSession(session, dataTask: self, didReceive: response) } ?? .allow
