@@ -88,6 +88,21 @@ final class ScriptedExecutor: TransferExecutor {
             end(.success(metrics))
         }
 
+        /// Plays the successful end unless the engine's cancel ended the
+        /// transfer first: after a head the engine answers without the body
+        /// (a 304 it merges, a redirect), the end and the cancel race on the
+        /// wire, and either may arrive first.
+        func finishUnlessCancelled() {
+            executor.queue.sync {
+                guard executor.isRunning(id) else { return }
+                executor.state.withLock { $0.transfers[id]?.ended = true }
+                var metrics = TransferMetrics()
+                metrics.httpVersion = "HTTP/1.1"
+                metrics.endDate = Date()
+                observer.transferDidComplete(.success(metrics))
+            }
+        }
+
         /// Plays the transfer's failure.
         func fail(_ error: TransferError) {
             end(.failure(error))
