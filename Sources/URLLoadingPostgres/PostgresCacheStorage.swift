@@ -34,6 +34,7 @@ final class PostgresCacheStorage: CacheStorage, Sendable {
         state = Lock(max(0, capacity))
         fleet = try PostgresFleetLocks(database: database, waitBound: fleetWaitBound)
         listener = try database.openStore("cache", migrations: PostgresSchema.cache, channel: PostgresListener.cacheChannel)
+        ledger.writes { [weak self] in self?.flushTouches() }
     }
 
     deinit {

@@ -1,9 +1,16 @@
+import Dispatch
+import Foundation
 import Locking
 import Synchronization
 
 /// What a persistent tier gathers between writes (both storages keep one):
 /// LRU touches, written in batches, and counter increments for `cachetool
 /// stats`. A hit then costs a read, not a write transaction.
+///
+/// What is gathered reaches the store without the owner calling `flush()`:
+/// a full batch at once, anything else within `writeDelay` of its first
+/// item, and whatever is left when the process exits normally (`exit` or a
+/// return from `main`), so a short-lived program's uses are counted too.
 package final class CacheLedger: Sendable {
     /// Touches gathered before one write.
     package static let touchBatch = 256
@@ -17,7 +24,17 @@ package final class CacheLedger: Sendable {
         var counters: [String: Int] = [:]
     }
 
+    /// How long gathered items may wait for a write when no batch fills:
+    /// one write per this much time at most, for a cache used now and then.
+    package static let writeDelaySeconds = 30
+    private static let writeDelay = DispatchTimeInterval.seconds(writeDelaySeconds)
+
     private let state = Lock(State())
+    /// Whether a delayed write is scheduled; set by the first item gathered
+    /// after a write, so a busy cache schedules one write per delay.
+    private let scheduled = Atomic<Bool>(false)
+    /// The owner's write, set once the owner is whole.
+    private let writer = Lock<(@Sendable () -> Void)?>(nil)
     /// The counters of every lookup, kept without the lock: a memory hit
     /// of a cache with a disk tier took 0.33–0.52 µs with a lock and a
     /// dictionary update for its count, 0.29–0.34 µs without.
@@ -26,12 +43,62 @@ package final class CacheLedger: Sendable {
 
     package init() {}
 
+    /// Names the owner's write, used for delayed writes and at exit. The
+    /// closure holds its owner weakly: the ledger never keeps a store open.
+    package func writes(with write: @escaping @Sendable () -> Void) {
+        writer.withLock { $0 = write }
+        Self.live.withLock { live in
+            live.removeAll { $0.ledger == nil }
+            live.append(WeakLedger(ledger: self))
+        }
+        _ = Self.exitHook
+    }
+
+    /// Something was gathered: the first item after a write schedules one.
+    private func gathered() {
+        guard !scheduled.load(ordering: .relaxed),
+            scheduled.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged
+        else { return }
+        DispatchQueue.global(qos: .utility).asyncAfter(deadline: .now() + Self.writeDelay) { [weak self] in
+            guard let self else { return }
+            self.scheduled.store(false, ordering: .releasing)
+            self.writeNow()
+        }
+    }
+
+    /// Runs the owner's write now (nothing when it has none or is gone).
+    private func writeNow() {
+        writer.withLock { $0 }?()
+    }
+
+    // MARK: At exit
+
+    private struct WeakLedger: Sendable {
+        weak var ledger: CacheLedger?
+    }
+
+    /// The ledgers of live stores, for the write at exit.
+    private static let live = Lock<[WeakLedger]>([])
+
+    /// Registers the write at exit, once per process.
+    private static let exitHook: Void = {
+        atexit { CacheLedger.writeAllAtExit() }
+    }()
+
+    /// Writes what every live ledger gathered. Each write is bounded by its
+    /// store's busy timeout, as any write is.
+    private static func writeAllAtExit() {
+        let ledgers = live.withLock { live in live.compactMap(\.ledger) }
+        for ledger in ledgers { ledger.writeNow() }
+    }
     /// Notes the rows used at `now`; true when a batch is full and should be written.
     package func touch(_ ids: [Int64], at now: Double) -> Bool {
-        state.withLock { state in
+        let full = state.withLock { state in
             for id in ids { state.touches[id] = now }
             return state.touches.count >= Self.touchBatch
         }
+        if !full { gathered() }
+        return full
     }
 
     /// The touches gathered, now taken.
@@ -49,6 +116,7 @@ package final class CacheLedger: Sendable {
         case "misses": misses.add(1, ordering: .relaxed)
         default: state.withLock { $0.counters[counter, default: 0] += 1 }
         }
+        gathered()
     }
 
     /// The counter increments gathered, now taken.

@@ -77,6 +77,7 @@ final class DiskTier: Sendable {
             throw StoreError.fileSystem("cannot create the body folder", error, path: bodiesDirectory.path)
         }
         cleanUpPendingFiles()
+        ledger.writes { [weak self] in self?.flushTouches() }
     }
 
     deinit {

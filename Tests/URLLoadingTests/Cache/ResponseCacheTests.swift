@@ -72,6 +72,21 @@ import TestSupport
         #expect(reopened.cachedResponse(for: request)?.response === fromDisk.response)
     }
 
+    @Test("A cache used now and then writes its hit counter within the write delay, with no flush() and no full batch")
+    func countersWrittenWithoutFlush() async throws {
+        let folder = TemporaryDirectory()
+        let cache = try ResponseCache.open(memoryCapacity: 1 << 20, diskCapacity: 1 << 20, directory: folder.url)
+        cache.store(Self.stored("https://example.com/counted", body: Data("c".utf8)))
+        let request = URLRequest(url: try #require(URL(string: "https://example.com/counted")))
+        #expect(cache.cachedResponse(for: request) != nil)
+        #expect(try CacheMaintenance.stats(in: folder.url).counters["hits"] == nil, "a hit is not a write of its own")
+        let written = await eventually(within: .seconds(Int64(CacheLedger.writeDelaySeconds) * 3)) {
+            (try? CacheMaintenance.stats(in: folder.url).counters["hits"]) == 1
+        }
+        #expect(written, "the hit was not written within the delay")
+        withExtendedLifetime(cache) {}
+    }
+
     @Test("C2: entries survive a restart, large bodies included, with exact usage", arguments: CacheBackend.allCases)
     func survivesRestart(_ backend: CacheBackend) throws {
         let place = try backend.place()

@@ -5,22 +5,28 @@ import FoundationNetworking
 import Locking
 import Testing
 import TestSupport
-@testable import URLLoading
+@_spi(Tools) @testable import URLLoading
 
 /// Apple's session shapes that ported code relies on: the
 /// non-throwing initializer with a delegate queue, the shared session,
 /// a session's description.
 @Suite(.timeLimit(.minutes(Sanitizer.minutes(1)))) struct SessionAPITests {
+    /// Runs the helper's `shared-session` on `origin`'s `/s` in a child
+    /// whose default stores' XDG folders are in `folder`.
+    static func sharedSession(_ origin: TestOrigin, storesIn folder: TemporaryDirectory) async throws -> ChildProcess.Result {
+        var environment = ProcessInfo.processInfo.environment
+        environment["XDG_DATA_HOME"] = folder.path("data")
+        environment["XDG_CACHE_HOME"] = folder.path("cache")
+        return try await ChildProcess.run(ChildProcess.helper, ["shared-session", origin.url("/s").absoluteString], environment: environment)
+    }
+
     @Test("Session.shared is one object, fetches with the default configuration, ignores invalidation, and uses the shared stores")
     func sharedSession() async throws {
         let origin = try await TestOrigin.start()
         origin.route("/s", response: ScriptedResponse(headers: [HeaderField("Set-Cookie", "k=v; Max-Age=600")], body: "shared"))
         // In a child whose default stores live in a temporary folder.
         let folder = TemporaryDirectory()
-        var environment = ProcessInfo.processInfo.environment
-        environment["XDG_DATA_HOME"] = folder.path("data")
-        environment["XDG_CACHE_HOME"] = folder.path("cache")
-        let result = try await ChildProcess.run(ChildProcess.helper, ["shared-session", origin.url("/s").absoluteString], environment: environment)
+        let result = try await Self.sharedSession(origin, storesIn: folder)
         #expect(result.status == 0 && result.standardOutput.contains("shared shared"), "\(result.standardError)")
         #expect(result.standardOutput.contains("cookies k=v"))
         #expect(!result.standardOutput.contains("startup error"), "\(result.standardOutput)")
@@ -35,6 +41,24 @@ import TestSupport
         try await origin.shutdown()
     }
 
+    @Test("A program that exits without flush() leaves its cache's hit and miss counters on disk for cachetool stats")
+    func countersWrittenAtExit() async throws {
+        let origin = try await TestOrigin.start()
+        origin.route("/s", response: ScriptedResponse(headers: [HeaderField("Cache-Control", "max-age=600")], body: "shared"))
+        let folder = TemporaryDirectory()
+        // Two processes: the first misses and stores, the second hits; neither flushes.
+        for _ in 0..<2 {
+            let result = try await Self.sharedSession(origin, storesIn: folder)
+            #expect(result.status == 0 && result.standardOutput.contains("shared shared"), "\(result.standardError)")
+        }
+        let cache = URL(fileURLWithPath: folder.path("cache")).appendingPathComponent(ChildProcess.helper.lastPathComponent)
+        let stats = try CacheMaintenance.stats(in: cache)
+        #expect(stats.counters["misses"] == 1, "\(stats.counters)")
+        #expect(stats.counters["hits"] == 1, "\(stats.counters)")
+        #expect(origin.requests(to: "/s").count == 1, "the second process was answered by the cache")
+        try await origin.shutdown()
+    }
+
     @Test("Shared stores whose folder cannot be made keep memory only, say why in startupError, and the shared session still works")
     func sharedStoresFallBackToMemory() async throws {
         let origin = try await TestOrigin.start()
@@ -43,10 +67,7 @@ import TestSupport
         // XDG folders that are files: no store can be created under them.
         try Data().write(to: URL(fileURLWithPath: folder.path("data")))
         try Data().write(to: URL(fileURLWithPath: folder.path("cache")))
-        var environment = ProcessInfo.processInfo.environment
-        environment["XDG_DATA_HOME"] = folder.path("data")
-        environment["XDG_CACHE_HOME"] = folder.path("cache")
-        let result = try await ChildProcess.run(ChildProcess.helper, ["shared-session", origin.url("/s").absoluteString], environment: environment)
+        let result = try await Self.sharedSession(origin, storesIn: folder)
         #expect(result.status == 0 && result.standardOutput.contains("shared shared"), "\(result.standardError)")
         #expect(result.standardOutput.contains("cookies k=v"), "cookies are kept in memory")
         #expect(result.standardOutput.contains("stores memory memory"))
