@@ -179,7 +179,7 @@ let package = Package(
             swiftSettings: strictSwift
         ),
 
-        // Turns URLSession code into ours by README's porting table.
+        // Turns URLSession code into ours by the porting article's table.
         .executableTarget(
             name: "port-urlsession",
             swiftSettings: strictSwift

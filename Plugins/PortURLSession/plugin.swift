@@ -3,13 +3,14 @@ import PackagePlugin
 
 /// Ports the target's `URLSessionSources/*.swift` (code written with Apple's
 /// names) into the target's sources with `port-urlsession`, which applies
-/// README's porting table and nothing else.
+/// the porting table of the DocC article "Porting from URLSession" and
+/// nothing else.
 @main
 struct PortURLSession: BuildToolPlugin {
     func createBuildCommands(context: PluginContext, target: any Target) async throws -> [Command] {
         guard let target = target as? SourceModuleTarget else { return [] }
         let tool = try context.tool(named: "port-urlsession")
-        let readme = context.package.directoryURL.appendingPathComponent("README.md")
+        let table = context.package.directoryURL.appendingPathComponent("Sources/URLLoading/URLLoading.docc/PortingFromURLSession.md")
         let folder = target.directoryURL.appendingPathComponent("URLSessionSources")
         let inputs = try FileManager.default.contentsOfDirectory(atPath: folder.path)
             .filter { $0.hasSuffix(".swift") }
@@ -19,10 +20,10 @@ struct PortURLSession: BuildToolPlugin {
             let input = folder.appendingPathComponent(name)
             let output = outputFolder.appendingPathComponent(name)
             return .buildCommand(
-                displayName: "Porting \(name) by README's table",
+                displayName: "Porting \(name) by the porting article's table",
                 executable: tool.url,
-                arguments: [readme.path, input.path, output.path],
-                inputFiles: [readme, input],
+                arguments: [table.path, input.path, output.path],
+                inputFiles: [table, input],
                 outputFiles: [output])
         }
     }

@@ -16,7 +16,7 @@ struct CacheTool: AsyncParsableCommand {
             Without --app the identifier is "\(StoreOptions.defaultApplicationIdentifier)": \
             the cache in \(StoreOptions.defaultLocations.cacheDirectory.path)/ and the cookies \
             and credentials in \(StoreOptions.defaultLocations.dataDirectory.path)/. Every reading \
-            command takes --json (shapes in README.md). Cookie values and passwords are never printed.
+            command takes --json (shapes in the DocC article "Inspecting the stores with cachetool"). Cookie values and passwords are never printed.
 
             Exit codes: 0 success; 1 failure; 2 usage error; 3 store not found; \
             4 store locked by another process; 5 store damaged or written by a newer version.
@@ -96,7 +96,7 @@ struct StoreOptions: ParsableArguments {
     }
 }
 
-/// Exit codes, as documented in `--help` and README.
+/// Exit codes, as documented in `--help` and the cachetool article.
 enum ExitStatus {
     static let failure: Int32 = 1
     static let usage: Int32 = 2
@@ -133,7 +133,7 @@ func reportingStoreErrorsAsync(_ body: () async throws -> Void) async throws {
     }
 }
 
-/// Says what went wrong on standard error; the exit code the README documents.
+/// Says what went wrong on standard error; the exit code `--help` documents.
 private func storeErrorExit(_ error: StoreError) -> ExitCode {
     FileHandle.standardError.write(Data("cachetool: \(describe(error))\n".utf8))
     return ExitCode(ExitStatus.code(for: error))

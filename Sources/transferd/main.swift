@@ -8,7 +8,7 @@ import URLLoading
 
 /// transferd: carries out the background sessions' transfers of one user.
 /// Apps start it on demand; `systemd --user` can start it on
-/// its socket instead (README, "Background sessions").
+/// its socket instead (the DocC article "Background sessions").
 @main
 struct TransferdCommand: ParsableCommand {
     static let configuration = CommandConfiguration(

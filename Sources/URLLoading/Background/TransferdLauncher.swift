@@ -19,7 +19,8 @@ enum TransferdLauncher {
     private static func start(_ paths: BackgroundPaths) throws(BackgroundWireError) {
         guard let executable = BackgroundPaths.transferdExecutable() else {
             throw BackgroundWireError(
-                "transferd was not found beside this program nor on PATH: install it (README, \"Background sessions\") or set URLLOADING_TRANSFERD")
+                "transferd was not found beside this program nor on PATH: install it (swift build -c release --product transferd; "
+                    + "see the DocC article \"Background sessions\") or set URLLOADING_TRANSFERD")
         }
         try paths.prepareState()
         var ends: [Int32] = [0, 0]

@@ -22,8 +22,10 @@ public final class ArchivedCredential: NSObject, NSSecureCoding, Sendable {
     private let includesSecret: Bool
 
     /// Wraps `credential` for an archiver.
-    /// - Parameter includingSecret: Archive the password or passphrase
-    ///   whatever the persistence (a `.permanent` credential's always is).
+    /// - Parameters:
+    ///   - credential: The credential to archive.
+    ///   - includingSecret: Archive the password or passphrase whatever the
+    ///     persistence (a `.permanent` credential's always is).
     public init(_ credential: Credential, includingSecret: Bool = false) {
         self.credential = credential
         self.includesSecret = includingSecret || credential.persistence == .permanent

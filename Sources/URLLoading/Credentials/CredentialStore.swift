@@ -96,9 +96,12 @@ public final class CredentialStore: Sendable, CustomStringConvertible {
 
     /// Opens the store kept in `directory`, in the keyring or the file (created as needed).
     ///
-    /// - Parameter backend: `.automatic` (the default) follows
-    ///   `URLLOADING_CREDENTIALS`, else chooses as the type says; `.file`
-    ///   and `.keyring` force one.
+    /// - Parameters:
+    ///   - directory: The folder of the store's file, and the store's name
+    ///     in the keyring.
+    ///   - backend: `.automatic` (the default) follows
+    ///     `URLLOADING_CREDENTIALS`, else chooses as the type says; `.file`
+    ///     and `.keyring` force one.
     /// - Throws: `StoreError` (`.insecurePermissions` when others can read
     ///   the file, `.keyring` when the keyring was asked for and is not
     ///   there or fails, `.configuration` for an unknown

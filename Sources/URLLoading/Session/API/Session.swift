@@ -100,7 +100,7 @@ public final class Session: Sendable, CustomStringConvertible {
     ///   - delegate: Receives the session's events; kept until invalidation.
     ///   - delegateQueue: Accepted for source compatibility and not used:
     ///     calls arrive on the session's own serial contexts, in order per
-    ///     task (README, "Threads").
+    ///     task (the DocC article "Threads and delegate calls").
     public convenience init(
         configuration: SessionConfiguration = .default, delegate: (any SessionDelegate)? = nil, delegateQueue: OperationQueue? = nil
     ) {

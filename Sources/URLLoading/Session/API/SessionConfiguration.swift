@@ -60,7 +60,7 @@ public final class SessionConfiguration: Sendable, CustomStringConvertible {
     /// its download tasks and upload tasks from files are carried out by
     /// `transferd`, the user's transfer process, and go on when the app
     /// exits or dies; a session made again with the identifier receives
-    /// their events (README, "Background sessions").
+    /// their events (the DocC article "Background sessions").
     ///
     /// - Parameter identifier: Names the session; one live session per identifier.
     public static func background(withIdentifier identifier: String) -> SessionConfiguration {

@@ -5,7 +5,7 @@ import FoundationNetworking
 
 extension SessionError.Code {
     /// Apple's code for this failure. Ours that Apple lacks map to the
-    /// nearest (README, "Errors").
+    /// nearest; the error's `sessionError` keeps ours.
     var urlErrorCode: URLError.Code {
         switch self {
         case .cancelled, .sessionInvalidated: .cancelled
