@@ -83,6 +83,7 @@ let package = Package(
                 .embedInCode("0001_cache_create.sql"),
                 .embedInCode("0002_cache_lru_by_id.sql"),
                 .embedInCode("0001_cookies_create.sql"),
+                .embedInCode("0002_cookies_rfc2965.sql"),
                 .embedInCode("0001_credentials_create.sql"),
                 .embedInCode("0001_transfers_create.sql"),
                 .embedInCode("0002_transfers_launches.sql"),

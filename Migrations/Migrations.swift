@@ -13,7 +13,8 @@ package enum Schema {
 
     /// The persistent cookie store.
     package static let cookies: [Migration] = [
-        Migration(version: 1, name: "cookies_create", sql: text(PackageResources._001_cookies_create_sql))
+        Migration(version: 1, name: "cookies_create", sql: text(PackageResources._001_cookies_create_sql)),
+        Migration(version: 2, name: "cookies_rfc2965", sql: text(PackageResources._002_cookies_rfc2965_sql)),
     ]
 
     /// The persistent credential store.

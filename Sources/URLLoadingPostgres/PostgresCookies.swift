@@ -16,7 +16,8 @@ final class PostgresCookies: CookiePersistence {
     private let database: PostgresDatabase
     let listener: PostgresListener
     private let logger = Logger(label: "urlloading.cookies")
-    private static let columns = "name, value, domain, host_only, path, expires, created, last_access, secure, http_only, same_site"
+    private static let columns =
+        "name, value, domain, host_only, path, expires, created, last_access, secure, http_only, same_site, version, comment, comment_url, ports"
     private static let keyMatch = "name = $1 AND domain = $2 AND host_only = $3 AND path = $4"
 
     init(database: PostgresDatabase) throws(StoreError) {
@@ -40,6 +41,7 @@ final class PostgresCookies: CookiePersistence {
             creationDate: Date(timeIntervalSince1970: row.double(6) ?? 0), isSecure: row.bool(8) ?? true, isHTTPOnly: row.bool(9) ?? true,
             sameSite: Cookie.SameSite(rawValue: row.text(10) ?? "") ?? .unspecified)
         cookie.lastAccessDate = Date(timeIntervalSince1970: row.double(7) ?? 0)
+        cookie.readRFC2965(version: row.int64(11), comment: row.text(12), commentURL: row.text(13), ports: row.text(14))
         return cookie
     }
 
@@ -56,16 +58,18 @@ final class PostgresCookies: CookiePersistence {
                     if let cookie {
                         try connection.run(
                             """
-                            INSERT INTO urlloading_cookies(\(Self.columns)) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+                            INSERT INTO urlloading_cookies(\(Self.columns)) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)
                             ON CONFLICT (name, domain, host_only, path) DO UPDATE SET value = EXCLUDED.value, expires = EXCLUDED.expires,
                                 created = EXCLUDED.created, last_access = EXCLUDED.last_access, secure = EXCLUDED.secure,
-                                http_only = EXCLUDED.http_only, same_site = EXCLUDED.same_site
+                                http_only = EXCLUDED.http_only, same_site = EXCLUDED.same_site, version = EXCLUDED.version,
+                                comment = EXCLUDED.comment, comment_url = EXCLUDED.comment_url, ports = EXCLUDED.ports
                             """,
                             [
                                 .text(cookie.name), .text(cookie.value), .text(cookie.canonicalDomain), .bool(cookie.isHostOnly), .text(cookie.path),
                                 cookie.expiresDate.map { .double($0.timeIntervalSince1970) } ?? .null, .double(cookie.creationDate.timeIntervalSince1970),
                                 .double(cookie.lastAccessDate.timeIntervalSince1970), .bool(cookie.isSecure), .bool(cookie.isHTTPOnly),
-                                .text(cookie.sameSite.rawValue),
+                                .text(cookie.sameSite.rawValue), .int(Int64(cookie.version)), cookie.comment.map { .text($0) } ?? .null,
+                                cookie.commentURL.map { .text($0.absoluteString) } ?? .null, cookie.portListText.map { .text($0) } ?? .null,
                             ])
                     } else {
                         try connection.run("DELETE FROM urlloading_cookies WHERE \(Self.keyMatch)", Self.keyValues(key))

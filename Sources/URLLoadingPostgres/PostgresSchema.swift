@@ -78,7 +78,16 @@ enum PostgresSchema {
                     same_site TEXT NOT NULL,
                     PRIMARY KEY (name, domain, host_only, path)
                 );
-                """)
+                """),
+        // What Apple's HTTPCookie keeps from RFC 2965 properties: the
+        // version, the comment and its URL, the ports (comma-separated; NULL
+        // for any port).
+        Migration(
+            version: 2, name: "cookies_rfc2965",
+            sql: """
+                ALTER TABLE urlloading_cookies ADD COLUMN version INTEGER NOT NULL DEFAULT 0,
+                    ADD COLUMN comment TEXT, ADD COLUMN comment_url TEXT, ADD COLUMN ports TEXT;
+                """),
     ]
 
     /// Credentials: one row per protection space and user, as in the SQLite

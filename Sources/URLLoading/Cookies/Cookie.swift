@@ -53,6 +53,50 @@ public struct Cookie: Sendable, Hashable, CustomStringConvertible {
     public var isHTTPOnly: Bool
     /// The SameSite attribute.
     public var sameSite: SameSite
+    /// The cookie's version, as Apple's `HTTPCookie` keeps it: 0 for a
+    /// Netscape or RFC 6265 cookie, 1 for one made from RFC 2965 properties.
+    public var version: Int = 0
+    /// The RFC 2965 comment for the user, when the cookie's properties gave one.
+    public var comment: String?
+    /// The RFC 2965 comment URL, when the cookie's properties gave one.
+    public var commentURL: URL?
+    /// The ports the cookie may be sent to; nil for any port. Set from the
+    /// RFC 2965 `Port` property (`HTTPCookiePropertyKey.port`, "80,8080").
+    package var ports: [Int]?
+
+    /// The ports the cookie is sent to, as Apple's `portList`; nil for any
+    /// port. A request to another port (its URL's, or the scheme's default)
+    /// does not get the cookie.
+    public var portList: [NSNumber]? {
+        get { ports.map { $0.map { NSNumber(value: $0) } } }
+        set { ports = newValue.map { $0.map(\.intValue).filter(Self.isPort) } }
+    }
+
+    /// Whether `number` can be a TCP port of a URL.
+    static func isPort(_ number: Int) -> Bool { (1...65535).contains(number) }
+
+    /// The ports of a comma-separated list ("80, 8080"); numbers outside
+    /// 1...65535 and other text are left out, so a list of nothing valid
+    /// lets the cookie go to no port rather than to every one.
+    package static func ports(fromList text: String) -> [Int] {
+        text.split(separator: ",").compactMap { Int($0.trimmingCharacters(in: .whitespaces)) }.filter(isPort)
+    }
+
+    /// The port list as the `Port` property spells it.
+    package var portListText: String? { ports.map { $0.map(String.init).joined(separator: ",") } }
+
+    /// Sets the RFC 2965 attributes from a store's row, each checked: a
+    /// version other than 1 is 0, a comment URL that does not parse is
+    /// none, and the ports are read as `ports(fromList:)` reads them.
+    package mutating func readRFC2965(version: Int64?, comment: String?, commentURL: String?, ports: String?) {
+        self.version = version == 1 ? 1 : 0
+        self.comment = comment
+        self.commentURL = commentURL.flatMap(URL.init(string:))
+        self.ports = ports.map(Self.ports(fromList:))
+    }
+
+    /// Whether the cookie may be sent to `port`.
+    func allowsPort(_ port: Int) -> Bool { ports.map { $0.contains(port) } ?? true }
 
     /// A cookie with the given attributes. A `domain` given with a leading
     /// dot is stored without it and is not host-only unless you say so.
@@ -120,6 +164,7 @@ public struct Cookie: Sendable, Hashable, CustomStringConvertible {
         if isSecure { text += "; Secure" }
         if isHTTPOnly { text += "; HttpOnly" }
         if sameSite != .unspecified { text += "; SameSite=\(sameSite.rawValue)" }
+        if let portListText { text += "; Port=\(portListText)" }
         return text + ")"
     }
 
@@ -129,6 +174,7 @@ public struct Cookie: Sendable, Hashable, CustomStringConvertible {
     public static func == (a: Cookie, b: Cookie) -> Bool {
         a.name == b.name && a.value == b.value && a.canonicalDomain == b.canonicalDomain && a.isHostOnly == b.isHostOnly && a.path == b.path
             && a.expiresDate == b.expiresDate && a.isSecure == b.isSecure && a.isHTTPOnly == b.isHTTPOnly && a.sameSite == b.sameSite
+            && a.version == b.version && a.comment == b.comment && a.commentURL == b.commentURL && a.ports == b.ports
     }
 
     /// Hashes what `==` compares.
@@ -142,6 +188,10 @@ public struct Cookie: Sendable, Hashable, CustomStringConvertible {
         hasher.combine(isSecure)
         hasher.combine(isHTTPOnly)
         hasher.combine(sameSite)
+        hasher.combine(version)
+        hasher.combine(comment)
+        hasher.combine(commentURL)
+        hasher.combine(ports)
     }
 
     func isExpired(at now: Date) -> Bool {

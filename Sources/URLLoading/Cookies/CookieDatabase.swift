@@ -16,7 +16,8 @@ final class CookieDatabase: Sendable {
         database = try Database(path: path, migrations: Schema.cookies, options: options)
     }
 
-    private static let columns = "name, value, domain, host_only, path, expires, created, last_access, secure, http_only, same_site"
+    private static let columns =
+        "name, value, domain, host_only, path, expires, created, last_access, secure, http_only, same_site, version, comment, comment_url, ports"
 
     /// Every cookie that is still valid, after deleting expired ones and,
     /// unless kept, session cookies (a new process starts a new session).
@@ -33,6 +34,7 @@ final class CookieDatabase: Sendable {
                     isSecure: row.int64(8) != 0, isHTTPOnly: row.int64(9) != 0,
                     sameSite: Cookie.SameSite(rawValue: row.text(10) ?? "") ?? .unspecified)
                 cookie.lastAccessDate = Date(timeIntervalSince1970: row.double(7))
+                cookie.readRFC2965(version: row.int64(11), comment: row.text(12), commentURL: row.text(13), ports: row.text(14))
                 return cookie
             }
         }
@@ -43,7 +45,7 @@ final class CookieDatabase: Sendable {
         try database.write { (connection: Connection) throws(SQLiteError) in
             let upsert = try connection.cachedStatement(
                 """
-                INSERT OR REPLACE INTO cookies(\(Self.columns)) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                INSERT OR REPLACE INTO cookies(\(Self.columns)) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 """)
             let delete = try connection.cachedStatement(
                 "DELETE FROM cookies WHERE name = ? AND domain = ? AND host_only = ? AND path = ?")
@@ -57,6 +59,8 @@ final class CookieDatabase: Sendable {
                         .text(cookie.path), cookie.expiresDate.map { .real($0.timeIntervalSince1970) } ?? .null,
                         .real(cookie.creationDate.timeIntervalSince1970), .real(cookie.lastAccessDate.timeIntervalSince1970),
                         .integer(cookie.isSecure ? 1 : 0), .integer(cookie.isHTTPOnly ? 1 : 0), .text(cookie.sameSite.rawValue),
+                        .integer(Int64(cookie.version)), cookie.comment.map { .text($0) } ?? .null,
+                        cookie.commentURL.map { .text($0.absoluteString) } ?? .null, cookie.portListText.map { .text($0) } ?? .null,
                     ])
                     try upsert.run()
                 } else {

@@ -353,7 +353,8 @@ struct CookieJar: Sendable {
             guard cookie.isHostOnly ? host == cookie.canonicalDomain : Self.domainMatches(host, cookie.canonicalDomain, hostIsIPAddress: hostIsIPAddress),
                 Self.pathMatches(path, cookie.path),
                 !cookie.isSecure || secure,
-                site == .sameSite || cookie.sameSite == .none || cookie.sameSite == .unspecified
+                site == .sameSite || cookie.sameSite == .none || cookie.sameSite == .unspecified,
+                cookie.ports == nil || cookie.allowsPort(url.port ?? (secure ? 443 : 80))
             else { continue }
             matched.append(index)
         }
