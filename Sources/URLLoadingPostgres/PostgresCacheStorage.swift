@@ -123,7 +123,7 @@ final class PostgresCacheStorage: CacheStorage, Sendable {
                 requestTime: row.double(7) ?? 0, responseTime: row.double(8) ?? 0),
             body: body, storedAt: row.double(9) ?? 0,
             storagePolicy: row.int(10).flatMap(CacheStoragePolicy.init(rawValue:)) ?? .allowed,
-            userInfo: row.data(11).flatMap(FieldCoding.decodeDictionary) ?? [:])
+            userInfo: row.data(11).map(CacheUserInfo.init(stored:)) ?? .none)
     }
 
     // MARK: Writing
@@ -159,7 +159,7 @@ final class PostgresCacheStorage: CacheStorage, Sendable {
                         .bytes(FieldCoding.encode(response.entry.requestHeaders)), .bytes(body), .int(Int64(body.count)),
                         .int(Int64(cost)), .double(response.entry.requestTime), .double(response.entry.responseTime),
                         .double(response.storedAt), .double(now), .int(Int64(response.storagePolicy.rawValue)),
-                        response.userInfo.isEmpty ? .null : .bytes(FieldCoding.encode(response.userInfo)),
+                        response.userInfo.isEmpty ? .null : .bytes(response.userInfo.encoded),
                     ])
                 try Self.evict(connection, capacity: capacity, keeping: inserted)
                 try self.announce(.key(response.key), connection)

@@ -209,7 +209,7 @@ extension CacheTool {
                     storedAt: formatDate(snapshot.storedAt.timeIntervalSince1970),
                     freshnessLifetime: explanation.freshnessLifetime, freshnessSource: explanation.freshnessSource,
                     currentAge: explanation.currentAge, storagePolicy: "\(snapshot.storagePolicy)",
-                    userInfoKeys: snapshot.userInfo.keys.sorted())
+                    userInfoKeys: snapshot.userInfoKeys)
                 if let body {
                     do {
                         try snapshot.body.write(to: URL(fileURLWithPath: body))

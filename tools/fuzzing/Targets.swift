@@ -201,6 +201,13 @@ let targets: [FuzzTarget] = [
         if let dictionary = FieldCoding.decodeDictionary(data) {
             invariant(FieldCoding.decodeDictionary(FieldCoding.encode(dictionary)) == dictionary, "dictionary round trip")
         }
+        // A userInfo column: the library's encoding (after its first line) or the older string pairs.
+        for blob in [data, Data("URLLoading userInfo 1\n".utf8) + data] {
+            let userInfo = CacheUserInfo(stored: blob)
+            let again = CacheUserInfo(userInfo.dictionary)
+            invariant(again != nil, "a userInfo read from a store can be stored again")
+            invariant(again?.keys == userInfo.keys, "with the same keys")
+        }
     },
 ]
 

@@ -222,7 +222,7 @@ final class DiskTier: Sendable {
                 requestTime: row.requestTime, responseTime: row.responseTime),
             body: body, bodyFile: opened, storedAt: row.storedAt,
             storagePolicy: CacheStoragePolicy(rawValue: row.storagePolicy) ?? .allowed,
-            userInfo: row.userInfo.flatMap(FieldCoding.decodeDictionary) ?? [:])
+            userInfo: row.userInfo.map(CacheUserInfo.init(stored:)) ?? .none)
     }
 
     // MARK: Writing
@@ -265,7 +265,7 @@ final class DiskTier: Sendable {
                     .integer(Int64(response.bodyCount)), .integer(Int64(cost)),
                     .real(response.entry.requestTime), .real(response.entry.responseTime),
                     .real(response.storedAt), .real(now), .integer(Int64(response.storagePolicy.rawValue)),
-                    response.userInfo.isEmpty ? .null : .blob(FieldCoding.encode(response.userInfo)),
+                    response.userInfo.isEmpty ? .null : .blob(response.userInfo.encoded),
                 ])
             let inserted = connection.lastInsertRowID
             if let bodyFile {

@@ -34,7 +34,7 @@ final class MemoryTier: Sendable {
             if let built = handedOut.withLock({ $0 }) { return built }
             // Built outside the lock: two first hand-outs at once build two and keep the first.
             guard let http = response.httpResponse(), let data = try? response.wholeBody() else { return nil }
-            let made = CachedResponse(response: http, data: data, userInfo: response.userInfo, storagePolicy: response.storagePolicy)
+            let made = CachedResponse(response: http, data: data, storedUserInfo: response.userInfo, storagePolicy: response.storagePolicy)
             return handedOut.withLock { kept in
                 if let kept { return kept }
                 kept = made

@@ -22,15 +22,15 @@ public struct CacheEntrySnapshot: Sendable, Equatable {
     public var storedAt: Date
     /// Where the entry may be kept.
     public var storagePolicy: CacheStoragePolicy
-    /// Application data.
-    public var userInfo: [String: String]
+    /// The keys of the application's data, sorted.
+    public var userInfoKeys: [String]
 
     public static func == (a: CacheEntrySnapshot, b: CacheEntrySnapshot) -> Bool {
         a.url == b.url && a.status == b.status && a.body == b.body
             && a.responseHeaders.map { [$0.name, $0.value] } == b.responseHeaders.map { [$0.name, $0.value] }
             && a.varyRequestHeaders.map { [$0.name, $0.value] } == b.varyRequestHeaders.map { [$0.name, $0.value] }
             && a.requestTime == b.requestTime && a.responseTime == b.responseTime && a.storedAt == b.storedAt
-            && a.storagePolicy == b.storagePolicy && a.userInfo == b.userInfo
+            && a.storagePolicy == b.storagePolicy && a.userInfoKeys == b.userInfoKeys
     }
 
     init(_ stored: StoredResponse) {
@@ -44,7 +44,7 @@ public struct CacheEntrySnapshot: Sendable, Equatable {
         responseTime = Date(timeIntervalSince1970: stored.entry.responseTime)
         storedAt = Date(timeIntervalSince1970: stored.storedAt)
         storagePolicy = stored.storagePolicy
-        userInfo = stored.userInfo
+        userInfoKeys = stored.userInfo.keys
     }
 }
 
@@ -73,6 +73,6 @@ extension ResponseCache {
                 responseHeaders: HeaderFields(responseHeaders.map { HeaderFields.Field($0.name, $0.value) }),
                 requestHeaders: HeaderFields(requestHeaders.map { HeaderFields.Field($0.name, $0.value) }),
                 body: body, requestTime: now, responseTime: now, storedAt: now,
-                storagePolicy: storagePolicy, userInfo: userInfo))
+                storagePolicy: storagePolicy, userInfo: CacheUserInfo(strings: userInfo)))
     }
 }

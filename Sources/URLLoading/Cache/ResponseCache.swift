@@ -181,17 +181,14 @@ public final class ResponseCache: Sendable, CustomStringConvertible {
     /// for the same URL and Vary variant.
     public func storeCachedResponse(_ cachedResponse: CachedResponse, for request: URLRequest) {
         guard let url = request.url, let key = CachePolicy.primaryKey(url) else { return }
-        var headers = HeaderFields()
-        for (name, value) in cachedResponse.response.allHeaderFields {
-            headers.append(String(describing: name), String(describing: value))
-        }
+        let (status, headers) = cachedResponse.statusAndFields
         let now = Date().timeIntervalSince1970
         store(
             StoredResponse(
-                url: CachedURL.stored(url), key: key, status: cachedResponse.response.statusCode,
+                url: CachedURL.stored(url), key: key, status: status,
                 responseHeaders: headers, requestHeaders: HeaderFields(request.allHTTPHeaderFields ?? [:]),
                 body: cachedResponse.data, requestTime: now, responseTime: now, storedAt: now,
-                storagePolicy: cachedResponse.storagePolicy, userInfo: cachedResponse.userInfo))
+                storagePolicy: cachedResponse.storagePolicy, userInfo: cachedResponse.storedUserInfo))
     }
 
     /// Removes the stored responses (all variants) for `request`'s URL.

@@ -23,7 +23,7 @@ package struct StoredResponse: Sendable, Equatable {
     /// When the cache stored it (seconds since 1970).
     package var storedAt: Double
     package var storagePolicy: CacheStoragePolicy
-    package var userInfo: [String: String]
+    package var userInfo: CacheUserInfo
 
     /// Request fields whose values are secrets: a stored request keeps only
     /// a SHA-256 fingerprint of them, enough for Vary to compare.
@@ -43,7 +43,7 @@ package struct StoredResponse: Sendable, Equatable {
     package init(
         url: String, key: String, status: Int, responseHeaders: HeaderFields, requestHeaders: HeaderFields,
         body: Data, requestTime: Double, responseTime: Double, storedAt: Double,
-        storagePolicy: CacheStoragePolicy = .allowed, userInfo: [String: String] = [:]
+        storagePolicy: CacheStoragePolicy = .allowed, userInfo: CacheUserInfo = .none
     ) {
         let responseHeaders = CachePolicy.removingConnectionFields(responseHeaders)
         let selecting = Self.selectingFields(responseHeaders: responseHeaders, requestHeaders: requestHeaders)
@@ -62,7 +62,7 @@ package struct StoredResponse: Sendable, Equatable {
     /// Restores a stored response read from disk, fields as they were stored.
     package init(
         url: String, key: String, variant: String, entry: CachePolicy.Entry, body: Data, bodyFile: StoredBodyFile? = nil, storedAt: Double,
-        storagePolicy: CacheStoragePolicy, userInfo: [String: String]
+        storagePolicy: CacheStoragePolicy, userInfo: CacheUserInfo
     ) {
         self.url = url
         self.key = key
@@ -104,7 +104,7 @@ package struct StoredResponse: Sendable, Equatable {
         var total = bodyCount + url.utf8.count + key.utf8.count + variant.utf8.count + 64
         for field in entry.responseHeaders { total += field.name.utf8.count + field.value.utf8.count + 4 }
         for field in entry.requestHeaders { total += field.name.utf8.count + field.value.utf8.count + 4 }
-        for (name, value) in userInfo { total += name.utf8.count + value.utf8.count + 4 }
+        total += userInfo.encoded.count
         return total
     }
 

@@ -28,6 +28,22 @@ func portedStores() async throws {
     #expect(origin.requests(to: "/cached").count == 1, "the second came from the cache")
     let cached: CachedURLResponse? = cache.cachedResponse(for: request)
     #expect(cached.map { String(decoding: $0.data, as: UTF8.self) } == "cached body")
+    // A response stored by hand, with userInfo of any property-list type,
+    // read back from a new cache on the same folder (from disk).
+    let handMade = try #require(URL(string: "https://example.com/made"))
+    let response = URLResponse(url: handMade, mimeType: "text/plain", expectedContentLength: 4, textEncodingName: "utf-8")
+    let userInfo: [AnyHashable: Any] = ["count": 3, "tags": ["a", "b"], "when": Date(timeIntervalSince1970: 1)]
+    let stored = CachedURLResponse(response: response, data: Data("made".utf8), userInfo: userInfo, storagePolicy: .allowed)
+    #expect(stored.userInfo?["count"] as? Int == 3)
+    #expect(stored.isEqual(CachedURLResponse(response: response, data: Data("made".utf8), userInfo: userInfo, storagePolicy: .allowed)))
+    #expect(!stored.isEqual(CachedURLResponse(response: response, data: Data("made".utf8))))
+    cache.storeCachedResponse(stored, for: URLRequest(url: handMade))
+    let reopened = URLCache(memoryCapacity: 0, diskCapacity: 10 << 20, directory: scratch.url.appendingPathComponent("cache"))
+    let back = try #require(reopened.cachedResponse(for: URLRequest(url: handMade)))
+    #expect(back.data == Data("made".utf8) && back.response.mimeType == "text/plain" && back.storagePolicy == .allowed)
+    #expect(back.userInfo?["count"] as? Int == 3)
+    #expect(back.userInfo?["tags"] as? [String] == ["a", "b"])
+    #expect(back.userInfo?["when"] as? Date == Date(timeIntervalSince1970: 1))
 
     _ = try await session.data(from: origin.url("/login"))
     let cookies: [HTTPCookie] = session.configuration.httpCookieStorage?.cookies(for: origin.url("/")) ?? []

@@ -2,6 +2,7 @@ import Foundation
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
+import Storage
 import Testing
 import TestSupport
 @_spi(Tools) @testable import URLLoading
@@ -38,9 +39,9 @@ import TestSupport
         cache.storeCachedResponse(CachedResponse(response: response, data: Data("hello".utf8), userInfo: ["k": "v"]), for: request)
         let hit = try #require(cache.cachedResponse(for: request))
         #expect(hit.data == Data("hello".utf8))
-        #expect(hit.response.statusCode == 200)
-        #expect(hit.response.value(forHTTPHeaderField: "content-type") == "text/plain")
-        #expect(hit.userInfo == ["k": "v"])
+        #expect((hit.response as? HTTPURLResponse)?.statusCode == 200)
+        #expect((hit.response as? HTTPURLResponse)?.value(forHTTPHeaderField: "content-type") == "text/plain")
+        #expect(hit.userInfo?["k"] as? String == "v")
         #expect(cache.cachedResponse(for: URLRequest(url: try #require(URL(string: "https://example.com/a?x=2")))) == nil)
         cache.removeCachedResponse(for: request)
         #expect(cache.cachedResponse(for: request) == nil)
@@ -49,6 +50,46 @@ import TestSupport
         #expect(cache.cachedResponse(for: request) == nil)
         #expect(cache.currentDiskUsage == 0)
         #expect(cache.currentMemoryUsage == 0)
+    }
+
+    @Test("userInfo on disk: a property list comes back with its types; string pairs of an older entry still read; a crafted value is none")
+    func userInfoOnDisk() throws {
+        let folder = TemporaryDirectory()
+        let url = try #require(URL(string: "https://example.com/info"))
+        let request = URLRequest(url: url)
+        let response = try #require(HTTPURLResponse(url: url, statusCode: 200, httpVersion: "HTTP/1.1", headerFields: ["Cache-Control": "max-age=60"]))
+        do {
+            let cache = try ResponseCache.open(memoryCapacity: 0, diskCapacity: 1 << 20, directory: folder.url)
+            cache.storeCachedResponse(
+                CachedResponse(response: response, data: Data("i".utf8), userInfo: ["n": 2, "list": ["x"], "flag": true]), for: request)
+            // Not a property list: stored without it.
+            cache.storeCachedResponse(
+                CachedResponse(response: response, data: Data("o".utf8), userInfo: ["object": NSObject()]), for: URLRequest(url: url.appendingPathComponent("o")))
+        }
+        let read = try #require(try ResponseCache.open(memoryCapacity: 0, diskCapacity: 1 << 20, directory: folder.url).cachedResponse(for: request))
+        #expect(read.userInfo?["n"] as? Int == 2)
+        #expect(read.userInfo?["list"] as? [String] == ["x"])
+        #expect(read.userInfo?["flag"] as? Bool == true)
+        let other = try ResponseCache.open(memoryCapacity: 0, diskCapacity: 1 << 20, directory: folder.url)
+        #expect(other.cachedResponse(for: URLRequest(url: url.appendingPathComponent("o")))?.userInfo == nil)
+
+        let connection = try Connection(path: folder.url.appendingPathComponent(DiskTier.databaseName).path, busyTimeout: .seconds(5))
+        try connection.run("UPDATE entries SET user_info = ? WHERE url = ?", [.blob(FieldCoding.encode(["k": "v"])), .text(url.absoluteString)])
+        let older = try #require(try ResponseCache.open(memoryCapacity: 0, diskCapacity: 1 << 20, directory: folder.url).cachedResponse(for: request))
+        #expect(older.userInfo?["k"] as? String == "v")
+        let magic = Data("URLLoading userInfo 1\n".utf8)
+        let crafted = [
+            magic + Data([0x6D]) + Data(repeating: 0xFF, count: 8),  // a map whose count is more than the bytes left
+            magic + Data([0x61, 1, 0, 0, 0, 0, 0, 0, 0, 0x73]),  // not a map at the top
+            magic + Data(repeating: 0x61, count: 4096),  // nesting past any bound
+            Data("bplist00".utf8) + Data(repeating: 0xFF, count: 64),  // another format
+            Data([1, 0, 0]),  // string pairs cut short
+        ]
+        for crafted in crafted {
+            try connection.run("UPDATE entries SET user_info = ? WHERE url = ?", [.blob(crafted), .text(url.absoluteString)])
+            let hit = try ResponseCache.open(memoryCapacity: 0, diskCapacity: 1 << 20, directory: folder.url).cachedResponse(for: request)
+            #expect(hit?.data == Data("i".utf8) && hit?.userInfo == nil)
+        }
     }
 
     @Test("cachedResponse(for:) hands out one HTTPURLResponse per memory entry; a new store replaces it, a disk hit builds one")
@@ -60,15 +101,15 @@ import TestSupport
         let first = try #require(cache.cachedResponse(for: request))
         let second = try #require(cache.cachedResponse(for: request))
         #expect(first.response === second.response)
-        #expect(first.response.value(forHTTPHeaderField: "ETag") == "\"1\"")
+        #expect((first.response as? HTTPURLResponse)?.value(forHTTPHeaderField: "ETag") == "\"1\"")
         cache.store(Self.stored("https://example.com/once", body: Data("two".utf8), headers: [("Cache-Control", "max-age=60"), ("ETag", "\"2\"")]))
         let replaced = try #require(cache.cachedResponse(for: request))
         #expect(replaced.response !== first.response)
-        #expect(replaced.response.value(forHTTPHeaderField: "ETag") == "\"2\"" && replaced.data == Data("two".utf8))
+        #expect((replaced.response as? HTTPURLResponse)?.value(forHTTPHeaderField: "ETag") == "\"2\"" && replaced.data == Data("two".utf8))
         // From the disk tier in a new cache: built there, then the promoted entry's.
         let reopened = try ResponseCache.open(memoryCapacity: 1 << 20, diskCapacity: 1 << 20, directory: folder.url)
         let fromDisk = try #require(reopened.cachedResponse(for: request))
-        #expect(fromDisk.response.value(forHTTPHeaderField: "ETag") == "\"2\"" && fromDisk.data == Data("two".utf8))
+        #expect((fromDisk.response as? HTTPURLResponse)?.value(forHTTPHeaderField: "ETag") == "\"2\"" && fromDisk.data == Data("two".utf8))
         #expect(reopened.cachedResponse(for: request)?.response === fromDisk.response)
     }
 

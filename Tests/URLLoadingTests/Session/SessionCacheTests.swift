@@ -229,10 +229,8 @@ extension ScriptedResponse {
             case .proposed: return proposed
             case .none: return nil
             case .modified:
-                var changed = proposed
-                changed.data = Data("changed".utf8)
-                changed.userInfo = ["by": "delegate"]
-                return changed
+                return CachedResponse(
+                    response: proposed.response, data: Data("changed".utf8), userInfo: ["by": "delegate"], storagePolicy: proposed.storagePolicy)
             }
         }
 
@@ -269,7 +267,7 @@ extension ScriptedResponse {
         case .proposed: #expect(cached?.data == Data("original".utf8))
         case .modified:
             #expect(cached?.data == Data("changed".utf8))
-            #expect(cached?.userInfo == ["by": "delegate"])
+            #expect(cached?.userInfo?["by"] as? String == "delegate")
         case .none: #expect(cached == nil)
         }
         session.finishTasksAndInvalidate()

@@ -70,13 +70,12 @@ extension SessionTask {
         guard let decided = await askDelegate({ await $0.urlSession(session, dataTask: self, willCacheResponse: proposed) }) ?? proposed else { return }
         var stored = candidate
         if decided.response !== response {
-            var headers = HeaderFields()
-            for (name, value) in decided.response.allHeaderFields { headers.append("\(name)", "\(value)") }
-            stored.entry.status = decided.response.statusCode
+            let (status, headers) = decided.statusAndFields
+            stored.entry.status = status
             stored.entry.responseHeaders = CachePolicy.removingConnectionFields(headers)
         }
         stored.body = decided.data
-        stored.userInfo = decided.userInfo
+        stored.userInfo = decided.storedUserInfo
         stored.storagePolicy = decided.storagePolicy
         cache.store(stored, now: Date().timeIntervalSince1970)
     }
