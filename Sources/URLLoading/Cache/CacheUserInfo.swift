@@ -114,6 +114,11 @@ package struct CacheUserInfo: Sendable, Equatable {
 
     private static func encode(_ value: Any, into bytes: inout [UInt8], depth: Int) -> Bool {
         guard depth < depthLimit else { return false }
+        // An NSNumber casts to Int, Double and Bool alike on Linux: ask its
+        // class first, then the C type it holds.
+        if type(of: value) is NSNumber.Type, let number = value as? NSNumber {
+            return encode(number: number, into: &bytes)
+        }
         switch value {
         case let string as String:
             bytes.append(Tag.string.rawValue)
@@ -125,8 +130,6 @@ package struct CacheUserInfo: Sendable, Equatable {
         case let date as Date:
             bytes.append(Tag.date.rawValue)
             append(date.timeIntervalSince1970.bitPattern, to: &bytes)
-        case let number as NSNumber where !(value is Int || value is Double || value is Bool):
-            return encode(number: number, into: &bytes)
         case let boolean as Bool:
             bytes.append(Tag.boolean.rawValue)
             bytes.append(boolean ? 1 : 0)
@@ -161,6 +164,11 @@ package struct CacheUserInfo: Sendable, Equatable {
         case "f", "d":
             bytes.append(Tag.double.rawValue)
             append(number.doubleValue.bitPattern, to: &bytes)
+        case "Q", "L", "I":
+            // Unsigned: kept only where it fits a signed 64-bit integer.
+            guard let exact = Int64(exactly: number.uint64Value) else { return false }
+            bytes.append(Tag.integer.rawValue)
+            append(UInt64(bitPattern: exact), to: &bytes)
         default:
             bytes.append(Tag.integer.rawValue)
             append(UInt64(bitPattern: number.int64Value), to: &bytes)

@@ -52,6 +52,36 @@ import TestSupport
         #expect(cache.currentMemoryUsage == 0)
     }
 
+    @Test("userInfo on disk: an NSNumber comes back as the type it holds, integers not taken for Booleans")
+    func userInfoNumbersOnDisk() throws {
+        let folder = TemporaryDirectory()
+        let url = try #require(URL(string: "https://example.com/numbers"))
+        let request = URLRequest(url: url)
+        let response = try #require(HTTPURLResponse(url: url, statusCode: 200, httpVersion: "HTTP/1.1", headerFields: ["Cache-Control": "max-age=60"]))
+        let info: [AnyHashable: Any] = [
+            "three": NSNumber(value: 3), "one": NSNumber(value: 1), "half": NSNumber(value: 2.5), "yes": NSNumber(value: true),
+        ]
+        do {
+            let cache = try ResponseCache.open(memoryCapacity: 0, diskCapacity: 1 << 20, directory: folder.url)
+            cache.storeCachedResponse(CachedResponse(response: response, data: Data("n".utf8), userInfo: info), for: request)
+            // An unsigned number past Int64 is not kept wrapped: the entry is stored without it.
+            cache.storeCachedResponse(
+                CachedResponse(response: response, data: Data("h".utf8), userInfo: ["huge": NSNumber(value: UInt64.max)]),
+                for: URLRequest(url: url.appendingPathComponent("huge")))
+        }
+        let read = try #require(try ResponseCache.open(memoryCapacity: 0, diskCapacity: 1 << 20, directory: folder.url).cachedResponse(for: request))
+        let stored = try #require(read.userInfo)
+        #expect(stored["three"] as? Int == 3)
+        #expect(stored["one"] as? Int == 1)
+        #expect(!(stored["one"] is Bool))
+        #expect(stored["half"] as? Double == 2.5)
+        #expect(stored["yes"] as? Bool == true)
+        let huge = try ResponseCache.open(memoryCapacity: 0, diskCapacity: 1 << 20, directory: folder.url)
+            .cachedResponse(for: URLRequest(url: url.appendingPathComponent("huge")))
+        #expect(huge?.data == Data("h".utf8))
+        #expect(huge?.userInfo == nil)
+    }
+
     @Test("userInfo on disk: a property list comes back with its types; string pairs of an older entry still read; a crafted value is none")
     func userInfoOnDisk() throws {
         let folder = TemporaryDirectory()
