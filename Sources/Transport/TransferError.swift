@@ -78,6 +78,9 @@ package struct TransferError: Error, CustomStringConvertible, Sendable, Equatabl
         case cancelled
         case shutDown
         case other
+        /// A loader of the app's own (a `URLProtocol` class) failed with
+        /// this code of Foundation's URL loading errors.
+        case reported(code: Int)
     }
 
     /// The failure's kind (see `Failure`).

@@ -12,6 +12,8 @@ final class RecordingDelegate: SessionDelegate {
     struct Script: Sendable {
         var redirect: (@Sendable (HTTPURLResponse, URLRequest) -> URLRequest?)?
         var disposition: Session.ResponseDisposition = .allow
+        /// Cancel the task when its first data arrives.
+        var cancelsOnData = false
     }
 
     private let state = Lock<(events: [String], data: Data, script: Script, finished: CheckedContinuation<Void, Never>?, done: Bool, downloaded: Data?)>(([], Data(), Script(), nil, false, nil))
@@ -79,10 +81,12 @@ final class RecordingDelegate: SessionDelegate {
     }
 
     func urlSession(_ session: Session, dataTask: SessionTask, didReceive data: Data) {
-        state.withLock { state in
+        let cancels = state.withLock { state in
             state.data.append(data)
             if state.events.last != "data" { state.events.append("data") }
+            return state.script.cancelsOnData
         }
+        if cancels { dataTask.cancel() }
     }
 
     func urlSession(_ session: Session, downloadTask: SessionTask, didResumeAtOffset fileOffset: Int64, expectedTotalBytes: Int64) {

@@ -13,8 +13,10 @@ public enum InterceptorResult: Sendable {
     case fail(SessionError)
 }
 
-/// Serves or changes requests before the network: the role of Apple's
-/// `protocolClasses`, used by tests and for local resources.
+/// Serves or changes requests before the network: the Swift-native form of
+/// a `URLProtocol` class (`SessionConfiguration.protocolClasses`), used by
+/// tests and for local resources. Interceptors are consulted before the
+/// classes.
 public protocol Interceptor: Sendable {
     /// Decides what happens to `request`.
     func intercept(_ request: URLRequest) async -> InterceptorResult

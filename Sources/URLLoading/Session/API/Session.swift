@@ -60,6 +60,8 @@ public final class Session: Sendable, CustomStringConvertible {
     let events = DelegateQueue()
     /// Requests on connections of the session's own (`becomeStream`).
     let ownedTransfers: OwnedTransfers
+    /// Loads through the configuration's `URLProtocol` classes; nil without any.
+    let protocolTransfers: ProtocolClassTransfers?
     let state: Lock<State>
 
     struct State {
@@ -138,6 +140,7 @@ public final class Session: Sendable, CustomStringConvertible {
             }
         }
         ownedTransfers = OwnedTransfers { host, port in Self.streamEndpoint(host: host, port: port, settings: settings) }
+        protocolTransfers = settings.protocolClasses.isEmpty ? nil : ProtocolClassTransfers(classes: settings.protocolClasses)
         remote = settings.remoteTaskHost(delegate: delegate, credentialStore: credentialStore?.directory?.path)
         if let failure = remote?.failure {
             logger.error("\(failure)")
@@ -150,6 +153,7 @@ public final class Session: Sendable, CustomStringConvertible {
 
     deinit {
         transport?.shutdown()
+        protocolTransfers?.shutdown()
         remote?.close()
     }
 
@@ -157,9 +161,11 @@ public final class Session: Sendable, CustomStringConvertible {
     public var delegate: (any SessionDelegate)? { state.withLock { $0.delegate } }
 
     /// The executor that runs transfer `id`: the session's own connections
-    /// number theirs apart from the transport's.
+    /// and the protocol classes number theirs apart from the transport's.
     func executor(of id: CurlMulti.TransferID) -> (any TransferExecutor)? {
-        id.isOwned ? ownedTransfers : transport
+        if id.isOwned { return ownedTransfers }
+        if id.isProtocolClass { return protocolTransfers }
+        return transport
     }
 
     /// Whether `task` is one of the session's unfinished tasks (made before

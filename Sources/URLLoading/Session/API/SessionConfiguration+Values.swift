@@ -74,6 +74,8 @@ extension SessionConfiguration {
         /// Interceptors, consulted in order before the network (the role of
         /// Apple's `protocolClasses`).
         var interceptors: [any Interceptor] = []
+        /// Foundation `URLProtocol` classes that load requests, in order.
+        var protocolClasses: [URLProtocol.Type] = []
         /// Whether responses carry an RFC 9211 `Cache-Status` field.
         var sendsCacheStatus = true
 

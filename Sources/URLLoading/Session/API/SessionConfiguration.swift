@@ -191,11 +191,23 @@ public final class SessionConfiguration: Sendable, CustomStringConvertible {
         get { value(\.trustRootsFile) }
         set { update(\.trustRootsFile, newValue) }
     }
-    /// Interceptors, consulted in order before the network (the role of
-    /// Apple's `protocolClasses`).
+    /// Interceptors, consulted in order before the network and before
+    /// `protocolClasses`: the Swift-native form of a protocol class (an
+    /// async function from a request to a request, a response or an error).
+    /// Ours alone.
     public var interceptors: [any Interceptor] {
         get { value(\.interceptors) }
         set { update(\.interceptors, newValue) }
+    }
+    /// Foundation `URLProtocol` subclasses that load requests instead of the
+    /// network, as Apple's: the first whose `canInit(with:)` takes a request
+    /// loads it, from its `canonicalRequest(for:)`, and its client's calls
+    /// feed the task's usual delivery (see the DocC article "Porting from
+    /// URLSession"). Classes that are not `URLProtocol` subclasses are
+    /// ignored. Empty by default: the session's own loading is not a class.
+    public var protocolClasses: [AnyClass]? {
+        get { value(\.protocolClasses) }
+        set { update(\.protocolClasses, (newValue ?? []).compactMap { $0 as? URLProtocol.Type }) }
     }
     /// Whether responses carry an RFC 9211 `Cache-Status` field. Ours alone.
     public var sendsCacheStatus: Bool {

@@ -92,6 +92,9 @@ public struct SessionError: Error, CustomStringConvertible, Sendable, Equatable 
     /// allows resuming: pass it to `Session.downloadTask(withResumeData:)`.
     /// Never part of `description`.
     public internal(set) var resumeData: Data?
+    /// The `URLError` code a `URLProtocol` class failed with, which
+    /// `urlError` gives back as it was (ours may have none as precise).
+    var reportedURLErrorCode: Int?
 
     /// Creates an error.
     public init(_ code: Code, failingURL: URL?, message: String) {

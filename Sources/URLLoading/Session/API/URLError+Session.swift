@@ -54,7 +54,7 @@ extension SessionError {
             userInfo["NSErrorFailingURLStringKey"] = failingURL.absoluteString
         }
         if let resumeData { userInfo[Self.resumeDataKey] = resumeData }
-        return URLError(code.urlErrorCode, userInfo: userInfo)
+        return URLError(reportedURLErrorCode.flatMap(URLError.Code.init(rawValue:)) ?? code.urlErrorCode, userInfo: userInfo)
     }
 }
 

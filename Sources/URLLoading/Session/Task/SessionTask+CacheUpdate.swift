@@ -52,10 +52,11 @@ extension SessionTask {
         // No body: the sink kept none (a delegate's body past the limit).
         guard usesCache, let key, let body, request.cachePolicy != .reloadIgnoringLocalAndRemoteCacheData else { return nil }
         guard
-            let candidate = CacheExchange.storeCandidate(
+            var candidate = CacheExchange.storeCandidate(
                 url: url, key: key, method: method, status: status, responseHeaders: headers, requestHeaders: requestHeaders,
                 body: body, requestTime: requestTime, now: now)
         else { return nil }
+        if let limit = cacheRecord.storagePolicyLimit { candidate.storagePolicy = limit }
         // A delegate-driven task asks willCacheResponse first.
         if locked.withLock({ $0.sink.asksDelegate }) { return candidate }
         cache.store(candidate, now: now)

@@ -31,7 +31,9 @@ extension SessionTask {
         }
         let (session, contents, metrics, ended) = locked.withLock { inner in
             if case .failure(let error) = result {
-                inner.error = SessionError(error.code, failingURL: error.failingURL ?? url, message: error.message)
+                var failure = SessionError(error.code, failingURL: error.failingURL ?? url, message: error.message)
+                failure.reportedURLErrorCode = error.reportedURLErrorCode
+                inner.error = failure
             }
             let metrics = TaskMetrics(
                 transactionMetrics: metricsListeners ? Self.resolvingResponses(inner.transactions) : inner.transactions,

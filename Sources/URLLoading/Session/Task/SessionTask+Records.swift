@@ -43,5 +43,8 @@ extension SessionTask.StateMachine {
         var leadsKey: String?
         /// This task waited once for another request (or must never wait).
         var coalesced = false
+        /// The most a `URLProtocol` class allowed for its response (memory
+        /// only); nil for no limit.
+        var storagePolicyLimit: CacheStoragePolicy?
     }
 }

@@ -208,6 +208,10 @@ extension SessionTask {
             events.enqueueSync { [self] in answer(DataURL.parse(url.absoluteString), url: url) }
             return
         }
+        if let transfers = session.protocolTransfers, let protocolClass = transfers.protocolClass(for: request) {
+            startThroughProtocolClass(protocolClass, transfers: transfers, request: request, hop: hop, usesCache: usesCache, session: session)
+            return
+        }
         // Refusals first (scheme, CR/LF, the deadline), then what the stores give, then the plan's completion.
         let base = HopPlan.base(request, body: sendsBody(hop: hop, request: request) ? body : .none, settings: session.settings, deadline: deadline, now: Date())
         guard case .success(var transfer) = base, let url = request.url else {

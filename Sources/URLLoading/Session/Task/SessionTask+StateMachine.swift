@@ -383,6 +383,17 @@ extension SessionTask {
             cache.leadsKey = key
         }
 
+        /// A `URLProtocol` class's storage policy for its response: not
+        /// allowed takes the response out of the cache's hands; memory only
+        /// limits where it is stored.
+        mutating func limitStorage(_ policy: CacheStoragePolicy) {
+            if policy == .notAllowed {
+                cache.key = nil
+            } else {
+                cache.storagePolicyLimit = policy
+            }
+        }
+
         /// The task waited for another request (or must never wait behind itself).
         mutating func markCoalesced() {
             cache.coalesced = true
@@ -452,6 +463,12 @@ extension SessionError {
         case .bodyUnreadable: code = .cannotReadBody
         case .cannotWrite: code = .cannotWriteFile
         case .other: code = .unknown
+        case .reported(let raw):
+            // The nearest code of ours; Apple's own travels on to `urlError`.
+            let reported = URLError.Code(rawValue: raw)
+            self.init(Code.all.first { $0.urlErrorCode == reported && $0 != .sessionInvalidated } ?? .unknown, failingURL: url, message: error.message)
+            reportedURLErrorCode = raw
+            return
         }
         self.init(code, failingURL: url, message: error.message)
     }
