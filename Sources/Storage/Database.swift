@@ -170,10 +170,9 @@ package final class Database: Sendable {
 
     private static func ensureDirectory(_ directory: String, mode: UInt32) throws(StorageError) {
         guard !directory.isEmpty else { return }
-        var isDirectory: ObjCBool = false
-        if FileManager.default.fileExists(atPath: directory, isDirectory: &isDirectory), isDirectory.boolValue {
-            return
-        }
+        // Usually there: one stat, without FileManager's start-up.
+        var info = stat()
+        if stat(directory, &info) == 0, info.st_mode & S_IFMT == S_IFDIR { return }
         do {
             try FileManager.default.createDirectory(
                 atPath: directory, withIntermediateDirectories: true,

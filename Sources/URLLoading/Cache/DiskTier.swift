@@ -32,6 +32,9 @@ final class DiskTier: Sendable {
     let database: Database
     let directory: URL
     let bodiesDirectory: URL
+    /// `bodiesDirectory`'s path: file names are joined to it as strings
+    /// (URL's appending checks the file system and parses again).
+    let bodiesPath: String
     private let state: Lock<Int>
     /// LRU touches and counters not yet written.
     private let ledger = CacheLedger()
@@ -48,7 +51,9 @@ final class DiskTier: Sendable {
         logger: Logger = Logger(label: "urlloading.cache")
     ) throws(StoreError) {
         self.directory = directory
-        self.bodiesDirectory = directory.appendingPathComponent(Self.bodiesDirectoryName, isDirectory: true)
+        let directoryPath = directory.path.hasSuffix("/") ? directory.path : directory.path + "/"
+        self.bodiesPath = directoryPath + Self.bodiesDirectoryName
+        self.bodiesDirectory = URL(fileURLWithPath: bodiesPath, isDirectory: true)
         self.logger = logger
         self.state = Lock(max(0, capacity))
         var options = Database.Options()
@@ -60,7 +65,9 @@ final class DiskTier: Sendable {
         options.onCorruption = recreateIfDamaged ? .recreate : .fail
         options.busyTimeout = busyTimeout
         options.logger = logger
-        let path = directory.appendingPathComponent(Self.databaseName).path
+        let path = directoryPath + Self.databaseName
+        // A tier of this file released in this process may still be writing its last uses.
+        ReleasedWrites.wait(for: path)
         do throws(StorageError) {
             database = try Database(path: path, migrations: Schema.cache, options: options)
         } catch {
@@ -70,18 +77,33 @@ final class DiskTier: Sendable {
             // The old rows are gone; so must their body files be.
             try? FileManager.default.removeItem(at: bodiesDirectory)
         }
-        do {
-            try FileManager.default.createDirectory(
-                at: bodiesDirectory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
-        } catch {
-            throw StoreError.fileSystem("cannot create the body folder", error, path: bodiesDirectory.path)
-        }
+        try Self.makeBodiesDirectory(bodiesPath)
         cleanUpPendingFiles()
         ledger.writes { [weak self] in self?.flushTouches() }
     }
 
     deinit {
-        flushTouches()
+        let (touches, counters) = (ledger.takeTouches(), ledger.takeCounters())
+        guard !touches.isEmpty || !counters.isEmpty else { return }
+        // The write holds the database, which closes after it.
+        ReleasedWrites.run(path: database.path) { [database, logger] in
+            Self.write(touches: touches, counters: counters, to: database, logger: logger)
+        }
+    }
+
+    /// Creates the body folder, owner only, unless it is there: one system
+    /// call on every open after the first.
+    private static func makeBodiesDirectory(_ path: String) throws(StoreError) {
+        if mkdir(path, 0o700) == 0 {
+            // The umask may have narrowed the mode; set it exactly.
+            guard chmod(path, 0o700) == 0 else { throw StoreError.fileSystem("cannot set the body folder's mode", errno: errno, path: path) }
+            return
+        }
+        let failure = errno
+        var info = stat()
+        guard failure == EEXIST, stat(path, &info) == 0, info.st_mode & S_IFMT == S_IFDIR else {
+            throw StoreError.fileSystem("cannot create the body folder", errno: failure, path: path)
+        }
     }
 
     /// Runs `body` on the database (no transaction); its failures as the store's.
@@ -362,9 +384,14 @@ final class DiskTier: Sendable {
         let touches = ledger.takeTouches()
         let counters = ledger.takeCounters()
         guard !touches.isEmpty || !counters.isEmpty else { return }
-        do {
-            try writing { (connection: Connection) throws(SQLiteError) in
-                try Self.applyTouches(touches, connection)
+        Self.write(touches: touches, counters: counters, to: database, logger: logger)
+    }
+
+    /// Writes gathered touches and counter increments in one transaction.
+    private static func write(touches: [Int64: Double], counters: [String: Int], to database: Database, logger: Logger) {
+        do throws(StorageError) {
+            try database.write { (connection: Connection) throws(SQLiteError) in
+                try applyTouches(touches, connection)
                 for (name, delta) in counters {
                     try connection.run(
                         "INSERT INTO counters(name, value) VALUES (?, ?) ON CONFLICT(name) DO UPDATE SET value = value + excluded.value",
@@ -372,7 +399,7 @@ final class DiskTier: Sendable {
                 }
             }
         } catch {
-            logger.warning("cache LRU update failed", metadata: ["error": "\(error)"])
+            logger.warning("cache LRU update failed", metadata: ["error": "\(StoreError(error, path: database.path))"])
         }
     }
 
@@ -439,14 +466,14 @@ final class DiskTier: Sendable {
     /// The path of body file `name` in the folder, or nil for a name this
     /// library does not write (see `isBodyFileName`).
     func bodyFileURL(_ name: String) -> URL? {
-        Self.isBodyFileName(name) ? bodiesDirectory.appendingPathComponent(name) : nil
+        Self.isBodyFileName(name) ? URL(fileURLWithPath: bodiesPath + "/" + name, isDirectory: false) : nil
     }
 
     private func writeBodyFile(now: Double, _ write: (String) throws -> Void) throws(StoreError) -> String {
         let name = UUID().uuidString.lowercased()
         try writing { (connection: Connection) throws(SQLiteError) in try connection.run("INSERT INTO pending_files(name, created) VALUES (?, ?)", [.text(name), .real(now)]) }
-        let final = bodiesDirectory.appendingPathComponent(name)
-        let temporary = bodiesDirectory.appendingPathComponent(name + ".tmp")
+        let final = URL(fileURLWithPath: bodiesPath + "/" + name, isDirectory: false)
+        let temporary = URL(fileURLWithPath: bodiesPath + "/" + name + ".tmp", isDirectory: false)
         do {
             // 0600 from the first byte: cached bodies may be private pages.
             try write(temporary.path)
@@ -486,7 +513,7 @@ final class DiskTier: Sendable {
                 ) { $0.text(0) ?? "" }
             }
             for name in orphans where Self.isBodyFileName(name) {
-                unlink(bodiesDirectory.appendingPathComponent(name + ".tmp").path)
+                unlink(bodiesPath + "/" + name + ".tmp")
             }
             deleteFiles(orphans)
         } catch {

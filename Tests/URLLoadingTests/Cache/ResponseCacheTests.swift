@@ -143,6 +143,21 @@ import TestSupport
         #expect(reopened.cachedResponse(for: request)?.response === fromDisk.response)
     }
 
+    @Test("A released cache's last counters are written after it is gone, and before its folder opens again")
+    func countersWrittenAfterRelease() throws {
+        let folder = TemporaryDirectory()
+        let request = URLRequest(url: try #require(URL(string: "https://example.com/released")))
+        for round in 1...3 {
+            do {
+                let cache = try ResponseCache.open(memoryCapacity: 0, diskCapacity: 1 << 20, directory: folder.url)
+                if round == 1 { cache.store(Self.stored("https://example.com/released", body: Data("r".utf8))) }
+                #expect(cache.cachedResponse(for: request) != nil)
+            }
+            _ = try ResponseCache.open(memoryCapacity: 0, diskCapacity: 1 << 20, directory: folder.url)
+            #expect(try CacheMaintenance.stats(in: folder.url).counters["hits"] == round)
+        }
+    }
+
     @Test("A cache used now and then writes its hit counter within the write delay, with no flush() and no full batch")
     func countersWrittenWithoutFlush() async throws {
         let folder = TemporaryDirectory()

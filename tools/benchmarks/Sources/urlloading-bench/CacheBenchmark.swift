@@ -206,6 +206,19 @@ enum CacheBenchmark {
         switch kind {
         case "ours":
             size = lookupOurs(ours(path), entries / 2)
+        case "ours-phases":
+            // For profiling: where the open's time goes, printed to stderr.
+            var cache: ResponseCache? = ours(path)
+            let opened = now()
+            let first = cache.map { lookupOurs($0, entries / 2) } ?? 0
+            let looked = now()
+            size = min(first, cache.map { lookupOurs($0, entries / 2 + 1) } ?? 0)
+            let second = now()
+            cache = nil
+            FileHandle.standardError.write(
+                Data(
+                    ("open \(Double(opened - start) / 1000) µs, first lookup \(Double(looked - opened) / 1000) µs, "
+                        + "second \(Double(second - looked) / 1000) µs, release \(Double(now() - second) / 1000) µs\n").utf8))
         case "raw":
             size = RawSQLite(path: path).lookup(entries / 2)
         default:
