@@ -19,7 +19,8 @@
 //
 // Child modes (the bench runs itself for "new process" figures):
 //   urlloading-bench child-disk-hit <ours|raw|foundation> <path> <entries> <lookups>
-//   urlloading-bench child-open <ours|raw|foundation> <path> <entries>
+//   urlloading-bench child-open <ours|ours-phases|raw|foundation> <path> <entries>
+//       (ours-phases, for profiling: open, first and second lookup, release, to stderr)
 //   urlloading-bench child-populate <path> <entries>      (for profiling)
 //   urlloading-bench child-memory-hit <lookups> [<dir>]   (for profiling; with a disk tier in dir)
 //   urlloading-bench session-child <contender> <mode> <url> <count> <in-flight> [<file>]
