@@ -142,6 +142,10 @@ final class ProtocolLoader: NSObject, URLProtocolClient, @unchecked Sendable {
             guard !state.ended, !state.finishing else { return false }
             for event in events {
                 switch event {
+                case .head where state.sawHead:
+                    // One response per hop: a second one (a class that
+                    // restarts its answer) is not a head the task can take.
+                    continue
                 case .head: state.sawHead = true
                 case .body where !state.sawHead:
                     // Apple's session needs a response before data.

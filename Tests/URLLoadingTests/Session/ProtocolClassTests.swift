@@ -172,7 +172,7 @@ struct ProtocolClassTests {
         session.finishTasksAndInvalidate()
     }
 
-    @Test("A class's failure is the task's error with its URLError code; data before a response is a bad response")
+    @Test("A class's failure is the task's error with its URLError code; data before a response is a bad response; a second response is ignored")
     func failures() async throws {
         let offline = "https://fail.stub.test/offline"
         StubProtocol.script(offline) { $0.client?.urlProtocol($0, didFailWithError: URLError(.notConnectedToInternet)) }
@@ -181,7 +181,16 @@ struct ProtocolClassTests {
             instance.client?.urlProtocol(instance, didLoad: Data("x".utf8))
             instance.client?.urlProtocolDidFinishLoading(instance)
         }
+        let twice = "https://fail.stub.test/twice"
+        StubProtocol.script(twice) { instance in
+            instance.respond(200, ["X-Answer": "first"], chunks: ["one "], finish: false)
+            instance.respond(500, ["X-Answer": "second"], chunks: ["two"])
+        }
         let session = Self.session()
+        // A second response is ignored; its data still belongs to the body.
+        let (both, response) = try await session.data(from: try #require(URL(string: twice)))
+        #expect(String(decoding: both, as: UTF8.self) == "one two")
+        #expect((response as? HTTPURLResponse)?.value(forHTTPHeaderField: "X-Answer") == "first")
         await #expect(throws: URLError.self) { try await session.data(from: try #require(URL(string: offline))) }
         do {
             _ = try await session.data(from: try #require(URL(string: offline)))
