@@ -68,7 +68,7 @@ package struct StorageError: Error, CustomStringConvertible, Sendable {
             path: path, underlying: nil)
     }
 
-    static func fileSystem(_ what: String, errno code: Int32, path: String) -> StorageError {
+    package static func fileSystem(_ what: String, errno code: Int32, path: String) -> StorageError {
         StorageError(
             kind: .fileSystem,
             message: "\(what): \(String(cString: strerror(code)))",

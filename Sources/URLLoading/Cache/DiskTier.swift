@@ -96,13 +96,13 @@ final class DiskTier: Sendable {
     private static func makeBodiesDirectory(_ path: String) throws(StoreError) {
         if mkdir(path, 0o700) == 0 {
             // The umask may have narrowed the mode; set it exactly.
-            guard chmod(path, 0o700) == 0 else { throw StoreError.fileSystem("cannot set the body folder's mode", errno: errno, path: path) }
+            guard chmod(path, 0o700) == 0 else { throw StoreError(StorageError.fileSystem("cannot set the body folder's mode", errno: errno, path: path), path: path) }
             return
         }
         let failure = errno
         var info = stat()
         guard failure == EEXIST, stat(path, &info) == 0, info.st_mode & S_IFMT == S_IFDIR else {
-            throw StoreError.fileSystem("cannot create the body folder", errno: failure, path: path)
+            throw StoreError(StorageError.fileSystem("cannot create the body folder", errno: failure, path: path), path: path)
         }
     }
 

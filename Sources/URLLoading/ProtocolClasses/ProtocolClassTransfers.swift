@@ -28,6 +28,11 @@ final class ProtocolClassTransfers: TransferExecutor {
         var last: UInt64 = 0
         var running: [UInt64: ProtocolLoader] = [:]
         var isShutDown = false
+
+        mutating func nextID() -> CurlMulti.TransferID {
+            last += 1
+            return CurlMulti.TransferID(ProtocolClassTransfers.firstNumber + last)
+        }
     }
 
     /// Numbers of this executor's transfers start here, apart from
@@ -51,8 +56,7 @@ final class ProtocolClassTransfers: TransferExecutor {
     @discardableResult
     func start(_ loading: Loading, observer: any TransferObserver) -> CurlMulti.TransferID {
         let (id, loader) = state.withLock { state -> (CurlMulti.TransferID, ProtocolLoader?) in
-            state.last += 1
-            let id = CurlMulti.TransferID(Self.firstNumber + state.last)
+            let id = state.nextID()
             guard !state.isShutDown else { return (id, nil) }
             let loader = ProtocolLoader(loading, observer: observer) { [weak self] in self?.ended(id) }
             state.running[id.raw] = loader
@@ -83,10 +87,7 @@ final class ProtocolClassTransfers: TransferExecutor {
             return protocolClass(for: urlRequest).map { Loading(protocolClass: $0, request: $0.canonicalRequest(for: urlRequest), cachedResponse: nil) }
         }
         guard let loading else {
-            let id = state.withLock { state in
-                state.last += 1
-                return CurlMulti.TransferID(Self.firstNumber + state.last)
-            }
+            let id = state.withLock { $0.nextID() }
             observer.transferDidComplete(.failure(.connection(.unsupportedURL, "no protocol class takes this request")))
             return id
         }

@@ -1,6 +1,3 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import Storage
 
 /// Why a persistent store (cache, cookies, credentials) could not be used.
@@ -86,10 +83,5 @@ public struct StoreError: Error, CustomStringConvertible, Sendable {
     /// A file system failure around a store (its folder, a body file).
     static func fileSystem(_ what: String, _ error: any Error, path: String) -> StoreError {
         StoreError(kind: .ioError, message: "\(what): \(error.localizedDescription)", path: path)
-    }
-
-    /// A system call's failure, by its `errno`.
-    static func fileSystem(_ what: String, errno code: Int32, path: String) -> StoreError {
-        StoreError(kind: .ioError, message: "\(what): \(String(cString: strerror(code)))", path: path)
     }
 }

@@ -52,12 +52,17 @@ import TestSupport
         #expect(cache.currentMemoryUsage == 0)
     }
 
+    /// A URL, its request, and a response fresh for 60 seconds.
+    static func freshFor60Seconds(_ address: String) throws -> (URL, URLRequest, HTTPURLResponse) {
+        let url = try #require(URL(string: address))
+        let response = try #require(HTTPURLResponse(url: url, statusCode: 200, httpVersion: "HTTP/1.1", headerFields: ["Cache-Control": "max-age=60"]))
+        return (url, URLRequest(url: url), response)
+    }
+
     @Test("userInfo on disk: an NSNumber comes back as the type it holds, integers not taken for Booleans")
     func userInfoNumbersOnDisk() throws {
         let folder = TemporaryDirectory()
-        let url = try #require(URL(string: "https://example.com/numbers"))
-        let request = URLRequest(url: url)
-        let response = try #require(HTTPURLResponse(url: url, statusCode: 200, httpVersion: "HTTP/1.1", headerFields: ["Cache-Control": "max-age=60"]))
+        let (url, request, response) = try Self.freshFor60Seconds("https://example.com/numbers")
         let info: [AnyHashable: Any] = [
             "three": NSNumber(value: 3), "one": NSNumber(value: 1), "half": NSNumber(value: 2.5), "yes": NSNumber(value: true),
         ]
@@ -85,9 +90,7 @@ import TestSupport
     @Test("userInfo on disk: a property list comes back with its types; string pairs of an older entry still read; a crafted value is none")
     func userInfoOnDisk() throws {
         let folder = TemporaryDirectory()
-        let url = try #require(URL(string: "https://example.com/info"))
-        let request = URLRequest(url: url)
-        let response = try #require(HTTPURLResponse(url: url, statusCode: 200, httpVersion: "HTTP/1.1", headerFields: ["Cache-Control": "max-age=60"]))
+        let (url, request, response) = try Self.freshFor60Seconds("https://example.com/info")
         do {
             let cache = try ResponseCache.open(memoryCapacity: 0, diskCapacity: 1 << 20, directory: folder.url)
             cache.storeCachedResponse(
