@@ -108,7 +108,7 @@ extension Session {
         let box = TaskBox()
         return try await withTaskCancellationHandler {
             let task = make({ steps.deliver(.result($0)) }, { steps.deliver(.work($0)) })
-            task.delegate = delegate
+            if let delegate { task.delegate = delegate }
             box.set(task)
             defer { steps.close() }
             task.resume()

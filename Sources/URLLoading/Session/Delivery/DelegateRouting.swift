@@ -52,6 +52,14 @@ extension SessionTask {
     /// `method`, and its first call teaches whether it does.
     func callDelegate(_ method: DelegateMethod, _ call: (any SessionDelegate) -> Void) {
         let (taskDelegate, sessionDelegate, abilities) = locked.withLock { ($0.delegate, $0.session?.delegate, $0.session?.delegateAbilities) }
+        callDelegate(method, taskDelegate: taskDelegate, sessionDelegate: sessionDelegate, abilities: abilities, call)
+    }
+
+    /// As `callDelegate(_:_:)`, with the delegates the caller read.
+    func callDelegate(
+        _ method: DelegateMethod, taskDelegate: (any SessionDelegate)?, sessionDelegate: (any SessionDelegate)?,
+        abilities: DelegateAbilities?, _ call: (any SessionDelegate) -> Void
+    ) {
         if let taskDelegate {
             let probe = DelegateFallback.Probe()
             DelegateFallback.$probe.withValue(probe) { call(taskDelegate) }

@@ -112,9 +112,14 @@ struct SinkEnding: Sendable {
     /// Resume data points at the download's file: it stays.
     let keepsFile: Bool
     let metrics: TaskMetrics
+    /// The delegates as the task's end read them.
+    let taskDelegate: (any SessionDelegate)?
+    let sessionDelegate: (any SessionDelegate)?
 
     func reportMetrics() {
-        task.callDelegate(.didFinishCollectingMetrics) { $0.urlSession(session, task: task, didFinishCollecting: metrics) }
+        task.callDelegate(.didFinishCollectingMetrics, taskDelegate: taskDelegate, sessionDelegate: sessionDelegate, abilities: session.delegateAbilities) {
+            $0.urlSession(session, task: task, didFinishCollecting: metrics)
+        }
     }
 
     func removeFile(_ contents: SinkContents) {

@@ -47,9 +47,14 @@ extension SessionTask {
     /// The Authorization and Proxy-Authorization fields for a hop:
     /// credentials chosen for a challenge, and those the session remembers
     /// for the origin and the proxy (never replacing fields the request carries).
-    func authorizationFields(for request: URLRequest, headers: [(name: String, value: String)], session: Session) -> [(name: String, value: String)] {
-        guard let url = request.url else { return [] }
-        let pending = locked.withLock { $0.authentication.beginHop() }
+    /// Returns them with the credentials the hop counts as sent.
+    ///
+    /// - Parameter pending: What the hop carries for a challenge (`AuthenticationState.beginHop`).
+    func authorizationFields(
+        for request: URLRequest, headers: [(name: String, value: String)], pending: SentAuthorization?, session: Session
+    ) -> (fields: [(name: String, value: String)], sent: SentAuthorization?) {
+        guard let url = request.url else { return ([], nil) }
+        var sent = pending
         var fields: [(name: String, value: String)] = pending.flatMap { $0.libcurl == nil ? [($0.fieldName, $0.value)] : nil } ?? []
         func carries(_ name: String) -> Bool {
             fields.contains { HeaderFields.namesEqual($0.name, name) } || headers.contains { HeaderFields.namesEqual($0.name, name) }
@@ -61,13 +66,14 @@ extension SessionTask {
         {
             fields.append((remembered.fieldName, remembered.value))
             locked.withLock { $0.authentication.sendRemembered(remembered) }
+            if sent == nil { sent = remembered }
         }
         if let proxy = session.settings.proxyURL, url.scheme?.lowercased() == "http", !carries("Proxy-Authorization"),
             let remembered = session.preemptiveAuthorization(for: proxy, method: request.httpMethod ?? "GET", proxy: true)
         {
             fields.append((remembered.fieldName, remembered.value))
         }
-        return fields
+        return (fields, sent)
     }
 
     /// Handles a 401 or 407 head; returns false when it is the task's response.

@@ -25,12 +25,31 @@ extension SessionTask {
         return true
     }
 
+    /// What storing a task's response reads of it, taken at its end.
+    struct CacheUpdateInputs: Sendable {
+        let request: URLRequest?
+        let cache: StateMachine.CacheRecord
+        let hop: StateMachine.HopRecord
+        let status: Int?
+        let usesCache: Bool
+        let asksDelegate: Bool
+
+        init(_ inner: Inner) {
+            request = inner.currentRequest
+            cache = inner.machine.cache
+            hop = inner.machine.record
+            status = inner.head?.head.status
+            usesCache = inner.kind == .data && inner.sink.usesCache
+            asksDelegate = inner.sink.asksDelegate
+        }
+    }
+
     /// After a response from the network: store it when RFC 9111 and the
     /// storage rules allow; invalidate after an unsafe method (§4.4).
     @discardableResult
-    func updateCache(session: Session, body: Data?) -> StoredResponse? {
-        guard let cache = session.urlCache, let request = currentRequest, let url = request.url else { return nil }
-        let (cacheRecord, hopRecord, status) = locked.withLock { ($0.machine.cache, $0.machine.record, $0.head?.head.status) }
+    func updateCache(session: Session, body: Data?, _ inputs: CacheUpdateInputs) -> StoredResponse? {
+        guard let cache = session.urlCache, let request = inputs.request, let url = request.url else { return nil }
+        let (cacheRecord, hopRecord, status) = (inputs.cache, inputs.hop, inputs.status)
         let (key, requestTime, cookie, credentials) = (cacheRecord.key, cacheRecord.requestTime, hopRecord.cookie, hopRecord.credentialIdentity)
         // No fields: the response did not come from the network.
         guard let headers = cacheRecord.networkHeaders, let status else { return nil }
@@ -50,7 +69,7 @@ extension SessionTask {
             return nil
         }
         // No body: the sink kept none (a delegate's body past the limit).
-        guard usesCache, let key, let body, request.cachePolicy != .reloadIgnoringLocalAndRemoteCacheData else { return nil }
+        guard inputs.usesCache, let key, let body, request.cachePolicy != .reloadIgnoringLocalAndRemoteCacheData else { return nil }
         guard
             var candidate = CacheExchange.storeCandidate(
                 url: url, key: key, method: method, status: status, responseHeaders: headers, requestHeaders: requestHeaders,
@@ -58,7 +77,7 @@ extension SessionTask {
         else { return nil }
         if let limit = cacheRecord.storagePolicyLimit { candidate.storagePolicy = limit }
         // A delegate-driven task asks willCacheResponse first.
-        if locked.withLock({ $0.sink.asksDelegate }) { return candidate }
+        if inputs.asksDelegate { return candidate }
         cache.store(candidate, now: now)
         return nil
     }

@@ -10,45 +10,43 @@ import Transport
 extension SessionTask {
     // MARK: Completion
 
-    func complete(_ result: Result<TransferMetrics?, SessionError>) {
-        // What the end reads of the task and its delegates, in one turn of the lock.
-        let (streamSession, url, taskDelegate, sessionListens, metricsListeners) = locked.withLock { inner in
-            let sessionDelegate = inner.session?.delegate
-            let sessionHearsMetrics = sessionDelegate != nil && inner.session?.delegateAbilities.lacks(.didFinishCollectingMetrics) == false
-            return (
-                inner.becameStream ? inner.session : nil, inner.currentRequest?.url, inner.delegate, sessionDelegate != nil,
-                inner.delegate != nil || sessionHearsMetrics
-            )
+    /// The task's end, read and changed in a turn of its lock; nil when the
+    /// task became a stream task.
+    func ending(_ inner: inout Inner, _ result: Result<TransferMetrics?, SessionError>) -> Ending? {
+        // A finished task's progress is whole, its total now known.
+        if let progress = inner.progress {
+            let done = inner.kind == .upload ? inner.bytesSent : inner.bytesReceived
+            if progress.totalUnitCount < done { progress.totalUnitCount = done }
+            progress.completedUnitCount = max(done, progress.totalUnitCount)
         }
-        if let session = streamSession {
+        if inner.becameStream { return nil }
+        return Ending(&inner, result: result, task: self)
+    }
+
+    /// - Parameter known: The end, when the turn of the lock that finished
+    ///   the task read it (`ending`).
+    func complete(_ result: Result<TransferMetrics?, SessionError>, _ known: Ending?? = nil) {
+        let end = known ?? locked.withLock { ending(&$0, result) }
+        guard let end else {
             // The stream task has the connection; the data task hears nothing more.
-            _ = locked.withLock { inner in
+            let session = locked.withLock { inner in
                 defer { inner.session = nil; inner.delegate = nil }
-                return inner.sink.close()
+                _ = inner.sink.close()
+                return inner.session
             }
-            session.taskDidComplete(self)
+            session?.taskDidComplete(self)
             return
         }
-        let (session, contents, metrics, ended) = locked.withLock { inner in
-            if case .failure(let error) = result {
-                var failure = SessionError(error.code, failingURL: error.failingURL ?? url, message: error.message)
-                failure.reportedURLErrorCode = error.reportedURLErrorCode
-                inner.error = failure
-            }
-            let metrics = TaskMetrics(
-                transactionMetrics: metricsListeners ? Self.resolvingResponses(inner.transactions) : inner.transactions,
-                taskInterval: DateInterval(start: inner.started ?? Date(), end: max(Date(), inner.started ?? Date())),
-                redirectCount: inner.machine.redirects)
-            return (inner.session, inner.sink.close(), metrics, inner.error)
-        }
+        let (session, contents, metrics, taskDelegate, sessionDelegate, metricsListeners) = (
+            end.session, end.contents, end.metrics, end.taskDelegate, end.sessionDelegate, end.metricsListeners
+        )
+        let sessionListens = sessionDelegate != nil
+        let (resume, resumeHandler, sink, ledKey, claim) = (end.resume, end.resumeHandler, end.sink, end.ledKey, end.fleetClaim)
         if case .success = result, !contents.tail.isEmpty, let session, taskDelegate != nil || sessionListens {
             deliverParts(contents.tail, session: session)
         }
-        var failure = ended
+        var failure = end.error
         try? contents.file?.handle.close()
-        let (resume, resumeHandler, sink, ledKey) = locked.withLock { inner in
-            (resumeData(inner, file: contents.file), inner.resumeDataHandler, inner.sink, inner.machine.endLead())
-        }
         if let resume, let sessionFailure = failure, resumeHandler == nil {
             var carrying = sessionFailure
             carrying.resumeData = resume.encoded()
@@ -60,15 +58,21 @@ extension SessionTask {
         if let resumeHandler { resumeHandler(resume?.encoded()) }
         guard let session else { return }
         // A file that resume data points to stays; every other goes when the task is done.
-        let ending = SinkEnding(task: self, session: session, error: error, keepsFile: resume != nil, metrics: metrics)
-        let buffer = contents.body
+        let sinkEnding = SinkEnding(
+            task: self, session: session, error: error, keepsFile: resume != nil, metrics: metrics, taskDelegate: taskDelegate,
+            sessionDelegate: sessionDelegate)
+        let (buffer, cacheUpdate) = (contents.body, end.cacheUpdate)
         let finish: @Sendable () -> Void = { [self] in
-            sink.end(contents, ending)
+            sink.end(contents, sinkEnding)
             if sink.deliversToHandler {
                 // The handler had the end; only a task's own delegate hears it too.
                 taskDelegate?.urlSession(session, task: self, didCompleteWithError: error)
             } else {
-                self.callDelegate(.didCompleteWithError) { $0.urlSession(session, task: self, didCompleteWithError: error) }
+                self.callDelegate(
+                    .didCompleteWithError, taskDelegate: taskDelegate, sessionDelegate: sessionDelegate, abilities: session.delegateAbilities
+                ) {
+                    $0.urlSession(session, task: self, didCompleteWithError: error)
+                }
             }
             self.engine.completionDelivered(self)
             self.locked.withLock {
@@ -86,27 +90,78 @@ extension SessionTask {
             (taskDelegate != nil || sessionListens)
             && (sink.asksDelegate || metricsListeners || (!sink.deliversToHandler && hearsCompletion) || !events.isIdle)
         if !endsWithDelegate {
-            let end: @Sendable () -> Void = { [self] in
-                if error == nil { _ = self.updateCache(session: session, body: buffer) }
-                self.letWaitersGo(ledKey, session: session)
+            let last: @Sendable () -> Void = { [self] in
+                if error == nil { _ = self.updateCache(session: session, body: buffer, cacheUpdate) }
+                self.letWaitersGo(ledKey, claim: claim, session: session)
                 finish()
             }
-            if let runner = completionRunner { runner(end) } else { events.enqueueSync(end) }
+            if let runner = completionRunner { runner(last) } else { events.enqueueSync(last) }
         } else if sink.asksDelegate {
             // willCacheResponse may be asked: an async job.
             events.enqueue { [self] in
-                if error == nil, let candidate = self.updateCache(session: session, body: buffer) {
+                if error == nil, let candidate = self.updateCache(session: session, body: buffer, cacheUpdate) {
                     await self.offerToCache(candidate, session: session)
                 }
-                self.letWaitersGo(ledKey, session: session)
+                self.letWaitersGo(ledKey, claim: claim, session: session)
                 finish()
             }
         } else {
             events.enqueueSync { [self] in
-                if error == nil { _ = self.updateCache(session: session, body: buffer) }
-                self.letWaitersGo(ledKey, session: session)
+                if error == nil { _ = self.updateCache(session: session, body: buffer, cacheUpdate) }
+                self.letWaitersGo(ledKey, claim: claim, session: session)
                 finish()
             }
+        }
+    }
+}
+
+extension SessionTask {
+    /// What a task's end reads of it, taken in one turn of its lock: the
+    /// outcome recorded, the sink closed, the lead and fleet claim let go of.
+    struct Ending: Sendable {
+        let session: Session?
+        let taskDelegate: (any SessionDelegate)?
+        let sessionDelegate: (any SessionDelegate)?
+        /// A delegate hears the metrics.
+        let metricsListeners: Bool
+        let contents: SinkContents
+        let metrics: TaskMetrics
+        let error: SessionError?
+        let resume: ResumeData?
+        let resumeHandler: (@Sendable (Data?) -> Void)?
+        let sink: any ResponseSink
+        /// The cache key this task led for, to let identical requests go.
+        let ledKey: String?
+        let fleetClaim: (any FleetClaim)?
+        let cacheUpdate: CacheUpdateInputs
+
+        init(_ inner: inout Inner, result: Result<TransferMetrics?, SessionError>, task: SessionTask) {
+            let sessionDelegate = inner.session?.delegate
+            let sessionHearsMetrics = sessionDelegate != nil && inner.session?.delegateAbilities.lacks(.didFinishCollectingMetrics) == false
+            let metricsListeners = inner.delegate != nil || sessionHearsMetrics
+            if case .failure(let error) = result {
+                var failure = SessionError(error.code, failingURL: error.failingURL ?? inner.currentRequest?.url, message: error.message)
+                failure.reportedURLErrorCode = error.reportedURLErrorCode
+                inner.error = failure
+            }
+            metrics = TaskMetrics(
+                transactionMetrics: metricsListeners ? SessionTask.resolvingResponses(inner.transactions) : inner.transactions,
+                taskInterval: DateInterval(start: inner.started ?? Date(), end: max(Date(), inner.started ?? Date())),
+                redirectCount: inner.machine.redirects)
+            session = inner.session
+            taskDelegate = inner.delegate
+            self.sessionDelegate = sessionDelegate
+            self.metricsListeners = metricsListeners
+            contents = inner.sink.close()
+            error = inner.error
+            resume = task.resumeData(inner, file: contents.file)
+            resumeHandler = inner.resumeDataHandler
+            sink = inner.sink
+            ledKey = inner.machine.endLead()
+            inner.fleetClaimEnded = true
+            fleetClaim = inner.fleetClaim
+            inner.fleetClaim = nil
+            cacheUpdate = CacheUpdateInputs(inner)
         }
     }
 }

@@ -22,12 +22,8 @@ extension SessionTask {
 
     /// The task's response is stored (or will not be): the workers waiting
     /// for its key across the fleet go first, then the tasks of this session.
-    func letWaitersGo(_ ledKey: String?, session: Session) {
-        let claim = locked.withLock { inner -> (any FleetClaim)? in
-            inner.fleetClaimEnded = true
-            defer { inner.fleetClaim = nil }
-            return inner.fleetClaim
-        }
+    /// The claim was taken from the task at its end (`fleetClaimEnded`).
+    func letWaitersGo(_ ledKey: String?, claim: (any FleetClaim)?, session: Session) {
         claim?.release()
         if let ledKey { session.leaveInFlight(key: ledKey) }
     }

@@ -8,26 +8,49 @@ import Transport
 /// A hop's head: cookies stored, challenges, redirects, then the
 /// response as the task's, in the order of Apple's delegate calls.
 extension SessionTask {
+    /// What deciding on a head reads of the task, taken in the head's turn
+    /// of the lock; whether credentials sent worked is learnt there, once.
+    struct DecisionInputs {
+        let session: Session?
+        let request: URLRequest?
+        let revalidating: StoredResponse?
+        let sentCredentials: Bool
+        let worked: SentAuthorization?
+
+        init(_ inner: inout Inner, status: Int) {
+            session = inner.session
+            request = inner.currentRequest
+            revalidating = inner.machine.cache.revalidating
+            sentCredentials = inner.authentication.sent != nil
+            worked = inner.authentication.succeeded(status: status)
+        }
+    }
+
+    /// Decides on a hop's head. From the transport's thread: a decision that
+    /// writes to a store (cookies, credentials, the cache) or talks to the
+    /// delegate goes to the task's own context.
+    func decideOnHead(_ head: ResponseHead, hop: Int, _ inputs: DecisionInputs) {
+        if decisionTouchesStores(head, inputs) {
+            events.enqueueSync { [self] in self.decide(head, hop: hop, inputs) }
+        } else {
+            decide(head, hop: hop, inputs)
+        }
+    }
+
     /// Whether deciding on `head` may write to a store: Set-Cookie to keep,
     /// credentials that worked, a challenge, a revalidation's answer.
-    func decisionTouchesStores(_ head: ResponseHead) -> Bool {
+    func decisionTouchesStores(_ head: ResponseHead, _ inputs: DecisionInputs) -> Bool {
         if head.status == 401 || head.status == 407 { return true }
-        let (revalidating, sentCredentials, request, session) = locked.withLock {
-            ($0.machine.cache.revalidating != nil, $0.authentication.sent != nil, $0.currentRequest, $0.session)
-        }
-        if revalidating || sentCredentials { return true }
-        guard let session, let request, Self.handlesCookies(request, session: session) else { return false }
+        if inputs.revalidating != nil || inputs.sentCredentials { return true }
+        guard let session = inputs.session, let request = inputs.request, Self.handlesCookies(request, session: session) else { return false }
         return head.headers.contains { HeaderFields.namesEqual($0.name, "Set-Cookie") }
     }
 
     /// Carries out what a hop's head asks (`HeadDecision`, in that order):
     /// cookies kept and credentials remembered first, then a challenge, a
     /// revalidation's 304, stale-if-error, a redirect, else the response.
-    func decide(_ head: ResponseHead, hop: Int) {
-        // One turn of the lock: what the decision reads, and whether credentials sent worked.
-        let (session, request, revalidating, worked) = locked.withLock {
-            ($0.session, $0.currentRequest, $0.machine.cache.revalidating, $0.authentication.succeeded(status: head.status))
-        }
+    func decide(_ head: ResponseHead, hop: Int, _ inputs: DecisionInputs) {
+        let (session, request, revalidating, worked) = (inputs.session, inputs.request, inputs.revalidating, inputs.worked)
         guard let session, let request, let url = request.url else { return }
         Self.storeCookies(of: head, url: url, request: request, session: session)
         if let worked { Self.remember(worked, session: session) }
@@ -104,41 +127,62 @@ extension SessionTask {
         }
     }
 
-    func acceptResponse(_ head: ResponseHead, url: URL, session: Session) {
+    /// The response as the task's (the head, its length, the sink's
+    /// terms), in a turn of the task's lock: published, and allowed when
+    /// nobody is asked, unless a download's file must be opened first (nil).
+    static func accept(
+        _ inner: inout Inner, _ head: ResponseHead, url: URL, session: Session
+    ) -> (kind: Kind, published: Published?) {
         let length = head.headers.first { HeaderFields.namesEqual($0.name, "Content-Length") }.flatMap { FieldNumber.length($0.value) } ?? -1
-        let kind = locked.withLock { inner -> Kind in
-            let fields = HeaderFields(head.headers.map { HeaderFields.Field($0.name, $0.value) })
-            inner.machine.responseAccepted(headers: fields)
-            var shown = head
-            if let status = inner.machine.cache.status { shown.headers.append(("Cache-Status", status)) }
-            inner.head = (url, shown)
-            inner.response = nil
-            inner.bytesExpectedToReceive = length
-            inner.updateProgress()
-            // A delegate's data task keeps a copy of a storable body, up to
-            // what the cache could store (the 5% rule's largest tier).
-            var limit = 0
-            if inner.sink.asksDelegate, inner.machine.cache.key != nil, inner.kind == .data {
-                let request = inner.currentRequest
-                let storable = CachePolicy.storability(
-                    method: request?.httpMethod ?? "GET", requestHeaders: HeaderFields(request?.allHTTPHeaderFields ?? [:]),
-                    status: head.status, responseHeaders: fields
-                ).allowed
-                if storable { limit = max(session.urlCache?.memoryCapacity ?? 0, session.urlCache?.diskCapacity ?? 0) / 20 }
-            }
-            inner.sink.accept(length: length, cacheCopyLimit: limit)
-            return inner.kind
+        let fields = HeaderFields(head.headers.map { HeaderFields.Field($0.name, $0.value) })
+        inner.machine.responseAccepted(headers: fields)
+        var shown = head
+        if let status = inner.machine.cache.status { shown.headers.append(("Cache-Status", status)) }
+        inner.head = (url, shown)
+        inner.response = nil
+        inner.bytesExpectedToReceive = length
+        inner.updateProgress()
+        // A delegate's data task keeps a copy of a storable body, up to
+        // what the cache could store (the 5% rule's largest tier).
+        var limit = 0
+        if inner.sink.asksDelegate, inner.machine.cache.key != nil, inner.kind == .data {
+            let request = inner.currentRequest
+            let storable = CachePolicy.storability(
+                method: request?.httpMethod ?? "GET", requestHeaders: HeaderFields(request?.allHTTPHeaderFields ?? [:]),
+                status: head.status, responseHeaders: fields
+            ).allowed
+            if storable { limit = max(session.urlCache?.memoryCapacity ?? 0, session.urlCache?.diskCapacity ?? 0) / 20 }
         }
+        inner.sink.accept(length: length, cacheCopyLimit: limit)
+        return (inner.kind, inner.kind == .download ? nil : publish(&inner))
+    }
+
+    /// An accepted response's publication: whether the delegate is asked,
+    /// else the machine's actions for the allowed response.
+    typealias Published = (asksDelegate: Bool, allowed: [StateMachine.Action])
+
+    static func publish(_ inner: inout Inner) -> Published {
+        let sink = inner.sink
+        sink.publish { Self.response(of: &inner) }
+        return sink.asksDelegate ? (true, []) : (false, inner.machine.allow())
+    }
+
+    func acceptResponse(_ head: ResponseHead, url: URL, session: Session) {
+        let (kind, published) = locked.withLock { Self.accept(&$0, head, url: url, session: session) }
+        accepted(head, url: url, session: session, kind: kind, published: published)
+    }
+
+    /// What follows the response's acceptance: a download's file, the
+    /// delegate's answer, then the body.
+    func accepted(_ head: ResponseHead, url: URL, session: Session, kind: Kind, published: Published?) {
+        var outcome = published
         if kind == .download {
             guard prepareDownloadFile(head, url: url, session: session) else { return }
+            outcome = locked.withLock { Self.publish(&$0) }
         }
-        let asksDelegate = locked.withLock { inner in
-            let sink = inner.sink
-            sink.publish { Self.response(of: &inner) }
-            return sink.asksDelegate
-        }
+        guard let (asksDelegate, allowed) = outcome else { return }
         guard asksDelegate else {
-            perform(locked.withLock { $0.machine.allow() })
+            perform(allowed)
             return
         }
         if let contentType = head.headers.first(where: { HeaderFields.namesEqual($0.name, "Content-Type") })?.value,

@@ -17,8 +17,14 @@ extension SessionTask {
         /// Stale nonces answered in a row, with no other answer between.
         private(set) var staleInARow = 0
 
+        /// The hop whose credentials `sent` holds.
+        private(set) var begunHop: Int?
+
         /// A hop starts: it carries what was queued for it (nil: nothing).
-        mutating func beginHop() -> SentAuthorization? {
+        /// A hop that starts again (after a wait) carries what it carried.
+        mutating func beginHop(_ hop: Int) -> SentAuthorization? {
+            guard begunHop != hop else { return sent }
+            begunHop = hop
             sent = pending
             pending = nil
             return sent

@@ -8,10 +8,32 @@ import Transport
 /// Starting a hop: interceptors, the cache before the network,
 /// cookies and credentials, then the transfer.
 extension SessionTask {
-    func runInterceptors() {
-        let (session, request, startupError) = locked.withLock { ($0.session, $0.currentRequest, $0.startupError) }
-        guard let session, let request else { return }
-        if let failure = startupError {
+    /// What the first hop's start reads of the task: taken in the turn of
+    /// the lock that resumed the task, or in one of its own.
+    struct StartContext {
+        let session: Session?
+        let request: URLRequest?
+        let startupError: SessionError?
+
+        init(_ inner: Inner) {
+            (session, request, startupError) = (inner.session, inner.currentRequest, inner.startupError)
+        }
+    }
+
+    /// The first hop's work (interceptors, cookies, the cache's lookup,
+    /// credentials) reads a file, or waits on a lock another process may
+    /// hold, only through a disk cache: then it runs on the task's own
+    /// context, never in the caller's `resume()` (Apple's and corelibs'
+    /// resume only schedule). Without one it is memory work, done at once
+    /// (a hop to another thread costs 10-20 % of a request's CPU at 16 in flight).
+    func runInterceptors(_ known: StartContext? = nil, onOwnContext: Bool = false) {
+        let context = known ?? locked.withLock { StartContext($0) }
+        guard let session = context.session, let request = context.request else { return }
+        if !onOwnContext, session.urlCache?.hasDiskTier == true {
+            events.enqueueSync { [self] in runInterceptors(context, onOwnContext: true) }
+            return
+        }
+        if let failure = context.startupError {
             perform(locked.withLock { $0.machine.finishWithoutTransfer(.failure(failure)) })
             return
         }
@@ -29,7 +51,11 @@ extension SessionTask {
             return
         }
         guard !interceptors.isEmpty else {
-            perform(locked.withLock { $0.machine.proceed() })
+            // The hop's start reads the task in the same turn of the lock.
+            let (actions, inputs) = locked.withLock { inner in (inner.machine.proceed(), HopInputs(&inner, hop: inner.machine.hop)) }
+            for action in actions {
+                if case .startTransfer(let hop) = action { startTransfer(hop: hop, inputs) } else { perform([action]) }
+            }
             return
         }
         Task {
@@ -79,12 +105,32 @@ extension SessionTask {
     /// delegate data task hears a body file's bytes in chunks as they are
     /// read, so a large entry never sits in memory whole; other deliveries
     /// (completion handlers, byte streams) take the body whole.
-    func respondWithoutNetwork(_ response: HTTPURLResponse, body: ServedBody) {
+    ///
+    /// - Parameter prelude: What the answer changes of the task first, in
+    ///   the same turn of its lock.
+    func respondWithoutNetwork(_ response: HTTPURLResponse, body: ServedBody, prelude: ((inout Inner) -> Void)? = nil) {
+        if case .inline(let data) = body {
+            // All in one turn of the lock: the response, the sink's serving
+            // and, when the sink takes the body at once, the task's end.
+            let served = locked.withLock { inner -> (session: Session, step: ServeStep, actions: [StateMachine.Action], end: Ended?)? in
+                prelude?(&inner)
+                Self.record(response, length: body.count, &inner)
+                guard let session = inner.session else { return nil }
+                let step = inner.sink.serve(response, data)
+                guard case .finish = step else { return (session, step, [], nil) }
+                let actions = inner.machine.finishWithoutTransfer(.success(nil))
+                guard actions.count == 1, case .complete(let result) = actions[0] else { return (session, step, actions, nil) }
+                return (session, step, [], (result, ending(&inner, result)))
+            }
+            guard let served else { return }
+            perform(served.actions)
+            if let (result, end) = served.end { complete(result, end) }
+            if case .askDelegate = served.step { askDelegateToServe(response, body: body, data: data, streams: false, session: served.session) }
+            return
+        }
         let (session, streams) = locked.withLock { inner in
-            inner.response = response
-            inner.bytesReceived = Int64(body.count)
-            inner.bytesExpectedToReceive = Int64(body.count)
-            inner.updateProgress()
+            prelude?(&inner)
+            Self.record(response, length: body.count, &inner)
             return (inner.session, inner.sink.streamsServedBody)
         }
         guard let session else { return }
@@ -107,26 +153,41 @@ extension SessionTask {
             return (step, inner.machine.finishWithoutTransfer(.success(nil)))
         }
         switch step {
-        case .finish:
-            perform(actions)
-        case .askDelegate:
-            events.enqueue { [self, data] in
-                let disposition = await self.askDelegate { await $0.urlSession(session, dataTask: self, didReceive: response) } ?? .allow
-                guard disposition == .allow else {
-                    let cancelled = SessionError(.cancelled, failingURL: response.url, message: "the delegate cancelled the task")
-                    self.perform(self.locked.withLock { $0.machine.finishWithoutTransfer(.failure(cancelled)) })
+        case .finish: perform(actions)
+        case .askDelegate: askDelegateToServe(response, body: body, data: data, streams: streams, session: session)
+        }
+    }
+
+    /// A task's end as the turn of the lock that finished it read it.
+    typealias Ended = (result: Result<TransferMetrics?, SessionError>, end: Ending?)
+
+    /// The response answered without the network, as the task's.
+    private static func record(_ response: HTTPURLResponse, length: Int, _ inner: inout Inner) {
+        inner.response = response
+        inner.bytesReceived = Int64(length)
+        inner.bytesExpectedToReceive = Int64(length)
+        inner.updateProgress()
+    }
+
+    /// A delegate's data task hears the response answered without the
+    /// network first, then its body, on the task's context.
+    private func askDelegateToServe(_ response: HTTPURLResponse, body: ServedBody, data: Data, streams: Bool, session: Session) {
+        events.enqueue { [self, data] in
+            let disposition = await self.askDelegate { await $0.urlSession(session, dataTask: self, didReceive: response) } ?? .allow
+            guard disposition == .allow else {
+                let cancelled = SessionError(.cancelled, failingURL: response.url, message: "the delegate cancelled the task")
+                self.perform(self.locked.withLock { $0.machine.finishWithoutTransfer(.failure(cancelled)) })
+                return
+            }
+            if case .file(let file) = body, streams {
+                if let failure = self.deliverChunks(of: file, session: session, url: response.url) {
+                    self.perform(self.locked.withLock { $0.machine.finishWithoutTransfer(.failure(failure)) })
                     return
                 }
-                if case .file(let file) = body, streams {
-                    if let failure = self.deliverChunks(of: file, session: session, url: response.url) {
-                        self.perform(self.locked.withLock { $0.machine.finishWithoutTransfer(.failure(failure)) })
-                        return
-                    }
-                } else if !data.isEmpty {
-                    self.callDelegate { $0.urlSession(session, dataTask: self, didReceive: data) }
-                }
-                self.perform(self.locked.withLock { $0.machine.finishWithoutTransfer(.success(nil)) })
+            } else if !data.isEmpty {
+                self.callDelegate { $0.urlSession(session, dataTask: self, didReceive: data) }
             }
+            self.perform(self.locked.withLock { $0.machine.finishWithoutTransfer(.success(nil)) })
         }
     }
 
@@ -193,14 +254,38 @@ extension SessionTask {
         SessionError(.resourceUnavailable, failingURL: url, message: "the cached body cannot be read: \(error.localizedDescription)")
     }
 
-    func startTransfer(hop: Int) {
-        // What the hop reads of the task, in one turn of its lock.
-        let (session, request, deadline, kind, usesCache, streamed, identity, taskDelegate) = locked.withLock { inner in
-            (
-                inner.session, inner.currentRequest, inner.deadline, inner.kind, inner.kind == .data && inner.sink.usesCache,
-                inner.streamedBody.map { $0.next != nil }, inner.trust.clientIdentity, inner.delegate
-            )
+    /// What a hop's start reads of the task, in one turn of its lock.
+    struct HopInputs {
+        let session: Session?
+        let request: URLRequest?
+        let deadline: Date?
+        let kind: Kind
+        let usesCache: Bool
+        /// Nil without a streamed body; false when its next stream is still to come.
+        let streamed: Bool?
+        let identity: Credential?
+        let taskDelegate: (any SessionDelegate)?
+        /// What the hop carries for a challenge answered.
+        let pendingAuthorization: SentAuthorization?
+
+        init(_ inner: inout Inner, hop: Int) {
+            pendingAuthorization = inner.authentication.beginHop(hop)
+            session = inner.session
+            request = inner.currentRequest
+            deadline = inner.deadline
+            kind = inner.kind
+            usesCache = inner.kind == .data && inner.sink.usesCache
+            streamed = inner.streamedBody.map { $0.next != nil }
+            identity = inner.trust.clientIdentity
+            taskDelegate = inner.delegate
         }
+    }
+
+    func startTransfer(hop: Int, _ known: HopInputs? = nil) {
+        let inputs = known ?? locked.withLock { HopInputs(&$0, hop: hop) }
+        let (session, request, deadline, kind, usesCache, streamed, identity, taskDelegate) = (
+            inputs.session, inputs.request, inputs.deadline, inputs.kind, inputs.usesCache, inputs.streamed, inputs.identity, inputs.taskDelegate
+        )
         let streamMissing = streamed == false
         guard let session, let request else { return }
         if hop == 0, let url = request.url, url.scheme?.lowercased() == "data" {
@@ -220,12 +305,9 @@ extension SessionTask {
         }
         if streamMissing, awaitsBodyStream(hop: hop, request: request, session: session) { return }
         let cookie = Self.cookieHeader(for: request, headers: transfer.headers, session: session)
-        let authorization = authorizationFields(for: request, headers: transfer.headers, session: session)
-        let (libcurlAuthentication, credentials) = locked.withLock { inner in
-            let identity = Self.credentialIdentity(request, sent: inner.authentication.sent)
-            inner.machine.planned(cookie: cookie, credentialIdentity: identity, hop: hop)
-            return (inner.authentication.sent?.libcurl, identity)
-        }
+        let (authorization, sent) = authorizationFields(for: request, headers: transfer.headers, pending: inputs.pendingAuthorization, session: session)
+        // Recorded with the hand-over: nothing reads them before.
+        let (libcurlAuthentication, credentials) = (sent?.libcurl, Self.credentialIdentity(request, sent: sent))
         var validators: [(name: String, value: String)] = []
         if hop == 0, usesCache, let cache = session.urlCache, (request.httpMethod ?? "GET") == "GET",
             let key = CachePolicy.primaryKey(url)
@@ -239,11 +321,11 @@ extension SessionTask {
             case .serve(let stored, let status, let revalidate):
                 if revalidate { session.revalidateInBackground(request, key: key) }
                 guard let response = Self.servedResponse(stored, cacheStatus: showStatus ? status : nil, now: now) else { break }
-                locked.withLock { inner in
+                let transaction = Self.cacheTransaction(request, response: response, cacheStatus: status)
+                respondWithoutNetwork(response, body: ServedBody(stored)) { inner in
                     inner.machine.cacheAnswered(status: status)
-                    inner.transactions.append(Self.cacheTransaction(request, response: response, cacheStatus: status))
+                    inner.transactions.append(transaction)
                 }
-                respondWithoutNetwork(response, body: ServedBody(stored))
                 return
             case .fail(let message):
                 perform(locked.withLock { $0.machine.fail(SessionError(.resourceUnavailable, failingURL: url, message: message)) })
@@ -256,28 +338,43 @@ extension SessionTask {
                 return
             case .network(let revalidating, let status):
                 // Identical GETs wait for the one in flight and read its stored result.
-                if revalidating == nil, policy == .useProtocolCachePolicy, !locked.withLock({ $0.machine.cache.coalesced }) {
-                    guard locked.withLock({ $0.machine.wait(.otherRequest, hop: 0) }) else { return }
-                    let waits = session.joinInFlight(key: key) { [self] in
-                        self.perform(
-                            self.locked.withLock { inner in
-                                inner.machine.markCoalesced()
-                                return inner.machine.proceedHop(0)
-                            })
-                    }
-                    if waits { return }
-                    locked.withLock { $0.machine.leadInFlight(key) }
-                    if let fleet = cache.fleet {
-                        // Leads in this process; across a fleet it first claims the key, then looks again.
-                        fleet.claim(key: key) { [self] claim in self.fleetClaimGranted(claim) }
-                        return
-                    }
-                    _ = locked.withLock { $0.machine.proceedHop(0) }  // leads: goes on at once
-                }
-                locked.withLock {
-                    $0.machine.cacheConsulted(
+                let consulted: (inout StateMachine) -> Void = {
+                    $0.cacheConsulted(
                         key: key, status: showStatus ? status : nil, revalidating: revalidating,
                         fallback: policy == .useProtocolCachePolicy ? stored : nil, requestTime: now)
+                }
+                if revalidating == nil, policy == .useProtocolCachePolicy {
+                    // Waits unless it waited once already (or must never wait behind itself).
+                    let waiting = locked.withLock { inner -> Bool? in
+                        inner.machine.cache.coalesced ? false : (inner.machine.wait(.otherRequest, hop: 0) ? true : nil)
+                    }
+                    guard let waiting else { return }
+                    if waiting {
+                        let waits = session.joinInFlight(key: key) { [self] in
+                            self.perform(
+                                self.locked.withLock { inner in
+                                    inner.machine.markCoalesced()
+                                    return inner.machine.proceedHop(0)
+                                })
+                        }
+                        if waits { return }
+                        let fleet = cache.fleet
+                        locked.withLock { inner in
+                            inner.machine.leadInFlight(key)
+                            guard fleet == nil else { return }
+                            _ = inner.machine.proceedHop(0)  // leads: goes on at once
+                            consulted(&inner.machine)
+                        }
+                        if let fleet {
+                            // Leads in this process; across a fleet it first claims the key, then looks again.
+                            fleet.claim(key: key) { [self] claim in self.fleetClaimGranted(claim) }
+                            return
+                        }
+                    } else {
+                        locked.withLock { consulted(&$0.machine) }
+                    }
+                } else {
+                    locked.withLock { consulted(&$0.machine) }
                 }
                 if let revalidating { validators = CachePolicy.conditionalHeaders(revalidating.entry).map { ($0.name, $0.value) } }
             }
@@ -303,6 +400,7 @@ extension SessionTask {
         let id = executor.start(transfer, observer: HopObserver(task: self, hop: hop))
         perform(
             locked.withLock { inner in
+                inner.machine.planned(cookie: cookie, credentialIdentity: credentials, hop: hop)
                 inner.machine.handedOver(at: startedAt, viaProxy: viaProxy, hop: hop)
                 return inner.machine.started(id, hop: hop)
             })

@@ -24,7 +24,27 @@ extension SessionTask {
     }
 
     func received(_ head: ResponseHead, hop: Int) {
-        perform(locked.withLock { $0.machine.head(head, hop: hop, at: Date()) })
+        // The decision reads the task in the head's turn of the lock; a
+        // plain response that writes to no store is accepted in it too.
+        let (actions, inputs, accepted) = locked.withLock {
+            inner -> ([StateMachine.Action], DecisionInputs?, (url: URL, session: Session, kind: Kind, published: Published?)?) in
+            let actions = inner.machine.head(head, hop: hop, at: Date())
+            guard actions.contains(where: { if case .decide = $0 { true } else { false } }) else { return (actions, nil, nil) }
+            let inputs = DecisionInputs(&inner, status: head.status)
+            guard !decisionTouchesStores(head, inputs), inputs.revalidating == nil, let session = inputs.session,
+                let request = inputs.request, let url = request.url,
+                HeadDecision.of(status: head.status, headers: head.headers, request: request, hop: hop, revalidating: false) == .response
+            else { return (actions, inputs, nil) }
+            let (kind, published) = Self.accept(&inner, head, url: url, session: session)
+            return ([], nil, (url, session, kind, published))
+        }
+        if let accepted {
+            self.accepted(head, url: accepted.url, session: accepted.session, kind: accepted.kind, published: accepted.published)
+            return
+        }
+        for action in actions {
+            if case .decide(let head, let hop) = action, let inputs { decideOnHead(head, hop: hop, inputs) } else { perform([action]) }
+        }
     }
 
     func received(_ chunk: UnsafeRawBufferPointer, hop: Int) -> Bool {
@@ -134,16 +154,20 @@ extension SessionTask {
         if case .failure(let error) = result, handleClientCertificateRequest(after: error, hop: hop) {
             return
         }
-        perform(
-            locked.withLock { inner -> [StateMachine.Action] in
-                guard hop == inner.machine.hop, !inner.machine.isFinished else {
-                    if case .success(let metrics) = result { Self.fillCutShort(&inner, hop: hop, metrics) }
-                    return []
-                }
-                let transaction = Self.transaction(&inner, metrics: try? result.get())
-                inner.transactions.append(transaction)
-                return inner.machine.transferCompleted(result, hop: hop)
-            })
+        // A transfer that ends the task: its end is read in the same turn of the lock.
+        let (actions, end) = locked.withLock { inner -> ([StateMachine.Action], (Result<TransferMetrics?, SessionError>, Ending?)?) in
+            guard hop == inner.machine.hop, !inner.machine.isFinished else {
+                if case .success(let metrics) = result { Self.fillCutShort(&inner, hop: hop, metrics) }
+                return ([], nil)
+            }
+            let transaction = Self.transaction(&inner, metrics: try? result.get())
+            inner.transactions.append(transaction)
+            let actions = inner.machine.transferCompleted(result, hop: hop)
+            guard actions.count == 1, case .complete(let ended) = actions[0] else { return (actions, nil) }
+            return ([], (ended, ending(&inner, ended)))
+        }
+        perform(actions)
+        if let (result, end) = end { complete(result, end) }
     }
 
     /// A hop that was cut short by a redirect or a challenge was recorded

@@ -226,19 +226,7 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
         for action in actions {
             switch action {
             case .awaitBeginDate: awaitBeginDate()
-            case .runInterceptors:
-                // The first hop's work (interceptors, cookies, the cache's
-                // lookup, credentials) reads a file, or waits on a lock another
-                // process may hold, only through a disk cache: then it runs on
-                // the task's own context, never in the caller's `resume()`
-                // (Apple's and corelibs' resume only schedule). Without one it
-                // is memory work, done at once (a hop to another thread costs
-                // 10-20 % of a request's CPU at 16 in flight).
-                if session?.urlCache?.hasDiskTier == true {
-                    events.enqueueSync { [self] in runInterceptors() }
-                } else {
-                    runInterceptors()
-                }
+            case .runInterceptors: runInterceptors()
             case .startTransfer(let hop): startTransfer(hop: hop)
             case .cancelTransfer(let id): session?.executor(of: id)?.cancel(id)
             case .impossible(let what):
@@ -246,23 +234,8 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
                 Logger(label: "urlloading.session").error("task \(taskIdentifier): impossible event: \(what)")
             case .unpause(let id): session?.executor(of: id)?.unpause(id)
             case .decide(let head, let hop):
-                // From the transport's thread: a decision that writes to a
-                // store (cookies, credentials, the cache) or talks to the
-                // delegate goes to the task's own context.
-                if decisionTouchesStores(head) {
-                    events.enqueueSync { [self] in self.decide(head, hop: hop) }
-                } else {
-                    decide(head, hop: hop)
-                }
-            case .complete(let result):
-                locked.withLock { inner in
-                    // A finished task's progress is whole, its total now known.
-                    guard let progress = inner.progress else { return }
-                    let done = inner.kind == .upload ? inner.bytesSent : inner.bytesReceived
-                    if progress.totalUnitCount < done { progress.totalUnitCount = done }
-                    progress.completedUnitCount = max(done, progress.totalUnitCount)
-                }
-                complete(result)
+                decideOnHead(head, hop: hop, locked.withLock { DecisionInputs(&$0, status: head.status) })
+            case .complete(let result): complete(result)
             }
         }
     }

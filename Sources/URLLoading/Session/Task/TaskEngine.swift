@@ -31,16 +31,18 @@ package final class LocalEngine: TaskEngine {
     private init() {}
 
     package func resume(_ task: SessionTask) {
-        task.perform(
-            task.locked.withLock { inner -> [SessionTask.StateMachine.Action] in
-                let now = Date()
-                if inner.started == nil {
-                    inner.started = now
-                    let begins = max(now, inner.earliestBeginDate ?? now)
-                    inner.deadline = inner.session.flatMap { Session.deadline(from: begins, resourceTimeout: $0.settings.timeoutIntervalForResource) }
-                }
-                return inner.machine.resume(delayed: inner.earliestBeginDate.map { $0 > now } ?? false)
-            })
+        // The first hop's start reads the task in the same turn of the lock.
+        let (actions, context) = task.locked.withLock { inner -> ([SessionTask.StateMachine.Action], SessionTask.StartContext?) in
+            let now = Date()
+            if inner.started == nil {
+                inner.started = now
+                let begins = max(now, inner.earliestBeginDate ?? now)
+                inner.deadline = inner.session.flatMap { Session.deadline(from: begins, resourceTimeout: $0.settings.timeoutIntervalForResource) }
+            }
+            let actions = inner.machine.resume(delayed: inner.earliestBeginDate.map { $0 > now } ?? false)
+            return (actions, actions == [.runInterceptors] ? SessionTask.StartContext(inner) : nil)
+        }
+        if let context { task.runInterceptors(context) } else { task.perform(actions) }
     }
 
     package func suspend(_ task: SessionTask) {

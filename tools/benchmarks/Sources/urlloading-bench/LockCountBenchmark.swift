@@ -9,7 +9,9 @@ import URLLoading
 /// say), one GET at a time with async `data(from:)`. A miss asks for a URL
 /// the cache has not seen (a new query each time: the origin ignores it);
 /// a memory hit asks again for one answered before, fresh for an hour.
-/// Needs a build with `-DURLLOADING_COUNT_LOCKS`; others print why not.
+/// With `URLLOADING_LOCK_SITES` set, the call sites taken at least once
+/// per GET come first. Needs a build with `-DURLLOADING_COUNT_LOCKS`;
+/// others print why not.
 enum LockCountBenchmark {
     static func child(url: String, count: Int) async -> String {
         #if URLLOADING_COUNT_LOCKS
@@ -19,18 +21,26 @@ enum LockCountBenchmark {
             guard let (_, response) = try? await session.data(from: target) else { return false }
             return (response as? HTTPURLResponse)?.statusCode == 200
         }
-        func perGet(_ targets: (Int) -> URL) async -> String {
+        func perGet(_ name: String, _ targets: (Int) -> URL) async -> String {
             let before = TaskLockCount.value
+            TaskLockCount.resetSites()
             for index in 0..<count {
                 guard await get(targets(index)) else { return "a GET failed" }
             }
-            return String(format: "%.1f", Double(TaskLockCount.value - before) / Double(count))
+            let average = Double(TaskLockCount.value - before) / Double(count)
+            if ProcessInfo.processInfo.environment["URLLOADING_LOCK_SITES"] != nil {
+                // Where they are taken: sites taken at least once per GET.
+                let sites = TaskLockCount.sites.filter { $0.count >= count }
+                print("\(name), by call site (per GET):")
+                print(sites.map { String(format: "  %5.1f  %@", Double($0.count) / Double(count), $0.site) }.joined(separator: "\n"))
+            }
+            return String(format: "%.1f", average)
         }
         // Warm: the connection, the stores' files, the hit's entry in memory.
         for index in 0..<10 { _ = await get(base.appending(queryItems: [URLQueryItem(name: "warm", value: "\(index)")])) }
         guard await get(base) else { return "the origin did not answer" }
-        let miss = await perGet { base.appending(queryItems: [URLQueryItem(name: "miss", value: "\($0)")]) }
-        let hit = await perGet { _ in base }
+        let miss = await perGet("cache miss") { base.appending(queryItems: [URLQueryItem(name: "miss", value: "\($0)")]) }
+        let hit = await perGet("memory hit") { _ in base }
         return "cache miss: \(miss) lock acquisitions per GET\nmemory hit: \(hit) lock acquisitions per GET"
         #else
         return "this build does not count locks: build with -Xswiftc -DURLLOADING_COUNT_LOCKS"
