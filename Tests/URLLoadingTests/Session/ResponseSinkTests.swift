@@ -17,7 +17,7 @@ import Testing
 
     @Test("Collecting: every chunk is kept and handed out at the end; a served body replaces it")
     func collecting() throws {
-        var sink = CollectingSink.asyncCall { _, _ in }
+        var sink = CollectingSink.asyncCall { _, _, _ in }
         #expect(sink.usesCache && !sink.asksDelegate)
         sink.accept(length: 6, cacheCopyLimit: 0)
         #expect(Self.take(&sink, Array("abc".utf8)) == .taken)
@@ -175,7 +175,7 @@ import Testing
         #expect((sink(session.downloadTask(with: request)) as? DownloadSink)?.handler == nil)
         #expect((sink(session.downloadTask(with: request) { _, _, _ in }) as? DownloadSink)?.handler != nil)
         #expect(sink(session.streamTask(with: request, buffer: ByteStreamBuffer())) is StreamSink)
-        #expect(sink(session.rawTask(.data, with: request, body: nil) { _, _ in }) is CollectingSink)
+        #expect(sink(session.rawTask(.data, with: request, body: nil) { _, _, _ in }) is CollectingSink)
         #expect((sink(session.downloadTask(withResumeData: Data("junk".utf8))) as? DownloadSink)?.handler == nil)
     }
 }

@@ -36,13 +36,13 @@ extension Session {
         _ kind: SessionTask.Kind, _ request: URLRequest, body: TransferRequest.Body?,
         delegate: (any SessionDelegate)?
     ) async throws -> (Data, URLResponse) {
-        let (data, task) = try await run(delegate: delegate) { deliver, runner in
-            rawTask(kind, with: request, body: body, completionRunner: runner) { data, error in
-                deliver(error.map { .failure($0) } ?? .success(data ?? Data()))
+        let ((data, response), _) = try await run(delegate: delegate) { deliver, runner in
+            rawTask(kind, with: request, body: body, completionRunner: runner) { data, error, response in
+                deliver(error.map { .failure($0) } ?? .success((data ?? Data(), response)))
             }
         }
-        // Built here, on the awaiting task, not on the transport's thread.
-        guard let response = task.response else {
+        // Built on the awaiting task (the completion runner), not on the transport's thread.
+        guard let response else {
             throw SessionError(.badServerResponse, failingURL: request.url, message: "no response").urlError
         }
         return (data, response)

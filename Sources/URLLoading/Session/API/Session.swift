@@ -255,7 +255,7 @@ public final class Session: Sendable, CustomStringConvertible {
     func rawTask(
         _ kind: SessionTask.Kind, with request: URLRequest, body: TransferRequest.Body?,
         completionRunner: (@Sendable (@escaping @Sendable () -> Void) -> Void)? = nil,
-        handler: @escaping @Sendable (Data?, URLError?) -> Void
+        handler: @escaping @Sendable (Data?, URLError?, HTTPURLResponse?) -> Void
     ) -> SessionTask {
         let prepared = kind == .upload ? Self.uploading(request) : request
         return makeTask(kind, prepared, body: body ?? Self.body(of: request), sink: CollectingSink.asyncCall(handler), completionRunner: completionRunner)
@@ -451,7 +451,7 @@ public final class Session: Sendable, CustomStringConvertible {
         guard start else { return }
         var background = request
         background.cachePolicy = .reloadRevalidatingCacheData
-        let task = rawTask(.data, with: background, body: nil) { [weak self] _, _ in
+        let task = rawTask(.data, with: background, body: nil) { [weak self] _, _, _ in
             _ = self?.state.withLock { $0.revalidating.remove(key) }
         }
         task.resume()

@@ -2,6 +2,7 @@ import Foundation
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
+import Transport
 
 /// Where a task's response goes: one sink per way of delivering it
 /// (delegate data, collected for a completion handler or an async call, a
@@ -104,6 +105,13 @@ struct SinkContents: Sendable {
     var tail: [MixedReplaceParser.Event] = []
 }
 
+/// A task's response as its end found it: the one built (a delegate or a
+/// property asked for it, or the cache served it), else the head to build it from.
+struct ShownResponse: Sendable {
+    let response: HTTPURLResponse?
+    let head: (url: URL, head: ResponseHead)?
+}
+
 /// The end of a task as a sink sees it.
 struct SinkEnding: Sendable {
     let task: SessionTask
@@ -115,6 +123,14 @@ struct SinkEnding: Sendable {
     /// The delegates as the task's end read them.
     let taskDelegate: (any SessionDelegate)?
     let sessionDelegate: (any SessionDelegate)?
+    /// The task's response as its end found it: built, or its head.
+    let shown: ShownResponse
+
+    /// The task's response, built here when nobody asked for it before
+    /// (it is not kept on the task: callers that hold the task use `task.response`).
+    func response() -> HTTPURLResponse? {
+        shown.response ?? shown.head.flatMap { SessionTask.makeResponse(url: $0.url, head: $0.head) }
+    }
 
     func reportMetrics() {
         task.callDelegate(.didFinishCollectingMetrics, taskDelegate: taskDelegate, sessionDelegate: sessionDelegate, abilities: session.delegateAbilities) {

@@ -7,22 +7,27 @@ import FoundationNetworking
 /// response or data delegate calls).
 struct CollectingSink: ResponseSink {
     var deliversToHandler: Bool { true }
-    /// Hands the body (nil on failure) and the error to the caller.
-    let deliver: @Sendable (Data?, SessionTask, (any Error)?) -> Void
+    /// Hands the body (nil on failure) and the task's end to the caller.
+    let deliver: @Sendable (Data?, SinkEnding) -> Void
     private(set) var body = Data()
 
-    init(deliver: @escaping @Sendable (Data?, SessionTask, (any Error)?) -> Void) {
+    init(deliver: @escaping @Sendable (Data?, SinkEnding) -> Void) {
         self.deliver = deliver
     }
 
-    /// A completion handler with the body and the response.
+    /// A completion handler with the body and the response (the task's
+    /// own: the caller holds the task).
     static func completionHandler(_ handler: @escaping @Sendable (Data?, URLResponse?, (any Error)?) -> Void) -> CollectingSink {
-        CollectingSink { data, task, error in handler(data, task.response, error) }
+        CollectingSink { data, ending in handler(data, ending.task.response, ending.error) }
     }
 
-    /// The async APIs: the awaiting Swift task builds the response itself.
-    static func asyncCall(_ handler: @escaping @Sendable (Data?, URLError?) -> Void) -> CollectingSink {
-        CollectingSink { data, _, error in handler(data, error as? URLError) }
+    /// The async APIs: the response is built from the end's values on the
+    /// awaiting Swift task, without the task's lock; the task's own when a
+    /// task delegate may have seen (and may compare) it.
+    static func asyncCall(_ handler: @escaping @Sendable (Data?, URLError?, HTTPURLResponse?) -> Void) -> CollectingSink {
+        CollectingSink { data, ending in
+            handler(data, ending.error as? URLError, ending.taskDelegate == nil ? ending.response() : ending.task.httpResponse)
+        }
     }
 
     var usesCache: Bool { true }
@@ -49,7 +54,7 @@ struct CollectingSink: ResponseSink {
 
     func end(_ contents: SinkContents, _ ending: SinkEnding) {
         ending.reportMetrics()
-        deliver(ending.error == nil ? contents.body ?? Data() : nil, ending.task, ending.error)
+        deliver(ending.error == nil ? contents.body ?? Data() : nil, ending)
     }
 }
 

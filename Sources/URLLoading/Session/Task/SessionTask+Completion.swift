@@ -60,7 +60,7 @@ extension SessionTask {
         // A file that resume data points to stays; every other goes when the task is done.
         let sinkEnding = SinkEnding(
             task: self, session: session, error: error, keepsFile: resume != nil, metrics: metrics, taskDelegate: taskDelegate,
-            sessionDelegate: sessionDelegate)
+            sessionDelegate: sessionDelegate, shown: end.shown)
         let (buffer, cacheUpdate) = (contents.body, end.cacheUpdate)
         let finish: @Sendable () -> Void = { [self] in
             sink.end(contents, sinkEnding)
@@ -75,8 +75,10 @@ extension SessionTask {
                 }
             }
             self.engine.completionDelivered(self)
-            self.locked.withLock {
-                $0.session = nil; $0.delegate = nil
+            if !end.letGoOfSession {
+                self.locked.withLock {
+                    $0.session = nil; $0.delegate = nil
+                }
             }
             session.taskDidComplete(self)
         }
@@ -134,6 +136,10 @@ extension SessionTask {
         let ledKey: String?
         let fleetClaim: (any FleetClaim)?
         let cacheUpdate: CacheUpdateInputs
+        let shown: ShownResponse
+        /// No delegate is left to call: the task let go of its session in
+        /// this turn (else after the last delegate call).
+        let letGoOfSession: Bool
 
         init(_ inner: inout Inner, result: Result<TransferMetrics?, SessionError>, task: SessionTask) {
             let sessionDelegate = inner.session?.delegate
@@ -162,6 +168,10 @@ extension SessionTask {
             fleetClaim = inner.fleetClaim
             inner.fleetClaim = nil
             cacheUpdate = CacheUpdateInputs(inner)
+            shown = ShownResponse(response: inner.response, head: inner.head)
+            // A cancelled task stays `canceling` until its end is delivered (`state`).
+            letGoOfSession = inner.delegate == nil && sessionDelegate == nil && inner.machine.outcome != .cancelled
+            if letGoOfSession { inner.session = nil }
         }
     }
 }
