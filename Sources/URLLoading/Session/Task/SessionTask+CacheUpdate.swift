@@ -34,7 +34,8 @@ extension SessionTask {
         let usesCache: Bool
         let asksDelegate: Bool
 
-        init(_ inner: Inner) {
+        /// `inout` so that the task's state is read in place, not copied whole.
+        init(_ inner: inout Inner) {
             request = inner.currentRequest
             cache = inner.machine.cache
             hop = inner.machine.record

@@ -160,14 +160,14 @@ extension SessionTask {
             self.metricsListeners = metricsListeners
             contents = inner.sink.close()
             error = inner.error
-            resume = task.resumeData(inner, file: contents.file)
+            resume = task.resumeData(&inner, file: contents.file)
             resumeHandler = inner.resumeDataHandler
             sink = inner.sink
             ledKey = inner.machine.endLead()
             inner.fleetClaimEnded = true
             fleetClaim = inner.fleetClaim
             inner.fleetClaim = nil
-            cacheUpdate = CacheUpdateInputs(inner)
+            cacheUpdate = CacheUpdateInputs(&inner)
             shown = ShownResponse(response: inner.response, head: inner.head)
             // A cancelled task stays `canceling` until its end is delivered (`state`).
             letGoOfSession = inner.delegate == nil && sessionDelegate == nil && inner.machine.outcome != .cancelled

@@ -36,7 +36,7 @@ extension SessionTask {
     }
 
     /// The resume data of a failed or cancelled download, when it may resume.
-    func resumeData(_ inner: Inner, file: DownloadFile?) -> ResumeData? {
+    func resumeData(_ inner: inout Inner, file: DownloadFile?) -> ResumeData? {
         guard let file, let failure = inner.error else { return nil }
         let (offset, overflow) = file.offset.addingReportingOverflow(inner.bytesReceived)
         guard !overflow,

@@ -15,7 +15,8 @@ extension SessionTask {
         let request: URLRequest?
         let startupError: SessionError?
 
-        init(_ inner: Inner) {
+        /// `inout` so that the task's state is read in place, not copied whole.
+        init(_ inner: inout Inner) {
             (session, request, startupError) = (inner.session, inner.currentRequest, inner.startupError)
         }
     }
@@ -27,7 +28,7 @@ extension SessionTask {
     /// resume only schedule). Without one it is memory work, done at once
     /// (a hop to another thread costs 10-20 % of a request's CPU at 16 in flight).
     func runInterceptors(_ known: StartContext? = nil, onOwnContext: Bool = false) {
-        let context = known ?? locked.withLock { StartContext($0) }
+        let context = known ?? locked.withLock { StartContext(&$0) }
         guard let session = context.session, let request = context.request else { return }
         if !onOwnContext, session.urlCache?.hasDiskTier == true {
             events.enqueueSync { [self] in runInterceptors(context, onOwnContext: true) }

@@ -40,7 +40,8 @@ package final class LocalEngine: TaskEngine {
                 inner.deadline = inner.session.flatMap { Session.deadline(from: begins, resourceTimeout: $0.settings.timeoutIntervalForResource) }
             }
             let actions = inner.machine.resume(delayed: inner.earliestBeginDate.map { $0 > now } ?? false)
-            return (actions, actions == [.runInterceptors] ? SessionTask.StartContext(inner) : nil)
+            guard actions.count == 1, case .runInterceptors = actions[0] else { return (actions, nil) }
+            return (actions, SessionTask.StartContext(&inner))
         }
         if let context { task.runInterceptors(context) } else { task.perform(actions) }
     }
