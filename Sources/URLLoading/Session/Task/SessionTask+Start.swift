@@ -310,6 +310,8 @@ extension SessionTask {
         // Recorded with the hand-over: nothing reads them before.
         let (libcurlAuthentication, credentials) = (sent?.libcurl, Self.credentialIdentity(request, sent: sent))
         var validators: [(name: String, value: String)] = []
+        // Whether the cache's consultation recorded what the hop sends.
+        var planRecorded = false
         if hop == 0, usesCache, let cache = session.urlCache, (request.httpMethod ?? "GET") == "GET",
             let key = CachePolicy.primaryKey(url)
         {
@@ -340,6 +342,7 @@ extension SessionTask {
             case .network(let revalidating, let status):
                 // Identical GETs wait for the one in flight and read its stored result.
                 let consulted: (inout StateMachine) -> Void = {
+                    $0.planned(cookie: cookie, credentialIdentity: credentials, hop: hop)
                     $0.cacheConsulted(
                         key: key, status: showStatus ? status : nil, revalidating: revalidating,
                         fallback: policy == .useProtocolCachePolicy ? stored : nil, requestTime: now)
@@ -377,6 +380,7 @@ extension SessionTask {
                 } else {
                     locked.withLock { consulted(&$0.machine) }
                 }
+                planRecorded = true
                 if let revalidating { validators = CachePolicy.conditionalHeaders(revalidating.entry).map { ($0.name, $0.value) } }
             }
         }
@@ -398,10 +402,15 @@ extension SessionTask {
         if streamed != nil, sendsBody(hop: hop, request: request), let stream = takeBodyStream() { transfer.body = stream }
         let (startedAt, viaProxy) = (Date(), transfer.proxy != nil)
         let executor: any TransferExecutor = runsOnOwnConnection(transfer, kind: kind, taskDelegate: taskDelegate, session: session) ? session.ownedTransfers : transport
+        // The cache keys its entry by what the hop sent: recorded before the
+        // transfer starts (its end may come before the hand-over's turn),
+        // with the cache's consultation when there was one.
+        if session.urlCache != nil, !planRecorded {
+            locked.withLock { $0.machine.planned(cookie: cookie, credentialIdentity: credentials, hop: hop) }
+        }
         let id = executor.start(transfer, observer: HopObserver(task: self, hop: hop))
         perform(
             locked.withLock { inner in
-                inner.machine.planned(cookie: cookie, credentialIdentity: credentials, hop: hop)
                 inner.machine.handedOver(at: startedAt, viaProxy: viaProxy, hop: hop)
                 return inner.machine.started(id, hop: hop)
             })
