@@ -307,7 +307,7 @@ extension SessionTask {
         if streamMissing, awaitsBodyStream(hop: hop, request: request, session: session) { return }
         let cookie = Self.cookieHeader(for: request, headers: transfer.headers, session: session)
         let (authorization, sent) = authorizationFields(for: request, headers: transfer.headers, pending: inputs.pendingAuthorization, session: session)
-        // Recorded with the hand-over: nothing reads them before.
+        // Recorded (for the cache's keys) before the transfer starts, below.
         let (libcurlAuthentication, credentials) = (sent?.libcurl, Self.credentialIdentity(request, sent: sent))
         var validators: [(name: String, value: String)] = []
         // Whether the cache's consultation recorded what the hop sends.
