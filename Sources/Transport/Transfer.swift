@@ -109,7 +109,9 @@ final class Transfer {
     }
 
     private func set(_ option: CURLoption, _ value: String) throws(TransferError) {
-        let code = urlloading_easy_setopt_string(handle, option, value)
+        // withCString lends a native string's own bytes; the implicit
+        // conversion copies them into a new array first (libcurl copies them anyway).
+        let code = value.withCString { urlloading_easy_setopt_string(handle, option, $0) }
         if code != CURLE_OK { throw .curl(CurlError(easy: code)) }
     }
 
