@@ -14,8 +14,13 @@ struct EngineHarness {
 
     /// - Parameter configure: Changes to an ephemeral configuration (its
     ///   memory cache, cookie and credential stores are the session's own).
-    init(delegate: (any SessionDelegate)? = nil, processesCancels: Bool = true, configure: (SessionConfiguration) -> Void = { _ in }) {
-        executor = ScriptedExecutor(processesCancels: processesCancels)
+    /// - Parameter playsInStart: Plays each transfer's events inside the
+    ///   executor's `start` (`ScriptedExecutor.init`).
+    init(
+        delegate: (any SessionDelegate)? = nil, processesCancels: Bool = true, configure: (SessionConfiguration) -> Void = { _ in },
+        playsInStart: (@Sendable (ScriptedExecutor.Transfer) -> Void)? = nil
+    ) {
+        executor = ScriptedExecutor(processesCancels: processesCancels, playsInStart: playsInStart)
         let configuration = SessionConfiguration.ephemeral
         configure(configuration)
         session = Session(configuration: configuration, delegate: delegate, transport: executor)

@@ -140,6 +140,31 @@ import Transport
         #expect(second.response?.statusCode == 200)
     }
 
+    @Test("A response that ends before its transfer's id comes back is stored under the Cookie its request sent (Vary: Cookie)")
+    func entryKeyedByWhatTheHopSentEvenWhenItEndsAtOnce() async throws {
+        // The whole response inside `start`: what the hop sent must be on
+        // record before the transfer starts, not after the hand-over.
+        let harness = EngineHarness(playsInStart: { transfer in
+            let body = "for a=1"
+            transfer.head(200, [("Cache-Control", "max-age=600"), ("Vary", "Cookie"), ("Content-Length", "\(body.utf8.count)")])
+            if !transfer.body(body) { Issue.record("the body was refused") }
+            transfer.finish(bytesReceived: Int64(body.utf8.count))
+        })
+        defer { harness.session.invalidateAndCancel() }
+        let store = try #require(harness.session.configuration.httpCookieStorage)
+        let url = EngineHarness.url("/varies")
+        #expect(store.setCookies(["a=1"], for: url).count == 1)
+        let (_, first) = harness.start("/varies")
+        await first.wait()
+        #expect(first.body == "for a=1")
+        #expect(harness.executor.started.first?.field("Cookie") == "a=1")
+        store.removeAll()
+        let (_, second) = harness.start("/varies")
+        await second.wait()
+        #expect(harness.executor.started.count == 2, "a request without the cookie was answered with the response to a=1")
+        #expect(harness.executor.started.last?.field("Cookie") == nil)
+    }
+
     // MARK: Cancel, phase by phase
 
     @Test("Cancel before resume: the task ends cancelled and no transfer starts")

@@ -155,9 +155,14 @@ final class ScriptedExecutor: TransferExecutor {
     /// only recorded, as one the transport had not reached yet while the
     /// transfer's own events (and its end) still came.
     private let processesCancels: Bool
+    /// Plays a transfer's events inside `start`, before it returns: a
+    /// transfer that ends before the engine hears its id, as a loop thread
+    /// on another core can make happen.
+    private let playsInStart: (@Sendable (Transfer) -> Void)?
 
-    init(processesCancels: Bool = true) {
+    init(processesCancels: Bool = true, playsInStart: (@Sendable (Transfer) -> Void)? = nil) {
         self.processesCancels = processesCancels
+        self.playsInStart = playsInStart
     }
 
     /// Every transfer started so far, in order.
@@ -189,7 +194,11 @@ final class ScriptedExecutor: TransferExecutor {
             state.transfers[id] = Running(transfer: transfer)
             return (id, false)
         }
-        if shutDown { observer.transferDidComplete(.failure(.shutDown)) }
+        if shutDown {
+            observer.transferDidComplete(.failure(.shutDown))
+        } else if let playsInStart, let transfer = state.withLock({ $0.transfers[id]?.transfer }) {
+            playsInStart(transfer)
+        }
         return id
     }
 
