@@ -28,9 +28,14 @@ final class CurlLoop: @unchecked Sendable {
         let transfer: Transfer
     }
 
-    /// An idle easy handle; only the thread that popped it from the pool uses it.
+    /// An idle easy handle and its error buffer; only the thread that
+    /// popped it from the pool uses them.
     struct IdleHandle: @unchecked Sendable {
         let pointer: UnsafeMutableRawPointer
+        let errorBuffer: ErrorBuffer
+        /// The options a plain GET left set (see `Transfer.PlainOptions`);
+        /// nil when the handle is reset to libcurl's defaults.
+        let plain: Transfer.PlainOptions?
     }
 
     /// Head lines that arrived on the loop's transfers, counted by their
@@ -49,8 +54,8 @@ final class CurlLoop: @unchecked Sendable {
         /// The next transfer's number on this loop.
         var nextNumber: UInt64 = 1
         var shutDown = false
-        /// Easy handles of finished transfers, reset, ready for the next:
-        /// reusing spares an allocation and libcurl's per-handle set-up.
+        /// Easy handles of finished transfers, ready for the next: reusing
+        /// spares an allocation and libcurl's per-handle set-up.
         var idleHandles: [IdleHandle] = []
         /// The loop thread is in (or about to enter) `curl_multi_poll` and
         /// needs a wake-up for new commands; otherwise it finds them on its
@@ -137,11 +142,11 @@ final class CurlLoop: @unchecked Sendable {
 
     /// Takes a number for a new transfer and, unless the loop is shut down,
     /// an idle easy handle to configure it on.
-    func take() -> (number: UInt64, idle: UnsafeMutableRawPointer?) {
+    func take() -> (number: UInt64, idle: IdleHandle?) {
         shared.withLock { state in
             let number = state.nextNumber
             state.nextNumber += 1
-            return (number, state.shutDown ? nil : state.idleHandles.popLast()?.pointer)
+            return (number, state.shutDown ? nil : state.idleHandles.popLast())
         }
     }
 
@@ -303,15 +308,16 @@ final class CurlLoop: @unchecked Sendable {
         transfer.observer.transferDidComplete(result)
         curl_multi_remove_handle(multi, transfer.handle)
         // A connect-only handle still owns its connection: never reused.
-        let keep = !transfer.connectOnly
-        transfer.close(keepHandle: keep)
-        if keep {
-            let pooled = shared.withLock { state -> Bool in
-                guard state.idleHandles.count < Self.idleHandleLimit, !state.shutDown else { return false }
-                state.idleHandles.append(IdleHandle(pointer: transfer.handle))
-                return true
-            }
-            if !pooled { curl_easy_cleanup(transfer.handle) }
+        guard !transfer.connectOnly else {
+            transfer.close()
+            return
         }
+        let idle = transfer.close(keepingHandle: { if case .success = result { true } else { false } }())
+        let pooled = shared.withLock { state -> Bool in
+            guard state.idleHandles.count < Self.idleHandleLimit, !state.shutDown else { return false }
+            state.idleHandles.append(idle)
+            return true
+        }
+        if !pooled { curl_easy_cleanup(idle.pointer) }
     }
 }

@@ -9,7 +9,10 @@ final class Transfer {
     let handle: UnsafeMutableRawPointer
     let observer: any TransferObserver
     private var headerList: UnsafeMutablePointer<curl_slist>?
-    private let errorBuffer = ErrorBuffer()
+    private let errorBuffer: ErrorBuffer
+    /// Set when this transfer is a plain GET (`PlainOptions`): what it
+    /// leaves set on the handle.
+    private var plain: PlainOptions?
     private var retained: Unmanaged<Transfer>?
     private var body: BodySource
     /// The request body's length; -1 when a stream's length is unknown.
@@ -61,15 +64,34 @@ final class Transfer {
         case pipe(BodyPipe)
     }
 
-    /// - Parameter reusing: An idle handle from the loop's pool (reset), or
-    ///   nil for a new one: reusing spares an allocation and libcurl's
-    ///   per-handle set-up on every request.
-    init(request: TransferRequest, observer: any TransferObserver, reusing idle: UnsafeMutableRawPointer? = nil) throws(TransferError) {
-        guard let handle = idle ?? curl_easy_init() else {
+    /// What a plain GET sets on its handle beyond the options every
+    /// transfer sets: a GET without a body, credentials, proxy, buffer size
+    /// or TLS files of its own. A handle a plain GET finished on keeps its
+    /// options for the next plain GET, which sets only what differs, and is
+    /// not reset (reset copies libcurl's default CA paths again, and the
+    /// constant options are set again after it: eight allocations a GET).
+    /// Anything else resets the handle first, and so does a transfer that
+    /// failed or changed an option while it ran (a body in a coding libcurl
+    /// does not decode), so no option of one transfer is ever left for another.
+    struct PlainOptions: Equatable {
+        let decodesContent: Bool
+    }
+
+    /// - Parameter reusing: An idle handle from the loop's pool, or nil for
+    ///   a new one: reusing spares allocations and libcurl's per-handle
+    ///   set-up on every request.
+    init(request: TransferRequest, observer: any TransferObserver, reusing idle: CurlLoop.IdleHandle? = nil) throws(TransferError) {
+        guard let handle = idle?.pointer ?? curl_easy_init() else {
             throw .curl(CurlError(easy: CURLE_OUT_OF_MEMORY))
         }
         self.handle = handle
         self.observer = observer
+        errorBuffer = idle?.errorBuffer ?? ErrorBuffer()
+        errorBuffer.bytes[0] = 0
+        plain = Self.plainOptions(request)
+        // What is still set from a plain GET: kept for another, reset for anything else.
+        let left = idle?.plain
+        if left != nil, plain == nil { curl_easy_reset(handle) }
         switch request.body {
         case .none:
             body = .none
@@ -96,7 +118,7 @@ final class Transfer {
         let me = Unmanaged.passRetained(self)
         retained = me
         do {
-            try configure(request, userData: me.toOpaque())
+            try configure(request, userData: me.toOpaque(), left: plain == nil ? nil : left)
         } catch {
             close()
             throw error
@@ -120,21 +142,36 @@ final class Transfer {
         return Int(clamping: seconds * 1000 + attoseconds / 1_000_000_000_000_000)
     }
 
-    private func configure(_ request: TransferRequest, userData: UnsafeMutableRawPointer) throws(TransferError) {
+    /// The request's `PlainOptions`, or nil when it is not a plain GET.
+    static func plainOptions(_ request: TransferRequest) -> PlainOptions? {
+        guard request.method == "GET", case .none = request.body, request.httpAuthentication == nil, request.proxy == nil,
+            request.receiveBufferSize == nil, !request.connectOnly, request.tls.isPlain
+        else { return nil }
+        return PlainOptions(decodesContent: request.decodeContent)
+    }
+
+    /// - Parameter left: What a plain GET left set on the handle (this
+    ///   transfer is a plain GET too); nil on a new or reset handle.
+    private func configure(_ request: TransferRequest, userData: UnsafeMutableRawPointer, left: PlainOptions?) throws(TransferError) {
         try set(CURLOPT_URL, request.url)
-        try set(CURLOPT_NOSIGNAL, 1)
-        // The session follows redirects itself, so cookies, cache and delegates see every hop.
-        try set(CURLOPT_FOLLOWLOCATION, 0)
-        try set(CURLOPT_SUPPRESS_CONNECT_HEADERS, 1)
-        try set(CURLOPT_HTTP_VERSION, CURL_HTTP_VERSION_2TLS)
+        if left == nil {
+            try set(CURLOPT_NOSIGNAL, 1)
+            // The session follows redirects itself, so cookies, cache and delegates see every hop.
+            try set(CURLOPT_FOLLOWLOCATION, 0)
+            try set(CURLOPT_SUPPRESS_CONNECT_HEADERS, 1)
+            try set(CURLOPT_HTTP_VERSION, CURL_HTTP_VERSION_2TLS)
+            try set(CURLOPT_TCP_KEEPALIVE, 1)
+            try set(CURLOPT_PROTOCOLS_STR, "http,https")
+        }
         // Waiting for a connection that may multiplex only makes sense where
         // HTTP/2 can happen (TLS): over plain http a new request would wait
         // for the first response on the host's first connection.
         usesTLS = ResponseHeadParser.asciiCaseInsensitiveEqual(String(request.url.prefix(6)), "https:")
-        if usesTLS { try set(CURLOPT_PIPEWAIT, 1) }
-        try set(CURLOPT_TCP_KEEPALIVE, 1)
-        try set(CURLOPT_PROTOCOLS_STR, "http,https")
-        if request.decodeContent { try set(CURLOPT_ACCEPT_ENCODING, "") }
+        if usesTLS || left != nil { try set(CURLOPT_PIPEWAIT, usesTLS ? 1 : 0) }
+        if request.decodeContent != (left?.decodesContent ?? false) {
+            let code = urlloading_easy_setopt_string(handle, CURLOPT_ACCEPT_ENCODING, request.decodeContent ? "" : nil)
+            if code != CURLE_OK { throw .curl(CurlError(easy: code)) }
+        }
         if let size = request.receiveBufferSize { try set(CURLOPT_BUFFERSIZE, size) }
         switch request.httpAuthentication {
         case .ntlm(let user, let password):
@@ -153,17 +190,26 @@ final class Transfer {
             try set(CURLOPT_CONNECT_ONLY, 1)
         }
         decodesContent = request.decodeContent
-        if let connect = request.connectTimeout { try set(CURLOPT_CONNECTTIMEOUT_MS, max(1, milliseconds(connect))) }
+        // 0 is libcurl's default: a plain GET's handle may carry another's value.
+        if let connect = request.connectTimeout {
+            try set(CURLOPT_CONNECTTIMEOUT_MS, max(1, milliseconds(connect)))
+        } else if left != nil {
+            try set(CURLOPT_CONNECTTIMEOUT_MS, 0)
+        }
         // The idle timeout is the loop's (see `idleSeconds`): libcurl's low-speed
         // limit would also count the pauses of a reader that applies back-pressure.
         idleSeconds = request.idleTimeout.map { Double(milliseconds($0)) / 1000 }
-        if let total = request.totalTimeout { try set(CURLOPT_TIMEOUT_MS, max(1, milliseconds(total))) }
+        if let total = request.totalTimeout {
+            try set(CURLOPT_TIMEOUT_MS, max(1, milliseconds(total)))
+        } else if left != nil {
+            try set(CURLOPT_TIMEOUT_MS, 0)
+        }
         if let proxy = request.proxy {
             viaProxy = true
             try set(CURLOPT_PROXY, proxy)
             // The configuration's proxy is meant for every host: no_proxy from the environment does not apply.
             try set(CURLOPT_NOPROXY, "")
-        } else {
+        } else if left == nil {
             try set(CURLOPT_PROXY, "")
         }
         try configureTLS(request.tls)
@@ -198,7 +244,7 @@ final class Transfer {
             guard let list = curl_slist_append(headerList, line) else { throw .curl(CurlError(easy: CURLE_OUT_OF_MEMORY)) }
             headerList = list
         }
-        if let headerList { _ = urlloading_easy_setopt_slist(handle, CURLOPT_HTTPHEADER, headerList) }
+        if headerList != nil || left != nil { _ = urlloading_easy_setopt_slist(handle, CURLOPT_HTTPHEADER, headerList) }
 
         _ = urlloading_easy_setopt_pointer(handle, CURLOPT_ERRORBUFFER, errorBuffer.bytes)
         _ = urlloading_easy_setopt_pointer(handle, CURLOPT_PRIVATE, userData)
@@ -251,12 +297,34 @@ final class Transfer {
         }
     }
 
-    /// Cleans up the handle (or resets it for reuse when `keepHandle`) and
-    /// releases the callbacks' reference. After this, libcurl calls no
-    /// callback of this transfer: the handle is off the multi handle and its
-    /// callbacks are cleared.
-    func close(keepHandle: Bool = false) {
-        if keepHandle { curl_easy_reset(handle) } else { curl_easy_cleanup(handle) }
+    /// Cleans up the handle and releases the callbacks' reference. After
+    /// this, libcurl calls no callback of this transfer: the handle is off
+    /// the multi handle and cleaned up.
+    func close() {
+        curl_easy_cleanup(handle)
+        release()
+    }
+
+    /// Keeps the handle (off the multi handle) for another transfer and
+    /// releases the callbacks' reference: reset to libcurl's defaults, or,
+    /// after a plain GET that `succeeded`, with that GET's options left and
+    /// every pointer to this transfer (its user data, its header list)
+    /// cleared.
+    func close(keepingHandle succeeded: Bool) -> CurlLoop.IdleHandle {
+        let left = succeeded ? plain : nil
+        if left != nil {
+            _ = urlloading_easy_setopt_slist(handle, CURLOPT_HTTPHEADER, nil)
+            for option in [CURLOPT_PRIVATE, CURLOPT_HEADERDATA, CURLOPT_WRITEDATA, CURLOPT_READDATA, CURLOPT_SEEKDATA] {
+                _ = urlloading_easy_setopt_pointer(handle, option, nil)
+            }
+        } else {
+            curl_easy_reset(handle)
+        }
+        release()
+        return CurlLoop.IdleHandle(pointer: handle, errorBuffer: errorBuffer, plain: left)
+    }
+
+    private func release() {
         curl_slist_free_all(headerList)
         headerList = nil
         switch body {
@@ -420,6 +488,7 @@ final class Transfer {
             // its (content and non-chunked transfer) decoders untouched.
             decodesContent = false
             try? set(CURLOPT_HTTP_CONTENT_DECODING, 0)
+            plain = nil  // an option outside a plain GET's: the handle is reset after
             return true
         case .failed(let error):
             failure = error
@@ -502,7 +571,7 @@ final class Transfer {
 /// pointer and writes into it during later calls, so it must stay where it
 /// is for as long as the transfer lives: a pointer made from an array with
 /// `&` is valid only for the one call it is passed to.
-private final class ErrorBuffer {
+final class ErrorBuffer {
     let bytes: UnsafeMutablePointer<CChar>
     private static let size = Int(CURL_ERROR_SIZE) + 1
 

@@ -36,6 +36,13 @@ package struct TransferRequest: Sendable {
 
         package init() {}
 
+        /// No file, key, pin or collection of its own: only the options
+        /// every transfer sets (verification and versions).
+        var isPlain: Bool {
+            caFile == nil && clientCertificateFile == nil && clientKeyFile == nil && clientKeyPassphrase == nil && pinnedPublicKey == nil
+                && !collectsCertificates
+        }
+
         package static func == (a: TLS, b: TLS) -> Bool {
             a.caFile == b.caFile && a.verifyPeer == b.verifyPeer
                 && a.minimumVersion.map { [$0.0, $0.1] } == b.minimumVersion.map { [$0.0, $0.1] }

@@ -109,6 +109,36 @@ final class Recorder: TransferObserver {
         try await origin.shutdown()
     }
 
+    @Test("A reused handle carries nothing of the transfer before it: fields, content decoding, method and body are each request's own")
+    func reusedHandlesStartClean() async throws {
+        let origin = try await TestOrigin.start()
+        origin.route("/echo") { request in ScriptedResponse(status: 200, body: request.body) }
+        let multi = try CurlMulti()  // one loop: each transfer takes the handle the one before left
+        let url = origin.url("/echo").absoluteString
+        var first = TransferRequest(url: url, headers: [("X-Req", "one")])
+        first.totalTimeout = .seconds(30)
+        first.connectTimeout = .seconds(30)
+        var second = TransferRequest(url: url)
+        second.decodeContent = false
+        let put = TransferRequest(url: url, method: "PUT", headers: [("X-Put", "yes")], body: .data(Data("sent".utf8)))
+        var third = TransferRequest(url: url)
+        third.decodeContent = false
+        for request in [first, second, put, third, first] {
+            let outcome = await Self.transfer(multi, request)
+            #expect(outcome.head?.status == 200)
+        }
+        let seen = origin.requests
+        try #require(seen.count == 5)
+        #expect(seen.map(\.method) == ["GET", "GET", "PUT", "GET", "GET"])
+        #expect(seen.map { $0.header("X-Req") } == ["one", nil, nil, nil, "one"])
+        #expect(seen.map { $0.header("X-Put") } == [nil, nil, "yes", nil, nil])
+        #expect(seen.map { $0.header("Accept-Encoding") != nil } == [true, false, true, false, true])
+        #expect(seen.map { $0.header("Content-Length") } == [nil, nil, "4", nil, nil])
+        #expect(seen[2].body == Array("sent".utf8))
+        multi.shutdown()
+        try await origin.shutdown()
+    }
+
     @Test func redirectsAreNotFollowed() async throws {
         let origin = try await TestOrigin.start()
         origin.route("/from", Routes.redirect(to: "/to"))
