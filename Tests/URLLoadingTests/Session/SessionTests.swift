@@ -294,6 +294,23 @@ import TestSupport
         #expect(weakToken == nil, "work delivered after close is kept (a cycle through the task's runner)")
     }
 
+    @Test("S5: steps delivered before the awaiting task asks are taken in the order they came; work left at close runs then")
+    func stepsKeepTheirOrder() async throws {
+        let steps = TaskSteps<Int>()
+        let order = Lock<[Int]>([])
+        for index in 1...3 { steps.deliver(.work { order.withLock { $0.append(index) } }) }
+        steps.deliver(.result(.success(4)))
+        steps.deliver(.work { order.withLock { $0.append(5) } })
+        for _ in 1...3 {
+            guard case .work(let work) = await steps.next() else { Issue.record("expected work before the result"); return }
+            work()
+        }
+        guard case .result(let result) = await steps.next() else { Issue.record("expected the result fourth"); return }
+        #expect(try result.get() == 4)
+        steps.close()
+        #expect(order.withLock { $0 } == [1, 2, 3, 5])
+    }
+
     @Test("S4: 200 concurrent tasks on 6 connections per host, every body intact")
     func twoHundredConcurrent() async throws {
         let origin = try await TestOrigin.start()

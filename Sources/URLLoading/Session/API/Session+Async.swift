@@ -133,7 +133,25 @@ final class TaskSteps<T: Sendable>: Sendable {
         case result(Result<T, any Error>)
     }
 
-    private let state = Lock<(pending: [Step], waiter: UnsafeContinuation<Step, Never>?, closed: Bool)>(([], nil, false))
+    /// Steps not taken yet, in order. A task has two (its end's work, then
+    /// the result), and the awaiting task usually takes the first before
+    /// the second comes: one is kept inline, the rest (rarely any) in an array.
+    private struct Pending {
+        private var first: Step?
+        private var more: [Step] = []
+
+        mutating func append(_ step: Step) {
+            if first == nil { first = step } else { more.append(step) }
+        }
+
+        mutating func removeFirst() -> Step? {
+            guard let step = first else { return nil }
+            first = more.isEmpty ? nil : more.removeFirst()
+            return step
+        }
+    }
+
+    private let state = Lock<(pending: Pending, waiter: UnsafeContinuation<Step, Never>?, closed: Bool)>((Pending(), nil, false))
 
     private enum Next { case resume(UnsafeContinuation<Step, Never>), run(@Sendable () -> Void), none }
 
@@ -163,12 +181,14 @@ final class TaskSteps<T: Sendable>: Sendable {
     /// runs where it is delivered. Nothing is kept, so no cycle through the
     /// task's runner remains.
     func close() {
-        let left = state.withLock { state -> [Step] in
+        var left = state.withLock { state -> Pending in
             state.closed = true
-            defer { state.pending = [] }
+            defer { state.pending = Pending() }
             return state.pending
         }
-        for case .work(let work) in left { work() }
+        while let step = left.removeFirst() {
+            if case .work(let work) = step { work() }
+        }
     }
 
     /// Unsafe rather than checked: every request awaits here, and the
@@ -177,7 +197,7 @@ final class TaskSteps<T: Sendable>: Sendable {
     func next() async -> Step {
         await withUnsafeContinuation { continuation in
             let step = state.withLock { state -> Step? in
-                if !state.pending.isEmpty { return state.pending.removeFirst() }
+                if let step = state.pending.removeFirst() { return step }
                 state.waiter = continuation
                 return nil
             }
