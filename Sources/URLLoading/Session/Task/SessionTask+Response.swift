@@ -29,8 +29,11 @@ extension SessionTask {
     /// Decides on a hop's head. From the transport's thread: a decision that
     /// writes to a store (cookies, credentials, the cache) or talks to the
     /// delegate goes to the task's own context.
-    func decideOnHead(_ head: ResponseHead, hop: Int, _ inputs: DecisionInputs) {
-        if decisionTouchesStores(head, inputs) {
+    ///
+    /// - Parameter touchesStores: `decisionTouchesStores`, when the caller
+    ///   learned it already.
+    func decideOnHead(_ head: ResponseHead, hop: Int, _ inputs: DecisionInputs, touchesStores: Bool? = nil) {
+        if touchesStores ?? decisionTouchesStores(head, inputs) {
             events.enqueueSync { [self] in self.decide(head, hop: hop, inputs) }
         } else {
             decide(head, hop: hop, inputs)

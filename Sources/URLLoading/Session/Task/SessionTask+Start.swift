@@ -55,7 +55,7 @@ extension SessionTask {
             // The hop's start reads the task in the same turn of the lock.
             let (actions, inputs) = locked.withLock { inner in (inner.machine.proceed(), HopInputs(&inner, hop: inner.machine.hop)) }
             for action in actions {
-                if case .startTransfer(let hop) = action { startTransfer(hop: hop, inputs) } else { perform([action]) }
+                if case .startTransfer(let hop) = action { startTransfer(hop: hop, inputs) } else { perform(StateMachine.Actions(action)) }
             }
             return
         }
@@ -284,27 +284,23 @@ extension SessionTask {
 
     func startTransfer(hop: Int, _ known: HopInputs? = nil) {
         let inputs = known ?? locked.withLock { HopInputs(&$0, hop: hop) }
-        let (session, request, deadline, kind, usesCache, streamed, identity, taskDelegate) = (
-            inputs.session, inputs.request, inputs.deadline, inputs.kind, inputs.usesCache, inputs.streamed, inputs.identity, inputs.taskDelegate
-        )
-        let streamMissing = streamed == false
-        guard let session, let request else { return }
+        guard let session = inputs.session, let request = inputs.request else { return }
         if hop == 0, let url = request.url, url.scheme?.lowercased() == "data" {
             // On the task's context: a download writes its file, never inside resume().
             events.enqueueSync { [self] in answer(DataURL.parse(url.absoluteString), url: url) }
             return
         }
         if let transfers = session.protocolTransfers, let protocolClass = transfers.protocolClass(for: request) {
-            startThroughProtocolClass(protocolClass, transfers: transfers, request: request, hop: hop, usesCache: usesCache, session: session)
+            startThroughProtocolClass(protocolClass, transfers: transfers, request: request, hop: hop, usesCache: inputs.usesCache, session: session)
             return
         }
         // Refusals first (scheme, CR/LF, the deadline), then what the stores give, then the plan's completion.
-        let base = HopPlan.base(request, body: sendsBody(hop: hop, request: request) ? body : .none, settings: session.settings, deadline: deadline, now: Date())
+        let base = HopPlan.base(request, body: sendsBody(hop: hop, request: request) ? body : .none, settings: session.settings, deadline: inputs.deadline, now: Date())
         guard case .success(var transfer) = base, let url = request.url else {
             if case .failure(let refusal) = base { perform(locked.withLock { $0.machine.fail(refusal) }) }
             return
         }
-        if streamMissing, awaitsBodyStream(hop: hop, request: request, session: session) { return }
+        if inputs.streamed == false, awaitsBodyStream(hop: hop, request: request, session: session) { return }
         let cookie = Self.cookieHeader(for: request, headers: transfer.headers, session: session)
         let (authorization, sent) = authorizationFields(for: request, headers: transfer.headers, pending: inputs.pendingAuthorization, session: session)
         // Recorded (for the cache's keys) before the transfer starts, below.
@@ -312,7 +308,7 @@ extension SessionTask {
         var validators: [(name: String, value: String)] = []
         // Whether the cache's consultation recorded what the hop sends.
         var planRecorded = false
-        if hop == 0, usesCache, let cache = session.urlCache, (request.httpMethod ?? "GET") == "GET",
+        if hop == 0, inputs.usesCache, let cache = session.urlCache, (request.httpMethod ?? "GET") == "GET",
             let key = CachePolicy.primaryKey(url)
         {
             let now = Date().timeIntervalSince1970
@@ -386,8 +382,8 @@ extension SessionTask {
         }
         HopPlan.complete(
             &transfer, cookie: cookie, authorization: authorization, libcurlAuthentication: libcurlAuthentication, validators: validators,
-            isDownload: kind == .download)
-        Self.apply(identity, to: &transfer)
+            isDownload: inputs.kind == .download)
+        Self.apply(inputs.identity, to: &transfer)
         guard let transport = session.transport else {
             // libcurl could not start when the session was made.
             perform(
@@ -399,9 +395,9 @@ extension SessionTask {
             return
         }
         if prepareServerTrust(&transfer, url: url, hop: hop, session: session) { return }
-        if streamed != nil, sendsBody(hop: hop, request: request), let stream = takeBodyStream() { transfer.body = stream }
+        if inputs.streamed != nil, sendsBody(hop: hop, request: request), let stream = takeBodyStream() { transfer.body = stream }
         let (startedAt, viaProxy) = (Date(), transfer.proxy != nil)
-        let executor: any TransferExecutor = runsOnOwnConnection(transfer, kind: kind, taskDelegate: taskDelegate, session: session) ? session.ownedTransfers : transport
+        let executor: any TransferExecutor = runsOnOwnConnection(transfer, kind: inputs.kind, taskDelegate: inputs.taskDelegate, session: session) ? session.ownedTransfers : transport
         // The cache keys its entry by what the hop sent: recorded before the
         // transfer starts (its end may come before the hand-over's turn),
         // with the cache's consultation when there was one.

@@ -26,24 +26,29 @@ extension SessionTask {
     func received(_ head: ResponseHead, hop: Int) {
         // The decision reads the task in the head's turn of the lock; a
         // plain response that writes to no store is accepted in it too.
-        let (actions, inputs, accepted) = locked.withLock {
-            inner -> (StateMachine.Actions, DecisionInputs?, (url: URL, session: Session, kind: Kind, published: Published?)?) in
+        let (actions, inputs, touchesStores, accepted) = locked.withLock {
+            inner -> (StateMachine.Actions, DecisionInputs?, Bool, (url: URL, session: Session, kind: Kind, published: Published?)?) in
             let actions = inner.machine.head(head, hop: hop, at: Date())
-            guard actions.contains(where: { if case .decide = $0 { true } else { false } }) else { return (actions, nil, nil) }
+            guard actions.contains(where: { if case .decide = $0 { true } else { false } }) else { return (actions, nil, false, nil) }
             let inputs = DecisionInputs(&inner, status: head.status)
-            guard !decisionTouchesStores(head, inputs), inputs.revalidating == nil, let session = inputs.session,
+            let touchesStores = decisionTouchesStores(head, inputs)
+            guard !touchesStores, inputs.revalidating == nil, let session = inputs.session,
                 let request = inputs.request, let url = request.url,
                 HeadDecision.of(status: head.status, headers: head.headers, request: request, hop: hop, revalidating: false) == .response
-            else { return (actions, inputs, nil) }
+            else { return (actions, inputs, touchesStores, nil) }
             let (kind, published) = Self.accept(&inner, head, url: url, session: session)
-            return ([], nil, (url, session, kind, published))
+            return ([], nil, false, (url, session, kind, published))
         }
         if let accepted {
             self.accepted(head, url: accepted.url, session: accepted.session, kind: accepted.kind, published: accepted.published)
             return
         }
         for action in actions {
-            if case .decide(let head, let hop) = action, let inputs { decideOnHead(head, hop: hop, inputs) } else { perform([action]) }
+            if case .decide(let head, let hop) = action, let inputs {
+                decideOnHead(head, hop: hop, inputs, touchesStores: touchesStores)
+            } else {
+                perform(StateMachine.Actions(action))
+            }
         }
     }
 
