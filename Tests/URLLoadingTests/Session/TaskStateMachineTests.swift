@@ -124,7 +124,7 @@ import Transport
         }
         #expect(error.code == .httpTooManyRedirects && limited.isFinished)
         var machine = Self.deciding()
-        var last = Machine.Actions()
+        var last: [Machine.Action] = []
         for hop in 0..<SessionTask.maximumHops {
             last = machine.follow(.authentication, url: Self.url)
             if machine.isFinished { break }
@@ -270,20 +270,5 @@ import Transport
         #expect(started == [.unpause(Self.id)], "the live transfer is kept, never cancelled")
         let second = machine.started(Self.other, hop: 0)
         #expect(second == [.cancelTransfer(Self.other)], "a second id for one hop is a stray transfer")
-    }
-
-    @Test("Actions keep their order and count past the two kept inline, and compare by content")
-    func actionsKeepOrder() {
-        var actions = Machine.Actions()
-        #expect(actions.isEmpty)
-        let all: [Machine.Action] = [.cancelTransfer(Self.id), .startTransfer(hop: 1), .unpause(Self.other), .runInterceptors]
-        for (count, action) in all.enumerated() {
-            actions.append(action)
-            #expect(actions.count == count + 1)
-        }
-        #expect(Array(actions) == all)
-        #expect(actions == [.cancelTransfer(Self.id), .startTransfer(hop: 1), .unpause(Self.other), .runInterceptors])
-        #expect(actions != [.cancelTransfer(Self.id), .startTransfer(hop: 1), .unpause(Self.other)])
-        #expect(Machine.Actions(.awaitBeginDate) == [.awaitBeginDate])
     }
 }

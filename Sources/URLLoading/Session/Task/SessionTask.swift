@@ -222,7 +222,7 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
 
     // MARK: Running
 
-    func perform(_ actions: StateMachine.Actions) {
+    func perform(_ actions: [StateMachine.Action]) {
         for action in actions {
             switch action {
             case .awaitBeginDate: awaitBeginDate()

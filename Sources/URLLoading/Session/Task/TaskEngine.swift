@@ -32,7 +32,7 @@ package final class LocalEngine: TaskEngine {
 
     package func resume(_ task: SessionTask) {
         // The first hop's start reads the task in the same turn of the lock.
-        let (actions, context) = task.locked.withLock { inner -> (SessionTask.StateMachine.Actions, SessionTask.StartContext?) in
+        let (actions, context) = task.locked.withLock { inner -> ([SessionTask.StateMachine.Action], SessionTask.StartContext?) in
             let now = Date()
             if inner.started == nil {
                 inner.started = now
