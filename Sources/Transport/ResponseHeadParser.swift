@@ -29,6 +29,7 @@ package struct ResponseHeadParser {
     package let maximumBytes: Int
     package private(set) var status = 0
     package private(set) var httpVersion = ""
+    package private(set) var reasonPhrase = ""
     package private(set) var headers: [(name: String, value: String)] = []
     private var bytes = 0
 
@@ -39,7 +40,7 @@ package struct ResponseHeadParser {
     /// The final head, once its status line came (nil before, or while only
     /// interim heads arrived).
     package var finalHead: ResponseHead? {
-        status >= 200 ? ResponseHead(status: status, httpVersion: httpVersion, headers: headers) : nil
+        status >= 200 ? ResponseHead(status: status, httpVersion: httpVersion, headers: headers, reasonPhrase: reasonPhrase) : nil
     }
 
     /// Takes one line, with its CR LF.
@@ -52,7 +53,7 @@ package struct ResponseHeadParser {
         while end > 0, raw[end - 1] == 0x0A || raw[end - 1] == 0x0D { end -= 1 }
         if end == 0 {
             if (100..<200).contains(status) && status != 101 {
-                let interim = ResponseHead(status: status, httpVersion: httpVersion, headers: headers)
+                let interim = ResponseHead(status: status, httpVersion: httpVersion, headers: headers, reasonPhrase: reasonPhrase)
                 status = 0
                 return .interimHead(interim)
             }
@@ -85,6 +86,8 @@ package struct ResponseHeadParser {
             }
             status = code
             httpVersion = String(decoding: UnsafeRawBufferPointer(rebasing: line[0..<versionEnd]), as: UTF8.self)
+            // The rest of the line (RFC 9112 §4: it may be empty or absent).
+            reasonPhrase = index < line.count ? text(index..<line.count) : ""
             // Room for a usual head's fields, so appends do not grow the array.
             headers = []
             headers.reserveCapacity(16)

@@ -99,15 +99,19 @@ package struct ResponseHead: Sendable, Equatable {
     /// "HTTP/1.1", "HTTP/2", ...
     package var httpVersion: String
     package var headers: [(name: String, value: String)]
+    /// The status line's reason phrase as the server sent it ("" when it
+    /// sent none, and always under HTTP/2 and later, which have none).
+    package var reasonPhrase: String
 
-    package init(status: Int, httpVersion: String, headers: [(name: String, value: String)]) {
+    package init(status: Int, httpVersion: String, headers: [(name: String, value: String)], reasonPhrase: String = "") {
         self.status = status
         self.httpVersion = httpVersion
         self.headers = headers
+        self.reasonPhrase = reasonPhrase
     }
 
     package static func == (a: ResponseHead, b: ResponseHead) -> Bool {
-        a.status == b.status && a.httpVersion == b.httpVersion && a.headers.count == b.headers.count
+        a.status == b.status && a.httpVersion == b.httpVersion && a.reasonPhrase == b.reasonPhrase && a.headers.count == b.headers.count
             && zip(a.headers, b.headers).allSatisfy { $0.name == $1.name && $0.value == $1.value }
     }
 }

@@ -503,11 +503,17 @@ final class Recorder: TransferObserver {
             return
         }
         #expect(interim.status == 103 && interim.headers.map(\.value) == ["</a>"])
-        #expect(events[1] == .interimHead(ResponseHead(status: 100, httpVersion: "HTTP/1.1", headers: [])))
-        // A status line without a reason, or with runs of spaces, is one.
-        for (line, status, version) in [("HTTP/1.1 204\r\n", 204, "HTTP/1.1"), ("HTTP/1.0  301   Moved  \r\n", 301, "HTTP/1.0"), ("HTTP/2 200\r\n", 200, "HTTP/2")] {
+        #expect(events[1] == .interimHead(ResponseHead(status: 100, httpVersion: "HTTP/1.1", headers: [], reasonPhrase: "Continue")))
+        #expect(head.reasonPhrase == "OK")
+        // A status line without a reason, or with runs of spaces, is one; the
+        // reason phrase is the rest of the line, spaces inside it kept.
+        for (line, status, version, reason) in [
+            ("HTTP/1.1 204\r\n", 204, "HTTP/1.1", ""), ("HTTP/1.0  301   Moved  \r\n", 301, "HTTP/1.0", "Moved"), ("HTTP/2 200\r\n", 200, "HTTP/2", ""),
+            ("HTTP/1.1 418 I'm a teapot\r\n", 418, "HTTP/1.1", "I'm a teapot"), ("HTTP/1.1 200 \r\n", 200, "HTTP/1.1", ""),
+        ] {
             let (parsed, _) = Self.feed([line, "\r\n"])
             #expect(parsed.finalHead?.status == status && parsed.finalHead?.httpVersion == version, "\(line)")
+            #expect(parsed.finalHead?.reasonPhrase == reason, "\(line)")
         }
     }
 

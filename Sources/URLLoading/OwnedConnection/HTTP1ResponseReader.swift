@@ -132,7 +132,7 @@ struct HTTP1ResponseReader {
             case .interimHead(let head): return .interim(head)
             case .failed(let error): return .failed(error)
             case .endOfHead:
-                let head = ResponseHead(status: parser.status, httpVersion: parser.httpVersion, headers: parser.headers)
+                let head = ResponseHead(status: parser.status, httpVersion: parser.httpVersion, headers: parser.headers, reasonPhrase: parser.reasonPhrase)
                 guard parser.status >= 100 else { return .failed(.badResponse("a blank line before the status line")) }
                 switch framing(of: head) {
                 case .success(let phase): self.phase = phase

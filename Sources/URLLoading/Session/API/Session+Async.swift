@@ -80,13 +80,21 @@ extension Session {
     /// task deletes its own file when the handler returns.
     private static func kept(_ location: URL?, _ response: URLResponse?, _ error: (any Error)?, url: URL?) throws -> (URL, URLResponse) {
         if let error { throw error }
-        guard let location, let response else {
+        guard let response else {
+            throw SessionError(.badServerResponse, failingURL: url, message: "no response").urlError
+        }
+        return (try kept(location, url: url), response)
+    }
+
+    /// A finished download's file under a new name the caller owns.
+    static func kept(_ location: URL?, url: URL?) throws -> URL {
+        guard let location else {
             throw SessionError(.badServerResponse, failingURL: url, message: "no response").urlError
         }
         let kept: URL
         do { kept = try DownloadFiles.unusedName() } catch { throw error.urlError }
         try FileManager.default.moveItem(at: location, to: kept)
-        return (kept, response)
+        return kept
     }
 
     /// Bridges one task to async/await. The transfer's end is handled on the
@@ -97,7 +105,7 @@ extension Session {
     ///
     /// - Parameter make: Makes the task, given the function that delivers
     ///   its result and the completion runner to give it.
-    private func run<T: Sendable>(
+    func run<T: Sendable>(
         delegate: (any SessionDelegate)?,
         _ make: (
             _ deliver: @escaping @Sendable (Result<T, any Error>) -> Void,

@@ -257,8 +257,16 @@ public final class Session: Sendable, CustomStringConvertible {
         completionRunner: (@Sendable (@escaping @Sendable () -> Void) -> Void)? = nil,
         handler: @escaping @Sendable (Data?, URLError?, HTTPURLResponse?) -> Void
     ) -> SessionTask {
+        rawTask(kind, with: request, body: body, completionRunner: completionRunner, sink: CollectingSink.asyncCall(handler))
+    }
+
+    /// A data (or upload) task whose whole body goes to `sink`.
+    func rawTask(
+        _ kind: SessionTask.Kind, with request: URLRequest, body: TransferRequest.Body?,
+        completionRunner: (@Sendable (@escaping @Sendable () -> Void) -> Void)?, sink: CollectingSink
+    ) -> SessionTask {
         let prepared = kind == .upload ? Self.uploading(request) : request
-        return makeTask(kind, prepared, body: body ?? Self.body(of: request), sink: CollectingSink.asyncCall(handler), completionRunner: completionRunner)
+        return makeTask(kind, prepared, body: body ?? Self.body(of: request), sink: sink, completionRunner: completionRunner)
     }
 
     static func fileBodyOf(_ url: URL) -> TransferRequest.Body { fileBody(url) }

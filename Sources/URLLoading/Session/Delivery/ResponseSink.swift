@@ -2,6 +2,7 @@ import Foundation
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
+import HTTPTypes
 import Transport
 
 /// Where a task's response goes: one sink per way of delivering it
@@ -130,6 +131,14 @@ struct SinkEnding: Sendable {
     /// (it is not kept on the task: callers that hold the task use `task.response`).
     func response() -> HTTPURLResponse? {
         shown.response ?? shown.head.flatMap { SessionTask.makeResponse(url: $0.url, head: $0.head) }
+    }
+
+    /// The response as swift-http-types' type, without Foundation's: from
+    /// the head the transport read when there is one, else from the
+    /// response that was served (the cache's, an interceptor's).
+    func fieldsResponse() -> HTTPResponse? {
+        if let head = shown.head { return HTTPResponse(head.head) }
+        return shown.response.flatMap { HTTPResponse(bridging: $0) }
     }
 
     func reportMetrics() {

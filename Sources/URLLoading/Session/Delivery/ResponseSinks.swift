@@ -26,7 +26,7 @@ struct CollectingSink: ResponseSink {
     /// task delegate may have seen (and may compare) it.
     static func asyncCall(_ handler: @escaping @Sendable (Data?, URLError?, HTTPURLResponse?) -> Void) -> CollectingSink {
         CollectingSink { data, ending in
-            handler(data, ending.error as? URLError, ending.taskDelegate == nil ? ending.response() : ending.task.httpResponse)
+            handler(data, ending.error as? URLError, ending.taskDelegate == nil ? ending.response() : ending.task.httpURLResponse)
         }
     }
 
@@ -146,16 +146,26 @@ struct DelegateDataSink: ResponseSink {
 /// delegate's `didFinishDownloadingTo` or to a completion handler, and
 /// deleted when that returns (unless resume data points at it).
 struct DownloadSink: ResponseSink {
-    /// nil: the delegate hears of the download.
-    let handler: (@Sendable (URL?, URLResponse?, (any Error)?) -> Void)?
+    /// nil: the delegate hears of the download. Given the file (nil on
+    /// failure) and the task's end.
+    let handler: (@Sendable (URL?, SinkEnding) -> Void)?
     var deliversToHandler: Bool { handler != nil }
     private(set) var file: DownloadFile?
     private var expected: Int64 = -1
     private var written: Int64 = 0
 
     init(handler: (@Sendable (URL?, URLResponse?, (any Error)?) -> Void)? = nil, file: DownloadFile? = nil) {
-        self.handler = handler
+        if let handler {
+            self.handler = { location, ending in handler(location, ending.task.response, ending.error) }
+        } else {
+            self.handler = nil
+        }
         self.file = file
+    }
+
+    /// A download whose handler reads the task's end itself.
+    init(ending handler: @escaping @Sendable (URL?, SinkEnding) -> Void) {
+        self.handler = handler
     }
 
     mutating func accept(length: Int64, cacheCopyLimit: Int) {
@@ -192,7 +202,7 @@ struct DownloadSink: ResponseSink {
     func end(_ contents: SinkContents, _ ending: SinkEnding) {
         if let handler {
             ending.reportMetrics()
-            handler(ending.error == nil ? contents.file?.url : nil, ending.task.response, ending.error)
+            handler(ending.error == nil ? contents.file?.url : nil, ending)
             ending.removeFile(contents)
             return
         }

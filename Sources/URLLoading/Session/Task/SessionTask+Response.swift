@@ -201,7 +201,7 @@ extension SessionTask {
         }
         events.enqueue { [self] in
             var disposition = Session.ResponseDisposition.allow
-            if let response = self.httpResponse {
+            if let response = self.httpURLResponse {
                 disposition = await self.askDelegate { await $0.urlSession(session, dataTask: self, didReceive: response) } ?? .allow
             }
             switch disposition {

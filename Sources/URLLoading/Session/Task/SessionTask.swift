@@ -101,9 +101,9 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
     /// The request now being sent (after redirects).
     public var currentRequest: URLRequest? { locked.withLock { $0.currentRequest } }
     /// The response, once its head arrived.
-    public var response: URLResponse? { httpResponse }
+    public var response: URLResponse? { httpURLResponse }
 
-    var httpResponse: HTTPURLResponse? {
+    var httpURLResponse: HTTPURLResponse? {
         locked.withLock { Self.response(of: &$0) }
     }
 

@@ -1,0 +1,140 @@
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import Testing
+import TestSupport
+@testable import URLLoading
+
+/// swift-http-types' calls (`data(for: HTTPRequest)` and the rest, shaped as
+/// `HTTPTypesFoundation`'s `URLSession` extension) against the loopback
+/// origin: the response is the head as the server sent it.
+@Suite(.timeLimit(.minutes(Sanitizer.minutes(1)))) struct HTTPTypesTests {
+    static func session(configure: (inout SessionConfiguration) -> Void = { _ in }) -> Session {
+        var configuration = SessionConfiguration.ephemeral
+        configure(&configuration)
+        return Session(configuration: configuration)
+    }
+
+    static func request(_ method: HTTPRequest.Method = .get, _ origin: TestOrigin, _ path: String, fields: HTTPFields = [:]) -> HTTPRequest {
+        let url = origin.url(path)
+        return HTTPRequest(method: method, scheme: "http", authority: "\(url.host ?? ""):\(url.port ?? 0)", path: path, headerFields: fields)
+    }
+
+    /// A response whose fields repeat a name, out of alphabetical order,
+    /// with a reason phrase of its own.
+    static let fieldsResponse = ScriptedResponse(
+        status: 201, reason: "Made Just Now",
+        headers: [
+            HeaderField("Set-Cookie", "a=1"), HeaderField("X-Zulu", "last by name, second on the wire"), HeaderField("Set-Cookie", "b=2"),
+            HeaderField("Alpha-Field", "first by name"), HeaderField("Set-Cookie", "c=3"),
+        ], parts: [.bytes(Array("made".utf8))])
+
+    @Test("data(for: HTTPRequest): fields in wire order, each Set-Cookie its own field, the server's reason phrase; repeated request fields joined")
+    func dataKeepsTheHead() async throws {
+        let origin = try await TestOrigin.start()
+        origin.route("/made", response: Self.fieldsResponse)
+        let session = Self.session()
+        var fields = HTTPFields()
+        fields.append(HTTPField(name: .accept, value: "text/plain"))
+        fields.append(HTTPField(name: HTTPField.Name("X-Twice")!, value: "1"))
+        fields.append(HTTPField(name: HTTPField.Name("X-Twice")!, value: "2"))
+        fields.append(HTTPField(name: .cookie, value: "k=v"))
+        fields.append(HTTPField(name: .cookie, value: "l=w"))
+        let (data, response) = try await session.data(for: Self.request(.get, origin, "/made?q=1", fields: fields))
+        #expect(data == Data("made".utf8))
+        #expect(response.status.code == 201)
+        // `Status ==` compares codes only: the phrase is checked on its own.
+        #expect(response.status.reasonPhrase == "Made Just Now")
+        #expect(response.headerFields[values: .setCookie] == ["a=1", "b=2", "c=3"])
+        let names = response.headerFields.map(\.name.canonicalName)
+        let order = ["set-cookie", "x-zulu", "set-cookie", "alpha-field", "set-cookie"]
+        #expect(Array(names.filter { order.contains($0) }) == order, "\(names)")
+        let sent = try #require(origin.requests(to: "/made").first)
+        #expect(sent.target == "/made?q=1")
+        #expect(sent.headers.filter { $0.name.lowercased() == "x-twice" }.map(\.value) == ["1, 2"])
+        #expect(sent.headers.filter { $0.name.lowercased() == "cookie" }.map(\.value) == ["k=v; l=w"])
+        session.finishTasksAndInvalidate()
+        try await origin.shutdown()
+    }
+
+    @Test("upload(for:from:), upload(for:fromFile:) and download(for:) take an HTTPRequest and return an HTTPResponse")
+    func uploadsAndDownloads() async throws {
+        let origin = try await TestOrigin.start()
+        origin.route("/up", response: ScriptedResponse(status: 200, reason: "Taken", headers: [HeaderField("X-Got", "yes")], parts: [.bytes(Array("stored".utf8))]))
+        origin.route("/file", response: Self.fieldsResponse)
+        let session = Self.session()
+        let (data, response) = try await session.upload(for: Self.request(.put, origin, "/up"), from: Data("body one".utf8))
+        #expect(data == Data("stored".utf8) && response.status.reasonPhrase == "Taken" && response.headerFields[HTTPField.Name("X-Got")!] == "yes")
+        let folder = TemporaryDirectory()
+        let source = URL(fileURLWithPath: folder.path("source"))
+        try Data("body two".utf8).write(to: source)
+        let (_, fromFile) = try await session.upload(for: Self.request(.post, origin, "/up"), fromFile: source)
+        #expect(fromFile.status.code == 200)
+        let uploads = origin.requests(to: "/up")
+        #expect(uploads.map(\.method) == ["PUT", "POST"])
+        #expect(uploads.map { String(decoding: $0.body, as: UTF8.self) } == ["body one", "body two"])
+        let (location, downloaded) = try await session.download(for: Self.request(.get, origin, "/file"))
+        defer { try? FileManager.default.removeItem(at: location) }
+        #expect(try Data(contentsOf: location) == Data("made".utf8))
+        #expect(downloaded.status.reasonPhrase == "Made Just Now" && downloaded.headerFields[values: .setCookie] == ["a=1", "b=2", "c=3"])
+        session.finishTasksAndInvalidate()
+        try await origin.shutdown()
+    }
+
+    @Test("A request without a scheme or authority, or with a space or control byte in its path or authority, fails with badURL and sends nothing")
+    func badRequests() async throws {
+        let origin = try await TestOrigin.start()
+        origin.route("/a b", response: ScriptedResponse(body: "reached"))
+        let session = Self.session()
+        let url = origin.url("/")
+        let authority = "\(url.host ?? ""):\(url.port ?? 0)"
+        let requests = [
+            HTTPRequest(method: .get, scheme: nil, authority: nil, path: "/x"),
+            HTTPRequest(method: .get, scheme: "http", authority: nil, path: "/x"),
+            HTTPRequest(method: .get, scheme: "http", authority: authority, path: "/a b"),
+            HTTPRequest(method: .get, scheme: "http", authority: authority, path: "/a\u{01}b"),
+            // (Leading and trailing spaces and control bytes HTTPRequest removes itself.)
+            HTTPRequest(method: .get, scheme: "http", authority: "127.0.0.1 :\(url.port ?? 0)", path: "/x"),
+        ]
+        for request in requests {
+            do {
+                _ = try await session.data(for: request)
+                Issue.record("sent \(request)")
+            } catch let error as URLError {
+                #expect(error.code == .badURL, "\(request)")
+            }
+        }
+        #expect(origin.requests.isEmpty)
+        session.finishTasksAndInvalidate()
+        try await origin.shutdown()
+    }
+
+    @Test("A task's httpResponse, originalHTTPRequest and currentHTTPRequest; a response the cache serves comes back too")
+    func taskProperties() async throws {
+        let origin = try await TestOrigin.start()
+        origin.route("/from", response: ScriptedResponse(status: 302, headers: [HeaderField("Location", "/made")]))
+        origin.route("/made", response: Self.fieldsResponse)
+        origin.route("/kept", response: ScriptedResponse(headers: [HeaderField("Cache-Control", "max-age=600"), HeaderField("X-Kept", "1")], body: "kept"))
+        let session = Self.session { $0.urlCache = ResponseCache(memoryCapacity: 1 << 20) }
+        var request = URLRequest(url: origin.url("/from"))
+        request.setValue("yes", forHTTPHeaderField: "X-Asked")
+        let done = AsyncStream<Void>.makeStream()
+        let task = session.dataTask(with: request) { _, _, _ in done.continuation.finish() }
+        task.resume()
+        for await _ in done.stream {}
+        #expect(task.originalHTTPRequest?.path == "/from" && task.originalHTTPRequest?.headerFields[HTTPField.Name("X-Asked")!] == "yes")
+        #expect(task.currentHTTPRequest?.path == "/made")
+        let response = try #require(task.httpResponse)
+        #expect(response.status.code == 201 && response.status.reasonPhrase == "Made Just Now")
+        #expect(response.headerFields[values: .setCookie] == ["a=1", "b=2", "c=3"])
+        // The second is served from the memory tier, which keeps Foundation's response.
+        for _ in 0..<2 {
+            let (data, kept) = try await session.data(for: Self.request(.get, origin, "/kept"))
+            #expect(data == Data("kept".utf8) && kept.status == .ok && kept.headerFields[HTTPField.Name("X-Kept")!] == "1")
+        }
+        #expect(origin.requests(to: "/kept").count == 1)
+        session.finishTasksAndInvalidate()
+        try await origin.shutdown()
+    }
+}
