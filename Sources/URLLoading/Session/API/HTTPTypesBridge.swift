@@ -64,7 +64,8 @@ extension HTTPRequest {
             throw SessionError(.badURL, failingURL: nil, message: "the request's scheme, authority and path make no URL")
         }
         var request = URLRequest(url: url)
-        request.httpMethod = method.rawValue
+        // GET is URLRequest's own; its setter costs microseconds (NSURLRequest's copy).
+        if method != .get { request.httpMethod = method.rawValue }
         var joined: [(name: HTTPField.Name, value: String)] = []
         for field in headerFields {
             if let index = joined.firstIndex(where: { $0.name == field.name }) {

@@ -101,6 +101,21 @@ enum SessionBenchmark {
             }
         }
 
+        // swift-http-types' HTTPRequest in, HTTPResponse out, against
+        // AsyncHTTPClient's own API (HTTPClientResponse): on this path
+        // neither builds Foundation's response.
+        for (figure, count, inFlight) in [("types-get-seq", sequentialRequests, 1), ("types-get-16", concurrentRequests, inFlight)] {
+            let results = best({ c(["get", small, "\(count)", "\(inFlight)"]) }, among: ["ours", "async-http-client"]) { name in
+                child(name, name == "ours" ? "types-get" : "get", small, count, inFlight)
+            }
+            guard let ours = results["ours"], let other = results["async-http-client"] else { continue }
+            lines.append(
+                "\(figure): ours (data(for: HTTPRequest)) \(Int(Double(count) / ours.elapsed)) req/s, \(formatted(ours.cpu / Double(count) * 1e6)) µs CPU/req; "
+                    + "async-http-client \(Int(Double(count) / other.elapsed)) req/s, \(formatted(other.cpu / Double(count) * 1e6)) µs CPU/req")
+            table.append((figure, "async-http-client", ours.elapsed / other.elapsed))
+            table.append((figure + "-cpu", "async-http-client", ours.cpu / other.cpu))
+        }
+
         // The floor under get-16-cpu: the response object data(from:) must
         // return, built alone, against the C client's whole GET.
         let responseInit = (0..<Self.runs).map { _ in child("response-init", "get", small, concurrentRequests, 1) }.min { $0.cpu < $1.cpu }
@@ -292,6 +307,10 @@ enum SessionBenchmark {
                     try? FileManager.default.removeItem(at: file)
                     return size
                 }
+            case "types-get":
+                // swift-http-types' call: the response is made from the head, no HTTPURLResponse.
+                let request = HTTPRequest(method: .get, url: target)
+                result = await timed(count, inFlight) { try await session.data(for: request).0.count }
             default:
                 result = await timed(count, inFlight) { try await session.data(from: target).0.count }
             }

@@ -27,6 +27,8 @@
 //       contender: ours, ours-delegate, manager, foundation, async-http-client,
 //       async-http-client+response (building an HTTPURLResponse from its head),
 //       response-init (that initializer alone, on <url>'s head, <count> times);
+//       mode: get (data(from:)), types-get (ours through data(for: HTTPRequest)),
+//       download, download-task, upload-task;
 //       prints elapsed s, CPU s, peak RSS KiB, bytes (response-init: fields handed over)
 //   urlloading-bench resume-child <base-url>              (resume() latency)
 //   urlloading-bench locks-child <url> <count>            (task lock acquisitions per GET; a counting build)
