@@ -82,6 +82,39 @@ import TestSupport
         try await origin.shutdown()
     }
 
+    @Test("bytes(for: HTTPRequest): the head as sent at once, then the body as lines across chunks, characters and scalars")
+    func bytesAsText() async throws {
+        let origin = try await TestOrigin.start()
+        // Line breaks of every kind, one of them split between two writes.
+        let gate = OriginGate()
+        origin.route(
+            "/lines",
+            response: ScriptedResponse(
+                status: 200, reason: "Streaming", headers: [HeaderField("Set-Cookie", "a=1"), HeaderField("Set-Cookie", "b=2")],
+                parts: [.bytes(Array("first\r\nsecond\r".utf8)), .waitFor(gate), .bytes(Array("\nthird\u{2028}fourth".utf8))], framing: .chunked))
+        origin.route("/text", response: ScriptedResponse(parts: [.bytes(Array("e\u{301}\u{1F600}".utf8))]))
+        let session = Self.session()
+        let (stream, head) = try await session.bytes(for: Self.request(.get, origin, "/lines"))
+        // The head came before the body's end.
+        #expect(head.status.reasonPhrase == "Streaming" && head.headerFields[values: .setCookie] == ["a=1", "b=2"])
+        var lines: [String] = []
+        for try await line in stream.lines {
+            lines.append(line)
+            if lines.count == 1 { gate.open() }
+        }
+        #expect(lines == ["first", "second", "third", "fourth"])
+        let (text, _) = try await session.bytes(for: Self.request(.get, origin, "/text"))
+        var characters: [Character] = []
+        for try await character in text.characters { characters.append(character) }
+        #expect(characters == ["e\u{301}", "\u{1F600}"])
+        let (again, _) = try await session.bytes(from: origin.url("/text"))
+        var scalars: [Unicode.Scalar] = []
+        for try await scalar in again.unicodeScalars { scalars.append(scalar) }
+        #expect(scalars == ["e", "\u{301}", "\u{1F600}"])
+        session.finishTasksAndInvalidate()
+        try await origin.shutdown()
+    }
+
     @Test("A request without a scheme or authority, or with a space or control byte in its path or authority, fails with badURL and sends nothing")
     func badRequests() async throws {
         let origin = try await TestOrigin.start()

@@ -54,6 +54,16 @@ extension Session {
         }.0
     }
 
+    /// Starts loading `request` and returns as soon as the response head
+    /// arrives, with the body as a stream (`lines`, `characters` and
+    /// `unicodeScalars` read it as text). Cancelling the calling Swift task
+    /// cancels the transfer.
+    ///
+    /// - Throws: `URLError` when no response arrives, `badURL` as `data(for:)`.
+    public func bytes(for request: HTTPRequest, delegate: (any SessionDelegate)? = nil) async throws -> (AsyncBytes, HTTPResponse) {
+        try await stream(Self.converted(request), delegate: delegate, publishesHead: true) { $0.fields }
+    }
+
     private func load(
         _ kind: SessionTask.Kind, _ request: HTTPRequest, body: TransferRequest.Body?, delegate: (any SessionDelegate)?
     ) async throws -> (Data, HTTPResponse) {
@@ -78,6 +88,11 @@ extension Session {
     private static func converted(_ request: HTTPRequest) throws -> URLRequest {
         do { return try request.urlRequest() } catch { throw error.urlError }
     }
+}
+
+extension Session {
+    /// The body of a response as it arrives (Apple's `URLSession.AsyncBytes`).
+    public typealias AsyncBytes = ByteStream
 }
 
 extension SessionTask {

@@ -271,8 +271,8 @@ public final class Session: Sendable, CustomStringConvertible {
 
     static func fileBodyOf(_ url: URL) -> TransferRequest.Body { fileBody(url) }
 
-    func streamTask(with request: URLRequest, buffer: ByteStreamBuffer) -> SessionTask {
-        makeTask(.data, request, body: Self.body(of: request), sink: StreamSink(buffer: buffer))
+    func streamTask(with request: URLRequest, buffer: ByteStreamBuffer, publishesHead: Bool = false) -> SessionTask {
+        makeTask(.data, request, body: Self.body(of: request), sink: StreamSink(buffer: buffer, publishesHead: publishesHead))
     }
 
     /// Every task not yet completed.

@@ -2,7 +2,30 @@ public import Foundation
 #if canImport(FoundationNetworking)
 public import FoundationNetworking
 #endif
+import HTTPTypes
 import Locking
+import Transport
+
+/// A streamed response as its reader gets it: Foundation's, or the head as
+/// the transport read it (for swift-http-types' calls).
+enum StreamResponse: Sendable {
+    case built(HTTPURLResponse)
+    case head(ResponseHead)
+
+    /// swift-http-types' response.
+    var fields: HTTPResponse? {
+        switch self {
+        case .built(let response): HTTPResponse(bridging: response)
+        case .head(let head): HTTPResponse(head)
+        }
+    }
+
+    /// Foundation's response (a head is published only to readers of the other form).
+    var built: HTTPURLResponse? {
+        if case .built(let response) = self { return response }
+        return nil
+    }
+}
 
 /// Between a task's transfer and a `ByteStream` reader: a bounded queue of
 /// chunks. When it holds `limit` bytes the transfer pauses (back-pressure);
@@ -18,8 +41,8 @@ final class ByteStreamBuffer: Sendable {
         var finished = false
         var error: URLError?
         var waiter: CheckedContinuation<Void, Never>?
-        var response: HTTPURLResponse?
-        var responseWaiter: CheckedContinuation<HTTPURLResponse?, Never>?
+        var response: StreamResponse?
+        var responseWaiter: CheckedContinuation<StreamResponse?, Never>?
     }
 
     private let state = Lock(State())
@@ -42,8 +65,8 @@ final class ByteStreamBuffer: Sendable {
         return true
     }
 
-    func publish(_ response: HTTPURLResponse) {
-        let waiter = state.withLock { state -> CheckedContinuation<HTTPURLResponse?, Never>? in
+    func publish(_ response: StreamResponse) {
+        let waiter = state.withLock { state -> CheckedContinuation<StreamResponse?, Never>? in
             state.response = response
             defer { state.responseWaiter = nil }
             return state.responseWaiter
@@ -63,9 +86,9 @@ final class ByteStreamBuffer: Sendable {
     }
 
     /// The response, or nil when the task failed before one arrived.
-    func response() async -> HTTPURLResponse? {
+    func response() async -> StreamResponse? {
         await withCheckedContinuation { continuation in
-            let ready = state.withLock { state -> HTTPURLResponse?? in
+            let ready = state.withLock { state -> StreamResponse?? in
                 if let response = state.response { return .some(response) }
                 if state.finished { return .some(nil) }
                 state.responseWaiter = continuation
@@ -127,7 +150,7 @@ public struct ByteStream: AsyncSequence, Sendable {
         deinit { buffer.cancel() }
     }
 
-    private let reader: Reader
+    let reader: Reader
     var buffer: ByteStreamBuffer { reader.buffer }
 
     init(buffer: ByteStreamBuffer) {
@@ -178,13 +201,20 @@ extension Session {
     ///
     /// - Throws: `URLError` when no response arrives.
     public func bytes(for request: URLRequest, delegate: (any SessionDelegate)? = nil) async throws -> (ByteStream, URLResponse) {
+        try await stream(request, delegate: delegate, publishesHead: false) { $0.built }
+    }
+
+    /// Streams `request`'s body; `read` takes what the sink published.
+    func stream<Response: Sendable>(
+        _ request: URLRequest, delegate: (any SessionDelegate)?, publishesHead: Bool, _ read: @escaping @Sendable (StreamResponse) -> Response?
+    ) async throws -> (ByteStream, Response) {
         let buffer = ByteStreamBuffer()
-        let task = streamTask(with: request, buffer: buffer)
+        let task = streamTask(with: request, buffer: buffer, publishesHead: publishesHead)
         task.delegate = delegate
         buffer.attach(task)
         return try await withTaskCancellationHandler {
             task.resume()
-            guard let response = await buffer.response() else {
+            guard let response = await buffer.response().flatMap(read) else {
                 throw buffer.error ?? SessionError(.badServerResponse, failingURL: request.url, message: "no response").urlError
             }
             return (ByteStream(buffer: buffer), response)

@@ -37,9 +37,10 @@ protocol ResponseSink: Sendable {
     /// The download's file is open; true when the delegate hears where it
     /// resumes (`didResumeAtOffset`).
     mutating func attach(_ file: DownloadFile) -> Bool
-    /// The accepted response, for sinks that publish it (built on demand:
-    /// Foundation's response is the costliest step of a request).
-    func publish(_ response: () -> HTTPURLResponse?)
+    /// The accepted response, for sinks that publish it: its head as the
+    /// transport read it, and Foundation's response built on demand (the
+    /// costliest step of a request).
+    func publish(head: (url: URL, head: ResponseHead)?, _ response: () -> HTTPURLResponse?)
     /// One body chunk; `delegateListens` says whether any delegate exists.
     mutating func take(_ chunk: UnsafeRawBufferPointer, delegateListens: Bool) -> SinkStep
     /// The delegate's context delivered `count` body bytes; true when a
@@ -161,7 +162,7 @@ extension ResponseSink {
     mutating func accept(length: Int64, cacheCopyLimit: Int) {}
     mutating func splitParts(boundary: String) {}
     mutating func attach(_ file: DownloadFile) -> Bool { false }
-    func publish(_ response: () -> HTTPURLResponse?) {}
+    func publish(head: (url: URL, head: ResponseHead)?, _ response: () -> HTTPURLResponse?) {}
     mutating func delegateTook(_ count: Int) -> Bool { true }
 }
 

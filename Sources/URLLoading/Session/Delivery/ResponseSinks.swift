@@ -2,6 +2,7 @@ import Foundation
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
+import Transport
 
 /// The whole body, kept for a completion handler or an async call (no
 /// response or data delegate calls).
@@ -219,9 +220,16 @@ struct DownloadSink: ResponseSink {
 struct StreamSink: ResponseSink {
     var deliversToHandler: Bool { true }
     let buffer: ByteStreamBuffer
+    /// The reader wants the head as it came (swift-http-types' calls), not
+    /// Foundation's response.
+    var publishesHead = false
 
-    func publish(_ response: () -> HTTPURLResponse?) {
-        if let response = response() { buffer.publish(response) }
+    func publish(head: (url: URL, head: ResponseHead)?, _ response: () -> HTTPURLResponse?) {
+        if publishesHead, let head {
+            buffer.publish(.head(head.head))
+        } else if let response = response() {
+            buffer.publish(.built(response))
+        }
     }
 
     mutating func take(_ chunk: UnsafeRawBufferPointer, delegateListens: Bool) -> SinkStep {
@@ -229,7 +237,7 @@ struct StreamSink: ResponseSink {
     }
 
     mutating func serve(_ response: HTTPURLResponse, _ data: Data) -> ServeStep {
-        buffer.publish(response)
+        buffer.publish(.built(response))
         if !data.isEmpty { _ = buffer.offer(data) }
         return .finish
     }

@@ -166,7 +166,7 @@ extension SessionTask {
 
     static func publish(_ inner: inout Inner) -> Published {
         let sink = inner.sink
-        sink.publish { Self.response(of: &inner) }
+        sink.publish(head: inner.head) { Self.response(of: &inner) }
         return sink.asksDelegate ? (true, []) : (false, inner.machine.allow())
     }
 
