@@ -96,6 +96,28 @@ let targets: [FuzzTarget] = [
         }
         _ = parser.finish()
     },
+    FuzzTarget(name: "body-text") { data in
+        // A streamed body read as lines, scalars and characters, cut in two
+        // where the first byte says: the same as reading it whole.
+        let cut = data.isEmpty ? 0 : Int(data[data.startIndex]) % (data.count + 1)
+        func decoded<Decoder: ChunkDecoder>(_: Decoder.Type, cuts: [Int]) -> [Decoder.Output] {
+            var decoder = Decoder()
+            var start = data.startIndex
+            var output: [Decoder.Output] = []
+            for end in cuts.map({ data.startIndex + $0 }) + [data.endIndex] {
+                output += decoder.take(Data(data[start..<end]))
+                start = end
+            }
+            return output + decoder.finish()
+        }
+        let whole = String(decoding: data, as: UTF8.self)
+        invariant(decoded(ScalarDecoder.self, cuts: [cut]) == Array(whole.unicodeScalars), "scalars read in two chunks are the whole body's")
+        invariant(decoded(CharacterDecoder.self, cuts: [cut]) == Array(whole), "characters read in two chunks are the whole body's")
+        let lines = decoded(LineSplitter.self, cuts: [cut])
+        invariant(lines == decoded(LineSplitter.self, cuts: []), "lines read in two chunks are the whole body's")
+        let breaks: Set<Unicode.Scalar> = ["\n", "\r", "\u{0B}", "\u{0C}", "\u{85}", "\u{2028}", "\u{2029}"]
+        invariant(lines.allSatisfy { !$0.isEmpty && !$0.unicodeScalars.contains(where: breaks.contains) }, "no line is empty or holds a break")
+    },
     FuzzTarget(name: "resume-data") { data in
         _ = try? ResumeData.decode(data, directory: URL(fileURLWithPath: "/nonexistent-urlloading-fuzz"))
     },

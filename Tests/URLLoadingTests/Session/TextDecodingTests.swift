@@ -40,6 +40,12 @@ import Testing
         // A separator's first bytes at the very end belong to the last line (repaired).
         #expect(Self.decode(LineSplitter.self, [0x61, 0xE2, 0x80], cuts: [1]) == ["a\u{FFFD}"])
         #expect(Self.decode(LineSplitter.self, [0x61, 0xFF, 0x0A], cuts: []) == ["a\u{FFFD}"])
+        // A broken sequence before a line break does not swallow it.
+        for bytes: [UInt8] in [[0x61, 0xC2, 0x0A, 0x62], [0x61, 0xE2, 0x0A, 0x62], [0x61, 0xE2, 0x80, 0x0D, 0x62]] {
+            for cuts in Self.cuttings(bytes) {
+                #expect(Self.decode(LineSplitter.self, bytes, cuts: cuts) == ["a\u{FFFD}", "b"], "\(bytes) cut at \(cuts)")
+            }
+        }
     }
 
     @Test("Scalars and characters: a sequence or a cluster split across chunks comes out whole; bytes that are not UTF-8 become U+FFFD")

@@ -4,8 +4,9 @@ import Foundation
 /// machine (chunks in, lines out) under `ByteStream.lines`. Its rules are
 /// Apple's `AsyncLineSequence`'s: a line ends at LF, VT, FF, CR, CR LF, NEL
 /// (U+0085), LINE SEPARATOR (U+2028) or PARAGRAPH SEPARATOR (U+2029);
-/// empty lines are skipped; bytes that are not UTF-8 become U+FFFD. A
-/// separator split across two chunks is still one.
+/// empty lines are skipped; bytes that are not UTF-8 become U+FFFD (and,
+/// unlike Apple's, never take a line break with them). A separator split
+/// across two chunks is still one.
 /// A decoder of a body's chunks into text elements (lines, scalars,
 /// characters): what `ByteStream`'s text views run.
 protocol ChunkDecoder {
@@ -51,30 +52,22 @@ struct LineSplitter: ChunkDecoder {
                 pending = .none
                 if byte == 0x85 {
                     endLine(into: &lines)
-                } else {
-                    // Not NEL: both bytes belong to the line, as they came.
-                    line.append(0xC2)
-                    line.append(byte)
+                    continue
                 }
-                continue
+                // Not NEL: the lone C2 is the line's (U+FFFD once decoded), and
+                // this byte is read as any other (it may end the line).
+                line.append(0xC2)
             case .separator(let bytes):
-                if bytes == 1 {
-                    if byte == 0x80 {
-                        pending = .separator(bytes: 2)
-                    } else {
-                        pending = .none
-                        line.append(0xE2)
-                        line.append(byte)
-                    }
+                if bytes == 1 && byte == 0x80 {
+                    pending = .separator(bytes: 2)
                     continue
                 }
                 pending = .none
-                if byte == 0xA8 || byte == 0xA9 {
+                if bytes == 2 && (byte == 0xA8 || byte == 0xA9) {
                     endLine(into: &lines)
-                } else {
-                    line.append(contentsOf: [0xE2, 0x80, byte])
+                    continue
                 }
-                continue
+                line.append(contentsOf: bytes == 1 ? [0xE2] : [0xE2, 0x80])
             }
             switch byte {
             case 0x0D:
