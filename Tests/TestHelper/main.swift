@@ -274,6 +274,8 @@ case "cache-serve-rss":
     cacheServeRSS(Array(arguments.dropFirst()))
 case "connect-as":
     connectAs(Array(arguments.dropFirst()))
+case "http-types-responses":
+    await httpTypesResponses(Array(arguments.dropFirst()))
 case "delegate-body":
     // A delegate data task over a body of any length; the delegate keeps
     // only a count and takes `micros` per chunk (a slow reader). Prints the

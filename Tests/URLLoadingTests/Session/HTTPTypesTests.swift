@@ -115,6 +115,17 @@ import TestSupport
         try await origin.shutdown()
     }
 
+    @Test("No HTTPURLResponse is built on these paths when nobody asks for one (counted in a process of its own)")
+    func noFoundationResponse() async throws {
+        let origin = try await TestOrigin.start()
+        origin.route("/count", response: Self.fieldsResponse)
+        let result = try await ChildProcess.run(ChildProcess.helper, ["http-types-responses", origin.url("/count").absoluteString])
+        #expect(result.status == 0, "\(result.standardError)")
+        // Four calls build none; the one data(from:) after them builds its one.
+        #expect(result.standardOutput.split(separator: "\n") == ["built 0", "built 1"], "\(result.standardOutput)")
+        try await origin.shutdown()
+    }
+
     @Test("A request without a scheme or authority, or with a space or control byte in its path or authority, fails with badURL and sends nothing")
     func badRequests() async throws {
         let origin = try await TestOrigin.start()

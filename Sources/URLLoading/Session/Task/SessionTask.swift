@@ -4,6 +4,7 @@ public import FoundationNetworking
 #endif
 import Logging
 import Locking
+import Synchronization
 import Transport
 
 /// A task of a session (Apple's `URLSessionTask` and its data, upload and
@@ -115,7 +116,12 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
         return inner.response
     }
 
+    /// Foundation responses built in this process: the paths that promise
+    /// none (swift-http-types' calls) are checked against it.
+    static let responsesBuilt = Atomic<Int>(0)
+
     static func makeResponse(url: URL, head: ResponseHead) -> HTTPURLResponse? {
+        responsesBuilt.add(1, ordering: .relaxed)
         // Lines of one name (in any case) become one value (RFC 9110 §5.3):
         // HTTPURLResponse capitalizes names, so "foo" would overwrite "Foo".
         // A usual head has a few fields: looking back over the names already
