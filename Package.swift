@@ -16,6 +16,9 @@ let package = Package(
         // The fleet's stores on PostgreSQL: a product of its own,
         // so that users who do not need it never build libpq in.
         .library(name: "URLLoadingPostgres", targets: ["URLLoadingPostgres"]),
+        // A transport for swift-openapi-generator's clients: a product of
+        // its own, so that the core never builds swift-openapi-runtime.
+        .library(name: "URLLoadingOpenAPI", targets: ["URLLoadingOpenAPI"]),
         .executable(name: "cachetool", targets: ["cachetool"]),
         .executable(name: "transferd", targets: ["transferd"]),
     ],
@@ -25,6 +28,8 @@ let package = Package(
         // HTTPRequest and HTTPResponse, the types server-side Swift speaks
         // (only its HTTPTypes library: 15 files, about 12 s of a debug build).
         .package(url: "https://github.com/apple/swift-http-types", from: "1.8.0"),
+        // Only URLLoadingOpenAPI's: `ClientTransport` and `HTTPBody`.
+        .package(url: "https://github.com/apple/swift-openapi-runtime", from: "1.13.0"),
         // Test-only: the loopback origin in Tests/TestSupport.
         .package(url: "https://github.com/apple/swift-nio", from: "2.80.0"),
         .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.30.0"),
@@ -154,6 +159,15 @@ let package = Package(
             swiftSettings: strictSwift
         ),
 
+        .target(
+            name: "URLLoadingOpenAPI",
+            dependencies: [
+                "URLLoading",
+                .product(name: "OpenAPIRuntime", package: "swift-openapi-runtime"),
+            ],
+            swiftSettings: strictSwift
+        ),
+
         // The logic of transferd, the per-user process that carries out
         // background transfers: a target of its own so that its
         // state machine and journal are tested without the process.
@@ -211,7 +225,10 @@ let package = Package(
         ),
         .executableTarget(
             name: "urlloading-test-helper",
-            dependencies: ["Storage", "Migrations", "URLLoading", "URLLoadingPostgres", "TestSupport", "Locking"],
+            dependencies: [
+                "Storage", "Migrations", "URLLoading", "URLLoadingPostgres", "URLLoadingOpenAPI", "TestSupport", "Locking",
+                .product(name: "OpenAPIRuntime", package: "swift-openapi-runtime"),
+            ],
             path: "Tests/TestHelper",
             swiftSettings: strictSwift
         ),
@@ -224,6 +241,14 @@ let package = Package(
             name: "URLLoadingTests",
             dependencies: [
                 "URLLoading", "URLLoadingPostgres", "Postgres", "Storage", "Migrations", "Streams", "TestSupport", "Locking", "urlloading-test-helper",
+            ],
+            swiftSettings: strictSwift
+        ),
+        .testTarget(
+            name: "URLLoadingOpenAPITests",
+            dependencies: [
+                "URLLoadingOpenAPI", "URLLoading", "TestSupport", "Locking", "urlloading-test-helper",
+                .product(name: "OpenAPIRuntime", package: "swift-openapi-runtime"),
             ],
             swiftSettings: strictSwift
         ),
@@ -248,7 +273,10 @@ let package = Package(
         // Swift 6 settings: the code is what a user of URLSession writes.
         .testTarget(
             name: "PortingTests",
-            dependencies: ["URLLoading", "TestSupport"],
+            dependencies: [
+                "URLLoading", "URLLoadingOpenAPI", "TestSupport",
+                .product(name: "OpenAPIRuntime", package: "swift-openapi-runtime"),
+            ],
             exclude: ["URLSessionSources"],
             plugins: ["PortURLSession"]
         ),

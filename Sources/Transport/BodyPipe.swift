@@ -1,7 +1,8 @@
 package import Foundation
 
 /// A request body produced while it is being sent (an upload from a
-/// stream): a producer on a thread of its own writes chunks, the transport
+/// stream): a producer on a thread of its own writes chunks (or an async
+/// producer sends them, suspending while the pipe is full), the transport
 /// reads them from libcurl's read callback. The pipe holds at most
 /// `capacity` bytes, so a body of any length passes in constant memory: a
 /// producer ahead of the network waits, and a reader ahead of the producer
@@ -37,6 +38,8 @@ package final class BodyPipe: @unchecked Sendable {
     private var closed = false
     private var readerWaiting = false
     private var onReadable: (@Sendable () -> Void)?
+    /// An async producer waiting for room (`send`).
+    private var roomWaiter: CheckedContinuation<Void, Never>?
 
     package init() {}
 
@@ -59,6 +62,54 @@ package final class BodyPipe: @unchecked Sendable {
         return true
     }
 
+    /// Adds bytes from an async producer, suspending (not blocking a
+    /// thread) while the pipe is full. Returns false when the transfer is
+    /// over and the producer should stop.
+    package func send(_ data: Data) async -> Bool {
+        guard !data.isEmpty else { return true }
+        while true {
+            switch offer(data) {
+            case .taken: return true
+            case .closed: return false
+            case .full:
+                await withCheckedContinuation { continuation in
+                    if !waitForRoom(continuation) { continuation.resume() }
+                }
+            }
+        }
+    }
+
+    private enum Offer { case taken, full, closed }
+
+    /// Appends `data` when there is room; never waits.
+    private func offer(_ data: Data) -> Offer {
+        condition.lock()
+        guard !closed else {
+            condition.unlock()
+            return .closed
+        }
+        guard buffered < Self.capacity else {
+            condition.unlock()
+            return .full
+        }
+        chunks.append(data)
+        buffered += data.count
+        let wake = takeWaitingReader()
+        condition.unlock()
+        wake?()
+        return .taken
+    }
+
+    /// Parks `continuation` until the reader makes room or the pipe
+    /// closes; false when there is room (or the pipe closed) already.
+    private func waitForRoom(_ continuation: CheckedContinuation<Void, Never>) -> Bool {
+        condition.lock()
+        defer { condition.unlock() }
+        guard buffered >= Self.capacity, !closed else { return false }
+        roomWaiter = continuation
+        return true
+    }
+
     /// The producer is done: with the body complete, or with `error`.
     package func finish(error: String? = nil) {
         condition.lock()
@@ -73,8 +124,16 @@ package final class BodyPipe: @unchecked Sendable {
     /// Copies buffered bytes into `buffer` (the transport's read callback).
     package func read(into buffer: UnsafeMutableRawBufferPointer) -> ReadResult {
         condition.lock()
-        defer { condition.unlock() }
-        if let failure { return .failed(failure) }
+        let (result, producer) = copy(into: buffer)
+        condition.unlock()
+        producer?.resume()
+        return result
+    }
+
+    /// `read`'s work, under the lock: the result, and an async producer to
+    /// wake when bytes left the pipe.
+    private func copy(into buffer: UnsafeMutableRawBufferPointer) -> (ReadResult, CheckedContinuation<Void, Never>?) {
+        if let failure { return (.failed(failure), nil) }
         var copied = 0
         while copied < buffer.count, let first = chunks.first {
             let count = min(buffer.count - copied, first.count - consumed)
@@ -92,11 +151,12 @@ package final class BodyPipe: @unchecked Sendable {
         buffered -= copied
         if copied > 0 {
             condition.broadcast()
-            return .bytes(copied)
+            defer { roomWaiter = nil }
+            return (.bytes(copied), roomWaiter)
         }
-        if ended { return .end }
+        if ended { return (.end, nil) }
         readerWaiting = true
-        return .wouldBlock
+        return (.wouldBlock, nil)
     }
 
     /// Sets what wakes the reader after a `wouldBlock` (the transport
@@ -116,7 +176,10 @@ package final class BodyPipe: @unchecked Sendable {
         buffered = 0
         onReadable = nil
         condition.broadcast()
+        let producer = roomWaiter
+        roomWaiter = nil
         condition.unlock()
+        producer?.resume()
     }
 
     /// Whether the transfer closed the pipe.

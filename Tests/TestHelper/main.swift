@@ -274,6 +274,8 @@ case "cache-serve-rss":
     cacheServeRSS(Array(arguments.dropFirst()))
 case "connect-as":
     connectAs(Array(arguments.dropFirst()))
+case "openapi-transfer":
+    await openAPITransfer(Array(arguments.dropFirst()))
 case "http-types-responses":
     await httpTypesResponses(Array(arguments.dropFirst()))
 case "delegate-body":

@@ -217,7 +217,17 @@ final class OriginConnectionHandler: ChannelInboundHandler {
         } else {
             buffer.writeBytes(bytes)
         }
+        let count = bytes.count
+        let write = shared.state.withLock { state in
+            state.writesStarted += 1
+            state.waitingWrites[state.writesStarted] = .now
+            return state.writesStarted
+        }
         context.writeAndFlush(wrapOutboundOut(buffer)).assumeIsolated().whenComplete { result in
+            self.shared.state.withLock { state in
+                state.waitingWrites[write] = nil
+                if case .success = result { state.bodyBytesWritten += count }
+            }
             guard case .success = result else {
                 self.closed = true
                 return

@@ -82,6 +82,13 @@ public struct ScriptedResponse: Sendable {
         self.closeAfterResponse = closeAfterResponse
     }
 
+    /// This response, sent after `delay`.
+    public func with(delayBeforeHead delay: Duration) -> ScriptedResponse {
+        var copy = self
+        copy.delayBeforeHead = delay
+        return copy
+    }
+
     /// A response with a UTF-8 body.
     public init(status: Int = 200, headers: [HeaderField] = [], body: String) {
         self.init(status: status, headers: headers, parts: [.bytes(Array(body.utf8))])

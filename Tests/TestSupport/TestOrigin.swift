@@ -39,6 +39,11 @@ public final class TestOrigin: Sendable {
         /// Connections open now, and the most open at once.
         var open = 0
         var peakOpen = 0
+        /// Response writes the sockets have not taken yet (a client that
+        /// stopped reading leaves one waiting), and the bytes they took.
+        var waitingWrites: [Int: ContinuousClock.Instant] = [:]
+        var writesStarted = 0
+        var bodyBytesWritten = 0
         var shutDown = false
     }
 
@@ -172,6 +177,19 @@ public final class TestOrigin: Sendable {
         shared.state.withLock { $0.connections }
     }
 
+    /// How long the oldest response write still waiting for its socket has
+    /// waited (zero when none waits): long when the client's receive
+    /// window stays full (it stopped reading: back-pressure).
+    public var longestWaitingWrite: Duration {
+        let now = ContinuousClock.now
+        return shared.state.withLock { state in state.waitingWrites.values.min().map { now - $0 } ?? .zero }
+    }
+
+    /// Response body bytes the sockets took so far.
+    public var bodyBytesWritten: Int {
+        shared.state.withLock { $0.bodyBytesWritten }
+    }
+
     /// The most connections that were open at once (a client may close one
     /// and open another: `connectionCount` counts both).
     public var peakConcurrentConnections: Int {
@@ -210,6 +228,39 @@ public final class TestOrigin: Sendable {
     /// Byte `index` of the deterministic body pattern of `.pattern` parts.
     public static func patternByte(at index: Int) -> UInt8 {
         patternTable[index % patternPeriod]
+    }
+
+    /// Whether the file holds bytes `0..<count` of the pattern and no more
+    /// (read a mebibyte at a time: a stored upload of any length).
+    public static func fileHoldsPattern(_ url: URL, count: Int) throws -> Bool {
+        let handle = try FileHandle(forReadingFrom: url)
+        defer { try? handle.close() }
+        var offset = 0
+        while offset < count {
+            let length = min(1 << 20, count - offset)
+            guard let data = try handle.read(upToCount: length), data.count == length, isPattern(data, offset: offset) else { return false }
+            offset += length
+        }
+        return try handle.read(upToCount: 1)?.isEmpty ?? true
+    }
+
+    /// Whether `bytes` are the pattern's from `offset` on (compared a
+    /// period at a time with `memcmp`: cheap even in a debug build).
+    public static func isPattern(_ bytes: some ContiguousBytes, offset: Int) -> Bool {
+        bytes.withUnsafeBytes { given in
+            var done = 0
+            var index = offset % patternPeriod
+            while done < given.count {
+                let take = min(given.count - done, patternPeriod - index)
+                let same = patternTable.withUnsafeBytes { table in
+                    memcmp(given.baseAddress! + done, table.baseAddress! + index, take) == 0
+                }
+                guard same else { return false }
+                done += take
+                index = 0
+            }
+            return true
+        }
     }
 
     /// Bytes `offset..<offset+count` of the pattern.

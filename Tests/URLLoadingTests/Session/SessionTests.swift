@@ -473,11 +473,3 @@ import TestSupport
         try await origin.shutdown()
     }
 }
-
-extension ScriptedResponse {
-    func with(delayBeforeHead delay: Duration) -> ScriptedResponse {
-        var copy = self
-        copy.delayBeforeHead = delay
-        return copy
-    }
-}

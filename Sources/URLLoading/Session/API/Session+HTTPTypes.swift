@@ -64,6 +64,34 @@ extension Session {
         try await stream(Self.converted(request), delegate: delegate, publishesHead: true) { $0.fields }
     }
 
+    /// `bytes(for:)` with a request body produced while it is sent: the
+    /// chunks are read as the connection takes them (at most 256 KiB ahead
+    /// of it), never gathered; a known `length` goes out as
+    /// `Content-Length`, else HTTP/1.1 sends the body chunked. When the body
+    /// must be sent again (a 307 or 308 redirect, a challenge), `chunks` is
+    /// read again if `replayable`; otherwise the task fails with
+    /// `requestBodyStreamExhausted`. A chunk sequence that throws fails the
+    /// task (the error's type, never its text, is in the message).
+    package func bytes<Chunks: AsyncSequence & Sendable>(
+        for request: HTTPRequest, body chunks: Chunks, length: Int64?, replayable: Bool, delegate: (any SessionDelegate)? = nil
+    ) async throws -> (AsyncBytes, HTTPResponse) where Chunks.Element == ArraySlice<UInt8> {
+        var urlRequest = try Self.converted(request)
+        if let length, length >= 0 { urlRequest.setValue(String(length), forHTTPHeaderField: "Content-Length") }
+        let produce = SessionTask.BodySource.producer { pipe in
+            do {
+                for try await chunk in chunks where !chunk.isEmpty {
+                    guard await pipe.send(Data(chunk)) else { return }
+                }
+                pipe.finish()
+            } catch {
+                pipe.finish(error: "the request body's sequence failed (\(type(of: error)))")
+            }
+        }
+        let body = SessionTask.StreamedBody(
+            length: length.map { max($0, -1) } ?? -1, next: produce, remake: replayable ? .by({ produce }) : .once)
+        return try await stream(urlRequest, streamedBody: body, delegate: delegate, publishesHead: true) { $0.fields }
+    }
+
     private func load(
         _ kind: SessionTask.Kind, _ request: HTTPRequest, body: TransferRequest.Body?, delegate: (any SessionDelegate)?
     ) async throws -> (Data, HTTPResponse) {

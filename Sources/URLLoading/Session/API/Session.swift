@@ -271,8 +271,12 @@ public final class Session: Sendable, CustomStringConvertible {
 
     static func fileBodyOf(_ url: URL) -> TransferRequest.Body { fileBody(url) }
 
-    func streamTask(with request: URLRequest, buffer: ByteStreamBuffer, publishesHead: Bool = false) -> SessionTask {
-        makeTask(.data, request, body: Self.body(of: request), sink: StreamSink(buffer: buffer, publishesHead: publishesHead))
+    func streamTask(
+        with request: URLRequest, buffer: ByteStreamBuffer, publishesHead: Bool = false, streamedBody: SessionTask.StreamedBody? = nil
+    ) -> SessionTask {
+        makeTask(
+            .data, request, body: streamedBody == nil ? Self.body(of: request) : .none,
+            sink: StreamSink(buffer: buffer, publishesHead: publishesHead), streamedBody: streamedBody)
     }
 
     /// Every task not yet completed.
@@ -281,11 +285,13 @@ public final class Session: Sendable, CustomStringConvertible {
         state.withLock { $0.cancelledAll ? [] : Array($0.tasks.values) }.sorted { $0.taskIdentifier < $1.taskIdentifier }
     }
 
-    /// - Parameter streamsBody: The body comes from the delegate's streams
-    ///   (a streamed upload task); a request with an `httpBodyStream` streams too.
+    /// - Parameters:
+    ///   - streamsBody: The body comes from the delegate's streams (a
+    ///     streamed upload task); a request with an `httpBodyStream` streams too.
+    ///   - streamedBody: A streamed body the caller makes.
     func makeTask(
         _ kind: SessionTask.Kind, _ request: URLRequest, body: TransferRequest.Body, sink: any ResponseSink,
-        streamsBody: Bool = false, completionRunner: (@Sendable (@escaping @Sendable () -> Void) -> Void)? = nil
+        streamsBody: Bool = false, streamedBody: SessionTask.StreamedBody? = nil, completionRunner: (@Sendable (@escaping @Sendable () -> Void) -> Void)? = nil
     ) -> SessionTask {
         var request = request
         for (name, value) in settings.httpAdditionalHeaders where request.value(forHTTPHeaderField: name) == nil {
@@ -304,7 +310,7 @@ public final class Session: Sendable, CustomStringConvertible {
         let (task, delegate) = state.withLock { state in
             let task = SessionTask(
                 session: self, identifier: state.nextIdentifier, kind: kind, request: request, body: body, sink: sink,
-                streamedBodyLength: length, completionRunner: completionRunner, engine: engine)
+                streamedBodyLength: length, streamedBody: streamedBody, completionRunner: completionRunner, engine: engine)
             state.nextIdentifier += 1
             if !state.invalidated && !state.invalidating { state.tasks[task.taskIdentifier] = task }
             return (task, state.delegate)

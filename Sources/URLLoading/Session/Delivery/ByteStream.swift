@@ -119,13 +119,19 @@ final class ByteStreamBuffer: Sendable {
                 if let error { throw error }
                 return nil
             }
-            await withCheckedContinuation { continuation in
-                let ready = state.withLock { state -> Bool in
-                    if !state.chunks.isEmpty || state.finished { return true }
-                    state.waiter = continuation
-                    return false
+            // A reader's Swift task cancelled while it waits cancels the
+            // transfer, whose end wakes it (as Apple's AsyncBytes).
+            await withTaskCancellationHandler {
+                await withCheckedContinuation { continuation in
+                    let ready = state.withLock { state -> Bool in
+                        if !state.chunks.isEmpty || state.finished { return true }
+                        state.waiter = continuation
+                        return false
+                    }
+                    if ready { continuation.resume() }
                 }
-                if ready { continuation.resume() }
+            } onCancel: {
+                cancel()
             }
         }
     }
@@ -206,10 +212,11 @@ extension Session {
 
     /// Streams `request`'s body; `read` takes what the sink published.
     func stream<Response: Sendable>(
-        _ request: URLRequest, delegate: (any SessionDelegate)?, publishesHead: Bool, _ read: @escaping @Sendable (StreamResponse) -> Response?
+        _ request: URLRequest, streamedBody: SessionTask.StreamedBody? = nil, delegate: (any SessionDelegate)?, publishesHead: Bool,
+        _ read: @escaping @Sendable (StreamResponse) -> Response?
     ) async throws -> (ByteStream, Response) {
         let buffer = ByteStreamBuffer()
-        let task = streamTask(with: request, buffer: buffer, publishesHead: publishesHead)
+        let task = streamTask(with: request, buffer: buffer, publishesHead: publishesHead, streamedBody: streamedBody)
         task.delegate = delegate
         buffer.attach(task)
         return try await withTaskCancellationHandler {

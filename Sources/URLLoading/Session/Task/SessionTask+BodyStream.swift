@@ -20,11 +20,32 @@ extension SessionTask {
     /// ready(stream) ─transfer starts→ used ─body needed again→ asking delegate ─stream→ ready
     ///                                                                          └─nil→ task fails (bodyStreamExhausted)
     /// ```
+    ///
+    /// A body made by its caller (`remake` set) is made again by it instead
+    /// of asking the delegate; a body that can be sent only once fails the
+    /// task when it is needed again.
     struct StreamedBody: Sendable {
         /// The body's length from the request's Content-Length, or -1.
         var length: Int64
-        /// The stream for the next transfer, when one is at hand.
-        var next: OwnedInputStream?
+        /// The source for the next transfer, when one is at hand.
+        var next: BodySource?
+        /// Makes the body anew; nil when it can be sent only once. Unused
+        /// (`.delegate`) for bodies the delegate gives.
+        var remake: Remake = .delegate
+
+        enum Remake: Sendable {
+            case delegate
+            case once
+            case by(@Sendable () -> BodySource)
+        }
+    }
+
+    /// Where a streamed body's bytes come from.
+    enum BodySource: Sendable {
+        /// Foundation's stream, read on a thread of its own.
+        case stream(OwnedInputStream)
+        /// An async producer that sends into the pipe (and finishes it).
+        case producer(@Sendable (BodyPipe) async -> Void)
     }
 
     /// Whether the transfer about to start needs a body stream that is not
@@ -33,11 +54,28 @@ extension SessionTask {
     /// the caller must stop here.
     func awaitsBodyStream(hop: Int, request: URLRequest, session: Session) -> Bool {
         guard sendsBody(hop: hop, request: request) else { return false }
-        let missing = locked.withLock { inner -> Bool in
-            guard let streamed = inner.streamedBody else { return false }
-            return streamed.next == nil
+        let missing = locked.withLock { inner -> StreamedBody.Remake? in
+            guard let streamed = inner.streamedBody, streamed.next == nil else { return nil }
+            return streamed.remake
         }
-        guard missing else { return false }
+        switch missing {
+        case nil: return false
+        case .by(let remake)?:
+            let source = remake()
+            locked.withLock { $0.streamedBody?.next = source }
+            return false
+        case .once?:
+            perform(
+                locked.withLock { inner in
+                    guard hop == inner.machine.hop else { return [] }
+                    return inner.machine.fail(
+                        SessionError(
+                            .requestBodyStreamExhausted, failingURL: request.url,
+                            message: "the body must be sent again (a redirect or a challenge) and it can be sent only once"))
+                })
+            return true
+        case .delegate?: break
+        }
         guard locked.withLock({ $0.machine.wait(.bodyStream, hop: hop) }) else { return true }
         events.enqueue { [self] in
             let owned = await self.askDelegate { delegate -> OwnedInputStream? in
@@ -58,7 +96,7 @@ extension SessionTask {
             self.perform(
                 self.locked.withLock { inner in
                     guard hop == inner.machine.hop, !inner.machine.isFinished else { return [] }
-                    inner.streamedBody?.next = OwnedInputStream(stream: stream)
+                    inner.streamedBody?.next = .stream(OwnedInputStream(stream: stream))
                     return inner.machine.proceedHop(hop)
                 })
         }
@@ -75,14 +113,17 @@ extension SessionTask {
     /// transfer sends from; nil when the task has no streamed body.
     func takeBodyStream() -> TransferRequest.Body? {
         guard
-            let (stream, length) = locked.withLock({ inner -> (OwnedInputStream, Int64)? in
-                guard let streamed = inner.streamedBody, let stream = streamed.next else { return nil }
+            let (source, length) = locked.withLock({ inner -> (BodySource, Int64)? in
+                guard let streamed = inner.streamedBody, let source = streamed.next else { return nil }
                 inner.streamedBody?.next = nil
-                return (stream, streamed.length)
+                return (source, streamed.length)
             })
         else { return nil }
         let pipe = BodyPipe()
-        BodyStreamReader.start(stream, into: pipe)
+        switch source {
+        case .stream(let stream): BodyStreamReader.start(stream, into: pipe)
+        case .producer(let produce): Task.detached { await produce(pipe) }
+        }
         return .stream(pipe, length: length)
     }
 }

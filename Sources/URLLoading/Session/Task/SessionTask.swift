@@ -68,11 +68,14 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
     /// handlers: its order, and its own delays only.
     let events = DelegateQueue()
 
-    /// - Parameter streamedBodyLength: Non-nil when the body comes from
-    ///   streams: the length the request declares, or -1.
+    /// - Parameters:
+    ///   - streamedBodyLength: Non-nil when the body comes from streams:
+    ///     the length the request declares, or -1.
+    ///   - streamedBody: A streamed body its caller makes (instead of the
+    ///     request's stream and the delegate's).
     init(
         session: Session, identifier: Int, kind: Kind, request: URLRequest, body: TransferRequest.Body, sink: any ResponseSink,
-        streamedBodyLength: Int64? = nil, completionRunner: (@Sendable (@escaping @Sendable () -> Void) -> Void)? = nil,
+        streamedBodyLength: Int64? = nil, streamedBody: StreamedBody? = nil, completionRunner: (@Sendable (@escaping @Sendable () -> Void) -> Void)? = nil,
         engine: any TaskEngine = LocalEngine.shared
     ) {
         self.taskIdentifier = identifier
@@ -90,8 +93,11 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
         case .file(_, let length): inner.bytesExpectedToSend = length
         case .stream(_, let length): inner.bytesExpectedToSend = length
         }
-        if let length = streamedBodyLength {
-            inner.streamedBody = StreamedBody(length: length, next: request.httpBodyStream.map { OwnedInputStream(stream: $0) })
+        if let streamedBody {
+            inner.streamedBody = streamedBody
+            inner.bytesExpectedToSend = streamedBody.length
+        } else if let length = streamedBodyLength {
+            inner.streamedBody = StreamedBody(length: length, next: request.httpBodyStream.map { .stream(OwnedInputStream(stream: $0)) })
             inner.bytesExpectedToSend = length
         }
         locked = TaskLock(inner)
