@@ -240,6 +240,12 @@ final class Transfer {
             // goes out with the Content-Type its caller set, or none.
             lines.append("Content-Type:")
         }
+        if hasBody, !request.headers.contains(where: { $0.name.caseInsensitiveCompare("Expect") == .orderedSame }) {
+            // libcurl asks a large body's server for `100 Continue` and waits
+            // a second for it; many servers never send one. As Apple's
+            // session: no Expect unless the caller sets one.
+            lines.append("Expect:")
+        }
         for line in lines {
             guard let list = curl_slist_append(headerList, line) else { throw .curl(CurlError(easy: CURLE_OUT_OF_MEMORY)) }
             headerList = list

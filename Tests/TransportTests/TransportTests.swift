@@ -170,6 +170,37 @@ final class Recorder: TransferObserver {
         try await origin.shutdown()
     }
 
+    @Test("A large body goes out without libcurl's own `Expect: 100-continue` (many servers never answer it: each upload waited a second); a caller's Expect is sent")
+    func noExpectContinueOfLibcurlsOwn() async throws {
+        let origin = try await TestOrigin.start()
+        origin.route("/put") { request in ScriptedResponse(status: 201, body: "\(request.bodyLength)") }
+        let multi = try CurlMulti()
+        // Above libcurl's threshold (1 MiB) for each way it sends a body.
+        let body = Data(count: 3 << 20)
+        let pipe = BodyPipe()
+        pipe.setReadableHandler {}
+        let bodies: [(String, TransferRequest.Body)] = [("PUT", .data(body)), ("POST", .data(body)), ("PATCH", .stream(pipe, length: -1))]
+        Thread {
+            _ = pipe.write(body)
+            pipe.finish()
+        }.start()
+        for (method, requestBody) in bodies {
+            let outcome = await Self.transfer(
+                multi, TransferRequest(url: origin.url("/put").absoluteString, method: method, headers: [], body: requestBody))
+            #expect(outcome.head?.status == 201, "\(method)")
+        }
+        let asked = await Self.transfer(
+            multi,
+            TransferRequest(url: origin.url("/put").absoluteString, method: "PUT", headers: [("Expect", "100-continue")], body: .data(body)))
+        #expect(asked.head?.status == 201)
+        let seen = origin.requests(to: "/put")
+        #expect(seen.map(\.method) == ["PUT", "POST", "PATCH", "PUT"])
+        #expect(seen.map { $0.header("Expect") } == [nil, nil, nil, "100-continue"])
+        #expect(seen.allSatisfy { $0.bodyLength == body.count })
+        multi.shutdown()
+        try await origin.shutdown()
+    }
+
     @Test func emptyBodyStillDeliversTheHead() async throws {
         let origin = try await TestOrigin.start()
         origin.route("/none", response: ScriptedResponse(status: 204, framing: .none))
