@@ -174,6 +174,12 @@ final class CurlLoop: @unchecked Sendable {
     private func run(takeCommands: (inout [Command]) -> Void) {
         var running: Int32 = 0
         var commands: [Command] = []
+        let held = TurnWakeups.Held()
+        TurnWakeups.hold(in: held)
+        defer {
+            held.flush()
+            TurnWakeups.hold(in: nil)
+        }
         loop: while true {
             takeCommands(&commands)
             var worked = !commands.isEmpty
@@ -217,6 +223,7 @@ final class CurlLoop: @unchecked Sendable {
                 }
             }
             expireIdleTransfers()
+            held.flush()
             if worked { spin() }
             // Sleep only with no command waiting; from here on, new
             // commands wake the poll. At least every 250 ms, for idle timeouts.

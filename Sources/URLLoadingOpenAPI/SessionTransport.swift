@@ -102,9 +102,16 @@ public struct SessionTransport: ClientTransport {
     /// body was encoded (the session decodes it, so the count differs) or
     /// the field is no plain number.
     static func length(of response: HTTPResponse) -> HTTPBody.Length {
-        guard response.headerFields[.contentEncoding] == nil, let field = response.headerFields[.contentLength],
-            field.utf8.count <= 18, let length = Int64(field), length >= 0
-        else { return .unknown }
+        // One pass: each of `HTTPFields`' lookups by name walks the fields.
+        var declared: String?
+        for field in response.headerFields {
+            if field.name == .contentEncoding { return .unknown }
+            if field.name == .contentLength {
+                guard declared == nil else { return .unknown }
+                declared = field.value
+            }
+        }
+        guard let declared, declared.utf8.count <= 18, let length = Int64(declared), length >= 0 else { return .unknown }
         return .known(length)
     }
 }

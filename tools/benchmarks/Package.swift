@@ -12,6 +12,9 @@ let package = Package(
         .package(url: "https://github.com/swift-server/async-http-client", from: "1.37.0"),
         // The WebSocket echo server of `ws-echo` and `ws-100m` (already in the graph through AsyncHTTPClient).
         .package(url: "https://github.com/apple/swift-nio", from: "2.80.0"),
+        // The reference OpenAPI transport of `openapi-get-16`.
+        .package(url: "https://github.com/swift-server/swift-openapi-async-http-client", from: "1.5.0"),
+        .package(url: "https://github.com/apple/swift-openapi-runtime", from: "1.13.0"),
     ],
     targets: [
         // The raw-SQLite reference: libsqlite3 straight, one table, one statement.
@@ -25,6 +28,9 @@ let package = Package(
                 "CPostgresBench",
                 .product(name: "URLLoading", package: "URLLoading"),
                 .product(name: "URLLoadingPostgres", package: "URLLoading"),
+                .product(name: "URLLoadingOpenAPI", package: "URLLoading"),
+                .product(name: "OpenAPIRuntime", package: "swift-openapi-runtime"),
+                .product(name: "OpenAPIAsyncHTTPClient", package: "swift-openapi-async-http-client"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),

@@ -61,7 +61,7 @@ final class ByteStreamBuffer: Sendable {
             return .some(state.waiter)
         }
         guard case .some(let continuation) = waiter else { return false }
-        continuation?.resume()
+        if let continuation { TurnWakeups.run { continuation.resume() } }
         return true
     }
 
@@ -71,7 +71,7 @@ final class ByteStreamBuffer: Sendable {
             defer { state.responseWaiter = nil }
             return state.responseWaiter
         }
-        waiter?.resume(returning: response)
+        if let waiter { TurnWakeups.run { waiter.resume(returning: response) } }
     }
 
     func finish(_ error: URLError?) {
@@ -81,8 +81,12 @@ final class ByteStreamBuffer: Sendable {
             defer { state.waiter = nil; state.responseWaiter = nil }
             return (state.waiter, state.responseWaiter)
         }
-        waiter?.resume()
-        responseWaiter?.resume(returning: nil)
+        if waiter != nil || responseWaiter != nil {
+            TurnWakeups.run {
+                waiter?.resume()
+                responseWaiter?.resume(returning: nil)
+            }
+        }
     }
 
     /// The response, or nil when the task failed before one arrived.

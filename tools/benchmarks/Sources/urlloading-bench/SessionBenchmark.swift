@@ -3,7 +3,10 @@ import Foundation
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
+import OpenAPIAsyncHTTPClient
+import OpenAPIRuntime
 import URLLoading
+import URLLoadingOpenAPI
 
 /// `urlloading-bench session <base-url> <curl-bench> <work> <sink>`: 1 KiB GETs
 /// sequentially and 16 in flight, and a 100 MiB download, against one
@@ -116,6 +119,21 @@ enum SessionBenchmark {
             table.append((figure + "-cpu", "async-http-client", ours.cpu / other.cpu))
         }
 
+        // A generated client's call (no generated code: the transport's
+        // `send`, as the client makes it) through each transport, the body
+        // collected as the client's `Data(collecting:)` would.
+        for (figure, count, inFlight) in [("openapi-get-16", concurrentRequests, inFlight)] {
+            let results = best({ c(["get", small, "\(count)", "\(inFlight)"]) }, among: ["ours", "async-http-client"]) { name in
+                child(name, "openapi-get", small, count, inFlight)
+            }
+            guard let ours = results["ours"], let other = results["async-http-client"] else { continue }
+            lines.append(
+                "\(figure): ours (SessionTransport) \(Int(Double(count) / ours.elapsed)) req/s, \(formatted(ours.cpu / Double(count) * 1e6)) µs CPU/req; "
+                    + "async-http-client (AsyncHTTPClientTransport) \(Int(Double(count) / other.elapsed)) req/s, \(formatted(other.cpu / Double(count) * 1e6)) µs CPU/req")
+            table.append((figure, "openapi-async-http-client", ours.elapsed / other.elapsed))
+            table.append((figure + "-cpu", "openapi-async-http-client", ours.cpu / other.cpu))
+        }
+
         // The floor under get-16-cpu: the response object data(from:) must
         // return, built alone, against the C client's whole GET.
         let responseInit = (0..<Self.runs).map { _ in child("response-init", "get", small, concurrentRequests, 1) }.min { $0.cpu < $1.cpu }
@@ -165,6 +183,7 @@ enum SessionBenchmark {
 
         bigTransfers(base: base, work: work, sink: sink, c: c, into: &table, lines: &lines)
         WebSocketBenchmark.run(wsBench: wsBench, into: &table, lines: &lines)
+        UploadBenchmark.run(work: work, into: &table, lines: &lines)
 
         print("urlloading-bench session: against nginx on loopback\n")
         lines.forEach { print($0) }
@@ -289,11 +308,12 @@ enum SessionBenchmark {
             configuration.urlCache = nil
             let session = Session(configuration: configuration)
             switch mode {
-            case "upload-task":
+            case "upload-task", "upload-task-expect":
                 guard let path else { fail("upload-task needs a file") }
                 result = await timed(1, 1, warmUp: false) {
                     var request = URLRequest(url: target)
                     request.httpMethod = "PUT"
+                    if mode == "upload-task-expect" { request.setValue("100-continue", forHTTPHeaderField: "Expect") }
                     let (_, response) = try await session.upload(for: request, fromFile: URL(fileURLWithPath: path))
                     guard let status = (response as? HTTPURLResponse)?.statusCode, (200..<300).contains(status) else {
                         fail("upload answered \(response)")
@@ -307,6 +327,8 @@ enum SessionBenchmark {
                     try? FileManager.default.removeItem(at: file)
                     return size
                 }
+            case "openapi-get":
+                result = await openAPIGets(SessionTransport(session: session), url: target, count: count, inFlight: inFlight)
             case "types-get":
                 // swift-http-types' call: the response is made from the head, no HTTPURLResponse.
                 let request = HTTPRequest(method: .get, url: target)
@@ -354,6 +376,10 @@ enum SessionBenchmark {
             configuration.urlCache = nil
             let session = URLSession(configuration: configuration)
             result = await timed(count, inFlight) { try await session.data(from: target).0.count }
+        case "async-http-client" where mode == "openapi-get":
+            let client = HTTPClient(eventLoopGroupProvider: .singleton)
+            result = await openAPIGets(AsyncHTTPClientTransport(configuration: .init(client: client)), url: target, count: count, inFlight: inFlight)
+            try? await client.shutdown()
         default:
             let client = HTTPClient(eventLoopGroupProvider: .singleton)
             let withResponse = contender == "async-http-client+response"
@@ -377,6 +403,23 @@ enum SessionBenchmark {
             try? await client.shutdown()
         }
         return "\(result.0) \(result.1) \(rusage().rssKiB) \(result.2)"
+    }
+}
+
+extension SessionBenchmark {
+    /// `count` GETs of `url` through `transport` as a generated client
+    /// sends them: a path-only request and the base URL.
+    static func openAPIGets(_ transport: some ClientTransport, url: URL, count: Int, inFlight: Int) async -> (Double, Double, Int) {
+        guard var base = URLComponents(url: url, resolvingAgainstBaseURL: false) else { fail("bad URL \(url)") }
+        let path = base.percentEncodedPath
+        base.percentEncodedPath = ""
+        guard let baseURL = base.url else { fail("bad URL \(url)") }
+        let request = HTTPRequest(method: .get, scheme: nil, authority: nil, path: path)
+        return await timed(count, inFlight) {
+            let (response, body) = try await transport.send(request, body: nil, baseURL: baseURL, operationID: "get")
+            guard response.status == .ok, let body else { fail("openapi-get answered \(response.status)") }
+            return try await Data(collecting: body, upTo: .max).count
+        }
     }
 }
 
