@@ -35,6 +35,40 @@ import TestSupport
         try await origin.shutdown()
     }
 
+    @Test("A streamed body read to its end, or dropped unread, lets go of its task: nothing of a bytes(for:) call outlives it")
+    func byteStreamReleasesItsTask() async throws {
+        /// Holds every task the session makes, weakly.
+        final class Creations: SessionDelegate {
+            final class Weak: @unchecked Sendable { weak var task: SessionTask? }
+            let made = Lock<[Weak]>([])
+            func urlSession(_ session: Session, didCreateTask task: SessionTask) {
+                let weak = Weak()
+                weak.task = task
+                made.withLock { $0.append(weak) }
+            }
+            var alive: Int { made.withLock { $0.filter { $0.task != nil }.count } }
+            var count: Int { made.withLock { $0.count } }
+        }
+        let origin = try await TestOrigin.start()
+        origin.route("/small", response: ScriptedResponse(body: "small body"))
+        let creations = Creations()
+        let session = Session(configuration: .ephemeral, delegate: creations)
+        do {
+            let (bytes, _) = try await session.bytes(from: origin.url("/small"))
+            var text = ""
+            for try await line in bytes.lines { text += line }
+            #expect(text == "small body")
+        }
+        do {
+            // Dropped unread.
+            _ = try await session.bytes(from: origin.url("/small"))
+        }
+        #expect(creations.count == 2)
+        #expect(await eventually { creations.alive == 0 }, "\(creations.alive) of 2 tasks still alive")
+        session.finishTasksAndInvalidate()
+        try await origin.shutdown()
+    }
+
     @Test("S3: the request timeout counts the server's silence, not a slow reader's back-pressure")
     func slowReaderIsNotATimeout() async throws {
         let origin = try await TestOrigin.start(ownThread: true)

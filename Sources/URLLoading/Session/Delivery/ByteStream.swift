@@ -75,6 +75,9 @@ final class ByteStreamBuffer: Sendable {
     }
 
     func finish(_ error: URLError?) {
+        // The task holds this buffer (its sink does): it lets go of the task
+        // here, or neither would ever be freed.
+        task.withLock { $0 = nil }
         let (waiter, responseWaiter) = state.withLock { state in
             state.finished = true
             state.error = error
