@@ -2,6 +2,7 @@ import Foundation
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
+import Locking
 import Testing
 import TestSupport
 @testable import URLLoading
@@ -178,6 +179,44 @@ import TestSupport
             #expect(data == Data("kept".utf8) && kept.status == .ok && kept.headerFields[HTTPField.Name("X-Kept")!] == "1")
         }
         #expect(origin.requests(to: "/kept").count == 1)
+        session.finishTasksAndInvalidate()
+        try await origin.shutdown()
+    }
+
+    /// Hears interim responses in one form or both.
+    final class InterimDelegate: SessionTaskDelegate {
+        let heard = Lock<[String]>([])
+        let alsoFoundation: Bool
+        init(alsoFoundation: Bool) { self.alsoFoundation = alsoFoundation }
+        func urlSession(_ session: Session, task: SessionTask, didReceiveInformationalResponse response: HTTPResponse) {
+            let links = response.headerFields[values: .init("Link")!].joined(separator: ",")
+            heard.withLock { $0.append("\(response.status.code) \(response.status.reasonPhrase) \(links)") }
+        }
+        func urlSession(_ session: Session, task: SessionTask, didReceiveInformationalResponse response: HTTPURLResponse) {
+            guard alsoFoundation else { return DelegateFallback.unhandled() }
+            heard.withLock { $0.append("foundation \(response.statusCode)") }
+        }
+    }
+
+    @Test("Interim responses reach a delegate as HTTPResponse, in order, fields and reason phrase as sent; that form replaces Foundation's")
+    func informationalAsHTTPResponse() async throws {
+        let origin = try await TestOrigin.start()
+        var hinted = ScriptedResponse(body: "ok")
+        hinted.rawHead = Array(
+            ("HTTP/1.1 103 Early Hints\r\nLink: </a.css>; rel=preload\r\nLink: </b.js>; rel=preload\r\n\r\n"
+                + "HTTP/1.1 103 Hints Again\r\nLink: </c.png>\r\n\r\n"
+                + "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n").utf8)
+        origin.route("/hinted", response: hinted)
+        let session = Self.session()
+        for alsoFoundation in [false, true] {
+            let delegate = InterimDelegate(alsoFoundation: alsoFoundation)
+            let (data, response) = try await session.data(for: Self.request(.get, origin, "/hinted"), delegate: delegate)
+            #expect(data == Data("ok".utf8) && response.status == .ok)
+            #expect(
+                delegate.heard.withLock { $0 } == [
+                    "103 Early Hints </a.css>; rel=preload,</b.js>; rel=preload", "103 Hints Again </c.png>",
+                ])
+        }
         session.finishTasksAndInvalidate()
         try await origin.shutdown()
     }

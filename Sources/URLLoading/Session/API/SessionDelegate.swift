@@ -2,6 +2,7 @@ public import Foundation
 #if canImport(FoundationNetworking)
 public import FoundationNetworking
 #endif
+public import HTTPTypes
 
 extension Session {
     /// What to do with a response (Apple's `URLSession.ResponseDisposition`).
@@ -113,6 +114,11 @@ public protocol SessionDelegate: AnyObject, Sendable {
     /// The server sent an interim (1xx) response before the final one:
     /// `100 Continue`, `103 Early Hints` (never `101 Switching Protocols`).
     func urlSession(_ session: Session, task: SessionTask, didReceiveInformationalResponse response: HTTPURLResponse)
+    /// An interim (1xx) response as swift-http-types' type: the head as it
+    /// arrived (fields in order, the reason phrase), with no Foundation
+    /// response built. A delegate that implements this form is not also
+    /// called with the `HTTPURLResponse` one.
+    func urlSession(_ session: Session, task: SessionTask, didReceiveInformationalResponse response: HTTPResponse)
     /// A task whose body comes from streams needs one: for the first
     /// transfer of a streamed upload task, and whenever the body must be sent
     /// again (after a challenge, or a redirect that keeps the method). Return
@@ -277,6 +283,9 @@ extension SessionDelegate {
     }
     public func urlSession(_ session: Session, taskIsWaitingForConnectivity task: SessionTask) { DelegateFallback.unhandled() }
     public func urlSession(_ session: Session, task: SessionTask, didReceiveInformationalResponse response: HTTPURLResponse) {
+        DelegateFallback.unhandled()
+    }
+    public func urlSession(_ session: Session, task: SessionTask, didReceiveInformationalResponse response: HTTPResponse) {
         DelegateFallback.unhandled()
     }
     public func urlSession(_ session: Session, needNewBodyStreamForTask task: SessionTask) async -> InputStream? {

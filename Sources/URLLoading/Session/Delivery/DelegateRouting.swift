@@ -35,6 +35,18 @@ extension SessionTask {
         return task != nil || session != nil
     }
 
+    /// As `callDelegate`, and whether a delegate implemented the method.
+    func callDelegateIfImplemented(_ call: (any SessionDelegate) -> Void) -> Bool {
+        let (taskDelegate, sessionDelegate) = delegates
+        for delegate in [taskDelegate, sessionDelegate] {
+            guard let delegate else { continue }
+            let probe = DelegateFallback.Probe()
+            DelegateFallback.$probe.withValue(probe) { call(delegate) }
+            if !probe.unhandled { return true }
+        }
+        return false
+    }
+
     /// Calls a delegate method: the task's delegate, and the session's when
     /// the task's has no implementation of its own (or there is none).
     func callDelegate(_ call: (any SessionDelegate) -> Void) {

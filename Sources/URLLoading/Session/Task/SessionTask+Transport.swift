@@ -2,6 +2,7 @@ import Foundation
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
+import HTTPTypes
 import Locking
 import Transport
 
@@ -12,13 +13,19 @@ extension SessionTask {
     // MARK: Transport events (on the transport's thread)
 
     /// A 1xx head: to the delegate on the task's context, before the final
-    /// response's calls (they are queued after it).
+    /// response's calls (they are queued after it). swift-http-types' form
+    /// first; Foundation's is built only for a delegate without that one.
     func receivedInterim(_ head: ResponseHead, hop: Int) {
         guard hasDelegate, let session, let url = currentRequest?.url,
-            locked.withLock({ hop == $0.machine.hop && !$0.machine.isFinished }),
-            let response = Self.makeResponse(url: url, head: head)
+            locked.withLock({ hop == $0.machine.hop && !$0.machine.isFinished })
         else { return }
         events.enqueueSync { [self] in
+            if let fields = HTTPResponse(head),
+                self.callDelegateIfImplemented({ $0.urlSession(session, task: self, didReceiveInformationalResponse: fields) })
+            {
+                return
+            }
+            guard let response = Self.makeResponse(url: url, head: head) else { return }
             self.callDelegate { $0.urlSession(session, task: self, didReceiveInformationalResponse: response) }
         }
     }
