@@ -214,6 +214,7 @@ final class CurlLoop: @unchecked Sendable {
                 if code == CURLE_OK {
                     // An empty body never reached the write callback: the head goes now.
                     if transfer.connectOnly || transfer.deliverHead() {
+                        transfer.deliverTrailers()
                         finish(id, .success(transfer.metrics()))
                     } else {
                         finish(id, .failure(transfer.failure ?? .badResponse("no final response")))

@@ -7,6 +7,8 @@
 ///        ↑                                 └─blank line→ 1xx (not 101): reported, then forgotten, awaiting the next head
 ///        └──────────────────────────────────────────────  else: the final head is complete
 /// any line past `maximumBytes` in all, a malformed status or field line → failed
+/// after the final head: field lines are trailers (a chunked body's), their blank line → endOfTrailers;
+///   a status line there begins the next response of the transfer (libcurl's NTLM rounds)
 /// ```
 package struct ResponseHeadParser {
     /// What one line did.
@@ -18,6 +20,8 @@ package struct ResponseHeadParser {
         case undecodableCoding
         /// The blank line of the final head.
         case endOfHead
+        /// The blank line after a chunked body's trailer fields (`trailers`).
+        case endOfTrailers
         /// The blank line of an interim (1xx, not 101) head: here it is; the
         /// parser forgets it and awaits the next head.
         case interimHead(ResponseHead)
@@ -31,6 +35,11 @@ package struct ResponseHeadParser {
     package private(set) var httpVersion = ""
     package private(set) var reasonPhrase = ""
     package private(set) var headers: [(name: String, value: String)] = []
+    /// Fields after the body (RFC 9112 §7.1.2), which libcurl hands over as
+    /// header lines once the final head ended.
+    package private(set) var trailers: [(name: String, value: String)] = []
+    /// The final head's blank line came: further lines are trailers.
+    private var headEnded = false
     private var bytes = 0
 
     package init(maximumBytes: Int) {
@@ -51,12 +60,22 @@ package struct ResponseHeadParser {
         // trimming costs more than the whole line.
         var end = raw.count
         while end > 0, raw[end - 1] == 0x0A || raw[end - 1] == 0x0D { end -= 1 }
+        // A status line after a final head is the next response on the same
+        // transfer (libcurl's own NTLM or Negotiate rounds), not a trailer:
+        // "/" cannot be in a field name.
+        if headEnded, !UnsafeRawBufferPointer(rebasing: raw[0..<end]).starts(with: "HTTP/".utf8) {
+            guard end > 0 else { return .endOfTrailers }
+            // A malformed trailer is dropped: the body it follows is whole.
+            if let field = Self.field(UnsafeRawBufferPointer(rebasing: raw[0..<end])) { trailers.append(field) }
+            return .none
+        }
         if end == 0 {
             if (100..<200).contains(status) && status != 101 {
                 let interim = ResponseHead(status: status, httpVersion: httpVersion, headers: headers, reasonPhrase: reasonPhrase)
                 status = 0
                 return .interimHead(interim)
             }
+            headEnded = status >= 200
             return .endOfHead
         }
         let line = UnsafeRawBufferPointer(rebasing: raw[0..<end])
@@ -85,6 +104,8 @@ package struct ResponseHeadParser {
                 return .failed(.badResponse("malformed status line"))
             }
             status = code
+            headEnded = false
+            trailers = []
             httpVersion = String(decoding: UnsafeRawBufferPointer(rebasing: line[0..<versionEnd]), as: UTF8.self)
             // The rest of the line (RFC 9112 §4: it may be empty or absent).
             reasonPhrase = index < line.count ? text(index..<line.count) : ""
@@ -99,17 +120,26 @@ package struct ResponseHeadParser {
             headers[headers.count - 1].value += " " + text(0..<line.count)
             return .none
         }
-        guard let colon = line.firstIndex(of: UInt8(ascii: ":")), colon > 0,
-            !line[0..<colon].contains(where: isSpace)
-        else {
-            return .failed(.badResponse("malformed header line"))
-        }
-        let field = (name: text(0..<colon), value: text((colon + 1)..<line.count))
+        guard let field = Self.field(line) else { return .failed(.badResponse("malformed header line")) }
         headers.append(field)
         let isCoding =
             Self.asciiCaseInsensitiveEqual(field.name, "content-encoding")
             || Self.asciiCaseInsensitiveEqual(field.name, "transfer-encoding")
         return isCoding && !Self.decodableCodings(field.value) ? .undecodableCoding : .none
+    }
+
+    /// "name: value" with the value's surrounding spaces and tabs trimmed;
+    /// nil without a colon, with an empty name, or with a space in the name.
+    private static func field(_ line: UnsafeRawBufferPointer) -> (name: String, value: String)? {
+        func isSpace(_ byte: UInt8) -> Bool { byte == 0x20 || byte == 0x09 }
+        guard let colon = line.firstIndex(of: UInt8(ascii: ":")), colon > 0, !line[0..<colon].contains(where: isSpace) else { return nil }
+        var lower = colon + 1, upper = line.count
+        while lower < upper, isSpace(line[lower]) { lower += 1 }
+        while upper > lower, isSpace(line[upper - 1]) { upper -= 1 }
+        return (
+            String(decoding: UnsafeRawBufferPointer(rebasing: line[0..<colon]), as: UTF8.self),
+            String(decoding: UnsafeRawBufferPointer(rebasing: line[lower..<upper]), as: UTF8.self)
+        )
     }
 
     /// Whether `name` equals `lowercase` ignoring ASCII case (Foundation's

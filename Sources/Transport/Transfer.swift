@@ -21,6 +21,7 @@ final class Transfer {
     static let uploadBufferSize = 1024 * 1024
     /// Body bytes handed to libcurl so far.
     private var bodyBytesRead: Int64 = 0
+    private var trailersDelivered = false
     private var hasBody: Bool { if case .none = body { false } else { true } }
 
     /// The response head as it arrives, line by line.
@@ -484,6 +485,9 @@ final class Transfer {
         switch head.line(bytes) {
         case .none, .endOfHead:
             return true
+        case .endOfTrailers:
+            deliverTrailers()
+            return true
         case .interimHead(let interim):
             observer.transferDidReceiveInterimHead(interim)
             return true
@@ -500,6 +504,14 @@ final class Transfer {
             failure = error
             return false
         }
+    }
+
+    /// Hands a chunked body's trailers to the observer once, after the head:
+    /// at the transfer's end (libcurl passes no blank line after them).
+    func deliverTrailers() {
+        guard !trailersDelivered, !head.trailers.isEmpty, deliverHead() else { return }
+        trailersDelivered = true
+        observer.transferDidReceiveTrailers(head.trailers)
     }
 
     /// Hands the final head to the observer once.

@@ -158,6 +158,8 @@ package protocol TransferObserver: AnyObject, Sendable {
     func transferDidReceiveHead(_ head: ResponseHead)
     /// An interim (1xx, not 101) head arrived: 100 Continue, 103 Early Hints.
     func transferDidReceiveInterimHead(_ head: ResponseHead)
+    /// A chunked body's trailer fields arrived, after its last chunk.
+    func transferDidReceiveTrailers(_ fields: [(name: String, value: String)])
     /// A body chunk arrived. Return false to pause the transfer without
     /// consuming the chunk: libcurl delivers it again after `unpause`.
     func transferDidReceive(_ chunk: UnsafeRawBufferPointer) -> Bool
@@ -177,6 +179,8 @@ package protocol TransferObserver: AnyObject, Sendable {
 extension TransferObserver {
     /// Interim heads are of no interest by default.
     package func transferDidReceiveInterimHead(_ head: ResponseHead) {}
+    /// Trailers are of no interest by default.
+    package func transferDidReceiveTrailers(_ fields: [(name: String, value: String)]) {}
     /// Transfers of libcurl's go on after the head without asking.
     package func transferMayProceedPastHead() -> Bool { true }
     /// A cancelled transfer's figures are of no interest by default.

@@ -548,6 +548,25 @@ final class Recorder: TransferObserver {
         }
     }
 
+    @Test("Lines after the final head are a chunked body's trailers: kept apart from the head's fields, malformed ones dropped, bounded by the same limit")
+    func trailers() throws {
+        let (parser, events) = Self.feed([
+            "HTTP/1.1 200 OK\r\n", "Trailer: X-Checksum\r\n", "\r\n",
+            "X-Checksum:  abc \r\n", "no colon\r\n", " folded\r\n", "X-Other: 1\r\n", "\r\n",
+        ])
+        #expect(events == [.none, .none, .endOfHead, .none, .none, .none, .none, .endOfTrailers])
+        #expect(try #require(parser.finalHead).headers.map(\.name) == ["Trailer"])
+        #expect(parser.trailers.map { "\($0.name)=\($0.value)" } == ["X-Checksum=abc", "X-Other=1"])
+        // A status line after a final head begins another response (libcurl's NTLM rounds on one transfer).
+        let (rounds, roundEvents) = Self.feed([
+            "HTTP/1.1 401 Unauthorized\r\n", "WWW-Authenticate: NTLM\r\n", "\r\n", "HTTP/1.1 200 OK\r\n", "X-Final: yes\r\n", "\r\n",
+        ])
+        #expect(roundEvents.last == .endOfHead && rounds.finalHead?.status == 200 && rounds.trailers.isEmpty)
+        #expect(rounds.finalHead?.headers.map(\.name) == ["X-Final"])
+        let (_, endless) = Self.feed(["HTTP/1.1 200 OK\r\n", "\r\n"] + Array(repeating: "X-Trailer: 0123456789\r\n", count: 100), limit: 1000)
+        #expect(endless.last == .failed(.headTooLarge(1000)))
+    }
+
     @Test("Malformed status and field lines, and heads past the limit, fail the transfer")
     func failures() {
         for lines in [

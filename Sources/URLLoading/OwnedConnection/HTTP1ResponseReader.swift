@@ -128,7 +128,7 @@ struct HTTP1ResponseReader {
             let event = buffer.withUnsafeBytes { raw in parser.line(UnsafeRawBufferPointer(rebasing: raw[offset..<end])) }
             offset = end
             switch event {
-            case .none, .undecodableCoding: continue
+            case .none, .undecodableCoding, .endOfTrailers: continue
             case .interimHead(let head): return .interim(head)
             case .failed(let error): return .failed(error)
             case .endOfHead:

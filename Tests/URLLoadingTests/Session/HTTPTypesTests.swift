@@ -220,4 +220,30 @@ import TestSupport
         session.finishTasksAndInvalidate()
         try await origin.shutdown()
     }
+
+    final class TrailerDelegate: SessionDataDelegate {
+        let heard = Lock<[String]>([])
+        func urlSession(_ session: Session, dataTask: SessionDataTask, didReceive data: Data) {
+            heard.withLock { $0.append("data \(String(decoding: data, as: UTF8.self))") }
+        }
+        func urlSession(_ session: Session, task: SessionTask, didReceiveTrailers trailers: HTTPFields) {
+            heard.withLock { $0.append(trailers.map { "\($0.name.rawName)=\($0.value)" }.joined(separator: ",")) }
+        }
+    }
+
+    @Test("A chunked body's trailers reach the delegate as HTTPFields after the body, apart from the head's fields")
+    func trailersToTheDelegate() async throws {
+        let origin = try await TestOrigin.start()
+        var response = ScriptedResponse(parts: [.bytes(Array("5\r\nhello\r\n0\r\nX-Checksum: abc\r\nX-Other: 1\r\n\r\n".utf8))], framing: .none)
+        response.rawHead = Array("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTrailer: X-Checksum, X-Other\r\n\r\n".utf8)
+        origin.route("/trailers", response: response)
+        let session = Self.session()
+        let delegate = TrailerDelegate()
+        let (data, head) = try await session.data(for: Self.request(.get, origin, "/trailers"), delegate: delegate)
+        #expect(data == Data("hello".utf8))
+        #expect(head.headerFields[.init("X-Checksum")!] == nil && head.headerFields[.init("Trailer")!] == "X-Checksum, X-Other")
+        #expect(delegate.heard.withLock { $0 } == ["X-Checksum=abc,X-Other=1"])
+        session.finishTasksAndInvalidate()
+        try await origin.shutdown()
+    }
 }

@@ -119,6 +119,11 @@ public protocol SessionDelegate: AnyObject, Sendable {
     /// response built. A delegate that implements this form is not also
     /// called with the `HTTPURLResponse` one.
     func urlSession(_ session: Session, task: SessionTask, didReceiveInformationalResponse response: HTTPResponse)
+    /// A chunked body ended with trailer fields (RFC 9112 §7.1.2: a
+    /// checksum, a status computed while the body was sent): after the last
+    /// body chunk, before the task completes. Fields whose name is no HTTP
+    /// token, or lines without a name, are left out.
+    func urlSession(_ session: Session, task: SessionTask, didReceiveTrailers trailers: HTTPFields)
     /// A task whose body comes from streams needs one: for the first
     /// transfer of a streamed upload task, and whenever the body must be sent
     /// again (after a challenge, or a redirect that keeps the method). Return
@@ -286,6 +291,9 @@ extension SessionDelegate {
         DelegateFallback.unhandled()
     }
     public func urlSession(_ session: Session, task: SessionTask, didReceiveInformationalResponse response: HTTPResponse) {
+        DelegateFallback.unhandled()
+    }
+    public func urlSession(_ session: Session, task: SessionTask, didReceiveTrailers trailers: HTTPFields) {
         DelegateFallback.unhandled()
     }
     public func urlSession(_ session: Session, needNewBodyStreamForTask task: SessionTask) async -> InputStream? {

@@ -30,6 +30,21 @@ extension SessionTask {
         }
     }
 
+    /// A chunked body's trailer fields: to the delegate on the task's
+    /// context, after the body's chunks and before the end.
+    func receivedTrailers(_ fields: [(name: String, value: String)], hop: Int) {
+        guard hasDelegate, let session, locked.withLock({ hop == $0.machine.hop && !$0.machine.isFinished }) else { return }
+        var trailers = HTTPFields()
+        for field in fields {
+            guard let name = HTTPField.Name(field.name) else { continue }
+            trailers.append(HTTPField(name: name, value: field.value))
+        }
+        guard !trailers.isEmpty else { return }
+        events.enqueueSync { [self, trailers] in
+            self.callDelegate { $0.urlSession(session, task: self, didReceiveTrailers: trailers) }
+        }
+    }
+
     func received(_ head: ResponseHead, hop: Int) {
         // The decision reads the task in the head's turn of the lock; a
         // plain response that writes to no store is accepted in it too.
@@ -235,6 +250,7 @@ final class HopObserver: TransferObserver {
 
     func transferDidReceiveHead(_ head: ResponseHead) { task.received(head, hop: hop) }
     func transferDidReceiveInterimHead(_ head: ResponseHead) { task.receivedInterim(head, hop: hop) }
+    func transferDidReceiveTrailers(_ fields: [(name: String, value: String)]) { task.receivedTrailers(fields, hop: hop) }
     func transferDidReceive(_ chunk: UnsafeRawBufferPointer) -> Bool { task.received(chunk, hop: hop) }
     func transferDidSendBody(sent: Int64, total: Int64) { task.sent(sent, total: total, hop: hop) }
     func transferMayProceedPastHead() -> Bool { task.mayProceedPastHead(hop: hop) }
