@@ -60,6 +60,17 @@ import URLLoading
         try await origin.shutdown()
     }
 
+    @Test("Joining: an IPv6 base keeps its brackets and port, a base without a path or a path without its slash joins with one slash")
+    func joining() throws {
+        let pets = try SessionTransport.request(Self.request(.get, "/pets?x=1"), baseURL: try #require(URL(string: "http://[::1]:8080/api/")))
+        #expect(pets.scheme == "http" && pets.authority == "[::1]:8080" && pets.path == "/api/pets?x=1")
+        let bare = try SessionTransport.request(Self.request(.get, "pets"), baseURL: try #require(URL(string: "https://example.com")))
+        #expect(bare.scheme == "https" && bare.authority == "example.com" && bare.path == "/pets")
+        #expect(throws: URLError.self) {
+            try SessionTransport.request(Self.request(.get, "/pets"), baseURL: try #require(URL(string: "/relative/only")))
+        }
+    }
+
     @Test("A HEAD gives no body; a path with a space or a control byte is refused with badURL before anything is sent")
     func headAndBadPaths() async throws {
         let origin = try await TestOrigin.start()

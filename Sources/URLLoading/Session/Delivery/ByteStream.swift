@@ -38,6 +38,8 @@ final class ByteStreamBuffer: Sendable {
     private struct State {
         var chunks: [Data] = []
         var held = 0
+        /// An offer was refused (the transfer paused) since the reader last took a chunk.
+        var refused = false
         var finished = false
         var error: URLError?
         var waiter: CheckedContinuation<Void, Never>?
@@ -54,7 +56,10 @@ final class ByteStreamBuffer: Sendable {
     /// Takes a chunk unless the buffer is full (then the transfer pauses).
     func offer(_ chunk: Data) -> Bool {
         let waiter = state.withLock { state -> CheckedContinuation<Void, Never>?? in
-            guard state.held < Self.limit else { return .none }
+            guard state.held < Self.limit else {
+                state.refused = true
+                return .none
+            }
             state.chunks.append(chunk)
             state.held += chunk.count
             defer { state.waiter = nil }
@@ -110,16 +115,18 @@ final class ByteStreamBuffer: Sendable {
     /// The next chunk; nil at the end.
     func next() async throws -> Data? {
         while true {
-            let (chunk, done, error) = state.withLock { state -> (Data?, Bool, URLError?) in
+            let (chunk, done, error, paused) = state.withLock { state -> (Data?, Bool, URLError?, Bool) in
                 if !state.chunks.isEmpty {
                     let chunk = state.chunks.removeFirst()
                     state.held -= chunk.count
-                    return (chunk, false, nil)
+                    defer { state.refused = false }
+                    return (chunk, false, nil, state.refused)
                 }
-                return (nil, state.finished, state.error)
+                return (nil, state.finished, state.error, false)
             }
             if let chunk {
-                task.withLock { $0 }?.continueDelivery()
+                // Only a transfer this buffer paused needs resuming.
+                if paused { task.withLock { $0 }?.continueDelivery() }
                 return chunk
             }
             if done {
