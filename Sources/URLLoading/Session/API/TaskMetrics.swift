@@ -1,4 +1,5 @@
 public import Foundation
+import Locking
 import Transport
 #if canImport(FoundationNetworking)
 public import FoundationNetworking
@@ -40,8 +41,24 @@ public struct TaskTransactionMetrics: Sendable {
 
     /// The request as sent (after redirects and added fields).
     public var request: URLRequest
-    /// The response, nil when none arrived.
-    public var response: URLResponse?
+    /// The response, nil when none arrived. A response the task did not
+    /// need as Foundation's (an earlier hop's, or any on swift-http-types'
+    /// calls) is built from its head the first time this is read, once.
+    public var response: URLResponse? {
+        get { builtResponse ?? pendingResponse?.response }
+        set {
+            builtResponse = newValue
+            pendingResponse = nil
+            pendingHead = nil
+        }
+    }
+    /// The response as built, or as set.
+    var builtResponse: URLResponse?
+    /// The head `response` is built from on its first read.
+    var pendingResponse: PendingResponse?
+    /// The head, until the metrics go to a delegate (`readyToRead`): then
+    /// it becomes `pendingResponse`; nobody's metrics cost no object.
+    var pendingHead: ResponseHead?
 
     /// When the task began to fetch this resource (from the network or the cache).
     public var fetchStartDate: Date?
@@ -108,8 +125,6 @@ public struct TaskTransactionMetrics: Sendable {
     /// `"URLLoading; fwd=uri-miss"`, ...), nil when the task used no cache.
     public var cacheStatus: String?
 
-    /// The head `response` is built from when a delegate is to see it.
-    var pendingHead: ResponseHead?
     /// Recorded when the hop was cut short (a redirect or challenge answered
     /// before its transfer ended): the transport's figures are still to come.
     var awaitsTransportFigures = false
@@ -119,4 +134,26 @@ public struct TaskTransactionMetrics: Sendable {
 extension TaskMetrics {
     /// `URLSessionTaskTransactionMetrics` under its Apple-like nesting.
     public typealias Transaction = TaskTransactionMetrics
+}
+
+/// A response kept as the transport's head until someone reads it: then
+/// built as Foundation's, once (the copies of a transaction share it).
+final class PendingResponse: Sendable {
+    let url: URL
+    let head: ResponseHead
+    private let built = Lock<HTTPURLResponse??>(nil)
+
+    init(url: URL, head: ResponseHead) {
+        self.url = url
+        self.head = head
+    }
+
+    var response: HTTPURLResponse? {
+        built.withLock { built in
+            if let response = built { return response }
+            let response = SessionTask.makeResponse(url: url, head: head)
+            built = .some(response)
+            return response
+        }
+    }
 }

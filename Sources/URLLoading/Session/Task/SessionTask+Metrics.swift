@@ -13,9 +13,9 @@ extension SessionTask {
     static func transaction(_ inner: inout Inner, metrics: TransferMetrics?) -> TaskTransactionMetrics {
         let request = inner.currentRequest ?? URLRequest(url: URL(fileURLWithPath: "/"))
         let url = request.url ?? URL(fileURLWithPath: "/")
-        // The final hop's response is built already; an earlier hop's (a redirect, a 401)
-        // only when a delegate will see the metrics (`resolvingResponses`): building
-        // an HTTPURLResponse costs more than the rest of the transaction.
+        // The final hop's response may be built already; any other (a redirect, a 401,
+        // any on swift-http-types' calls) only when someone reads it (`PendingResponse`):
+        // building an HTTPURLResponse costs more than the rest of the transaction.
         let record = inner.machine.record
         let final = record.head.flatMap { head in inner.response.flatMap { $0.statusCode == head.status && $0.url == url ? $0 : nil } }
         var transaction = TaskTransactionMetrics(request: request, response: final, fetchType: .networkLoad, cacheStatus: inner.machine.cache.status)
@@ -44,14 +44,15 @@ extension SessionTask {
         return transaction
     }
 
-    /// The transactions with every response built, for a delegate.
-    static func resolvingResponses(_ transactions: [TaskTransactionMetrics]) -> [TaskTransactionMetrics] {
+    /// The transactions as a delegate gets them: each response not built
+    /// yet is built from its head when first read.
+    static func readyToRead(_ transactions: [TaskTransactionMetrics]) -> [TaskTransactionMetrics] {
         transactions.map { transaction in
-            guard transaction.response == nil, let head = transaction.pendingHead, let url = transaction.request.url else { return transaction }
-            var resolved = transaction
-            resolved.response = makeResponse(url: url, head: head)
-            resolved.pendingHead = nil
-            return resolved
+            guard let head = transaction.pendingHead, let url = transaction.request.url else { return transaction }
+            var ready = transaction
+            ready.pendingHead = nil
+            ready.pendingResponse = PendingResponse(url: url, head: head)
+            return ready
         }
     }
 
@@ -70,7 +71,7 @@ extension TaskTransactionMetrics {
     /// A transaction with no phase recorded yet.
     init(request: URLRequest, response: URLResponse?, fetchType: ResourceFetchType, cacheStatus: String?) {
         self.request = request
-        self.response = response
+        builtResponse = response
         isProxyConnection = false
         isReusedConnection = false
         resourceFetchType = fetchType
