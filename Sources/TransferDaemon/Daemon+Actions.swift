@@ -169,13 +169,16 @@ extension Daemon {
 
     /// The final head of a running transfer arrived (on the transfer's
     /// context; this waits for `owner`): whether its body is wanted.
-    func headArrived(_ id: Int64, _ response: HTTPURLResponse) -> Bool {
+    ///
+    /// - Parameter asArrived: The head as the server sent it (fields in
+    ///   order, the reason phrase), which the journal keeps for the app.
+    func headArrived(_ id: Int64, _ response: HTTPURLResponse, asArrived: HTTPResponse? = nil) -> Bool {
         owner.sync {
             guard let running = state.withLock({ $0.running[id] }), !running.isStopped else { return false }
             var wanted = true
             change(id: id) { record in
                 let validator = response.value(forHTTPHeaderField: "ETag") ?? response.value(forHTTPHeaderField: "Last-Modified")
-                record.response = Self.spec(of: response)
+                record.response = Self.spec(of: response, asArrived: asArrived)
                 let status = response.statusCode
                 if status == 429 || status == 503 {
                     // Busy: retried (Retry-After honoured) while attempts are left.
@@ -250,12 +253,19 @@ extension Daemon {
         [.timedOut, .cannotFindHost, .cannotConnectToHost, .networkConnectionLost, .badServerResponse].contains(code)
     }
 
-    static func spec(of response: HTTPURLResponse) -> ResponseSpec {
+    static func spec(of response: HTTPURLResponse, asArrived: HTTPResponse? = nil) -> ResponseSpec {
+        let url = response.url?.absoluteString ?? ""
+        if let asArrived, asArrived.status.code == response.statusCode {
+            // Wire order, every repeated field its own, the server's reason phrase.
+            let headers = asArrived.headerFields.map { [$0.name.rawName, $0.value] }
+            return ResponseSpec(
+                url: url, status: response.statusCode, httpVersion: "HTTP/1.1", headers: headers, reasonPhrase: asArrived.status.reasonPhrase)
+        }
         let headers = response.allHeaderFields.compactMap { key, value -> [String]? in
             guard let name = key as? String, let text = value as? String else { return nil }
             return [name, text]
         }.sorted { $0[0] < $1[0] }
-        return ResponseSpec(url: response.url?.absoluteString ?? "", status: response.statusCode, httpVersion: "HTTP/1.1", headers: headers)
+        return ResponseSpec(url: url, status: response.statusCode, httpVersion: "HTTP/1.1", headers: headers)
     }
 
     /// Retry-After as seconds or an HTTP date (RFC 9110 §10.2.3).

@@ -108,6 +108,10 @@ final class BackgroundAppDelegate: SessionDownloadDelegate, SessionDataDelegate 
             return state.lastFile
         }
         if let file { say("file-gone \(!FileManager.default.fileExists(atPath: file))") }
+        if let head = task.httpResponse, head.status.code != 200 {
+            // The head as the server sent it: the reason phrase, each Set-Cookie its own.
+            say("head \(head.status.reasonPhrase) \(head.headerFields[values: .setCookie].joined(separator: ";"))")
+        }
         say("complete \(task.taskIdentifier) \(code) status \((task.response as? HTTPURLResponse)?.statusCode ?? 0)")
         state.withLock {
             _ = $0.open.remove(task.taskIdentifier)

@@ -212,7 +212,7 @@ struct BackgroundSessionProcessTests {
         try await origin.shutdown()
     }
 
-    @Test("An upload from a file survives the app's death; its response body and completion reach the next app")
+    @Test("An upload from a file survives the app's death; its response body, its head as sent and completion reach the next app")
     func uploadSurvives() async throws {
         let origin = try await TestOrigin.start()
         let world = World()
@@ -221,7 +221,9 @@ struct BackgroundSessionProcessTests {
         origin.storeBodies(of: "/upload", in: received)
         // A slow answer: the app is gone before it comes.
         origin.route("/upload") { request in
-            var response = ScriptedResponse(status: 201, body: "got \(request.bodyLength)")
+            var response = ScriptedResponse(
+                status: 201, reason: "Stored Safely", headers: [HeaderField("Set-Cookie", "a=1"), HeaderField("Set-Cookie", "b=2")],
+                parts: [.bytes(Array("got \(request.bodyLength)".utf8))])
             response.delayBeforeHead = .seconds(3)
             return response
         }
@@ -245,6 +247,8 @@ struct BackgroundSessionProcessTests {
         #expect(
             lines.contains("body got \(body.count)") && lines.contains("complete 1 nil status 201") && lines.contains("events-done"),
             "\(lines)\n\(world.log)")
+        // transferd's journal kept the head as it arrived.
+        #expect(lines.contains("head Stored Safely a=1;b=2"), "\(lines)")
         let stored = try #require(origin.requests(to: "/upload").last?.bodyFile)
         #expect(try Data(contentsOf: stored) == Data(body))
         try await origin.shutdown()

@@ -158,7 +158,10 @@ final class BackgroundEngine: TaskEngine {
         var head: (URL, ResponseHead)?
         if let response = result.response, let responseURL = URL(string: response.url) {
             let fields = response.headers.compactMap { $0.count == 2 ? (name: $0[0], value: $0[1]) : nil }
-            head = (responseURL, ResponseHead(status: response.status, httpVersion: response.httpVersion, headers: fields))
+            head = (
+                responseURL,
+                ResponseHead(status: response.status, httpVersion: response.httpVersion, headers: fields, reasonPhrase: response.reasonPhrase ?? "")
+            )
         }
         let file = failure == nil ? result.file.flatMap(Self.transferdFile) : nil
         state.withLock { state in

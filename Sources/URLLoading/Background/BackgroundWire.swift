@@ -143,12 +143,15 @@ package struct ResponseSpec: Codable, Sendable, Equatable {
     package var status: Int
     package var httpVersion: String
     package var headers: [[String]]
+    /// The server's reason phrase (absent from journals written before it was kept).
+    package var reasonPhrase: String?
 
-    package init(url: String, status: Int, httpVersion: String, headers: [[String]]) {
+    package init(url: String, status: Int, httpVersion: String, headers: [[String]], reasonPhrase: String? = nil) {
         self.url = url
         self.status = status
         self.httpVersion = httpVersion
         self.headers = headers
+        self.reasonPhrase = reasonPhrase
     }
 }
 
