@@ -63,6 +63,9 @@ struct HTTP1ResponseReader {
     /// body byte was taken, everything the server sent after its head.
     var unread: ArraySlice<UInt8> { buffer[offset...] }
 
+    /// A chunked body's trailer fields, once the body ended.
+    var trailers: [(name: String, value: String)] { parser.trailers }
+
     /// Whether the final head was read.
     var pastHead: Bool { phase != .head }
 
@@ -117,7 +120,10 @@ struct HTTP1ResponseReader {
             guard let line = takeLine() else { return lineShortage() }
             trailerBytes += line.count + 2
             guard trailerBytes <= parser.maximumBytes else { return .failed(.headTooLarge(parser.maximumBytes)) }
-            return line.isEmpty ? finish() : next()
+            if line.isEmpty { return finish() }
+            // Past the final head, the parser keeps field lines as trailers.
+            _ = line.withUnsafeBytes { parser.line($0) }
+            return next()
         case .done:
             return .end
         }

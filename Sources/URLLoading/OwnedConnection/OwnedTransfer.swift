@@ -266,6 +266,7 @@ final class OwnedTransfer: Sendable {
                 }
             case .end:
                 state.withLock { $0.reader = trial }
+                if !trial.trailers.isEmpty { observer.transferDidReceiveTrailers(trial.trailers) }
                 return finish(.success(()))
             case .failed(let error):
                 return finish(.failure(error))

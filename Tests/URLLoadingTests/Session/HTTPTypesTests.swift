@@ -224,6 +224,10 @@ import TestSupport
 
     final class TrailerDelegate: SessionDataDelegate {
         let heard = Lock<[String]>([])
+        /// On a connection of the session's own (its HTTP/1 reader), not libcurl's.
+        let ownConnection: Bool
+        init(ownConnection: Bool) { self.ownConnection = ownConnection }
+        var mayBecomeStream: Bool { ownConnection }
         func urlSession(_ session: Session, dataTask: SessionDataTask, didReceive data: Data) {
             heard.withLock { $0.append("data \(String(decoding: data, as: UTF8.self))") }
         }
@@ -239,11 +243,13 @@ import TestSupport
         response.rawHead = Array("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTrailer: X-Checksum, X-Other\r\n\r\n".utf8)
         origin.route("/trailers", response: response)
         let session = Self.session()
-        let delegate = TrailerDelegate()
-        let (data, head) = try await session.data(for: Self.request(.get, origin, "/trailers"), delegate: delegate)
-        #expect(data == Data("hello".utf8))
-        #expect(head.headerFields[.init("X-Checksum")!] == nil && head.headerFields[.init("Trailer")!] == "X-Checksum, X-Other")
-        #expect(delegate.heard.withLock { $0 } == ["X-Checksum=abc,X-Other=1"])
+        for ownConnection in [false, true] {
+            let delegate = TrailerDelegate(ownConnection: ownConnection)
+            let (data, head) = try await session.data(for: Self.request(.get, origin, "/trailers"), delegate: delegate)
+            #expect(data == Data("hello".utf8))
+            #expect(head.headerFields[.init("X-Checksum")!] == nil && head.headerFields[.init("Trailer")!] == "X-Checksum, X-Other")
+            #expect(delegate.heard.withLock { $0 } == ["X-Checksum=abc,X-Other=1"], "own connection: \(ownConnection)")
+        }
         session.finishTasksAndInvalidate()
         try await origin.shutdown()
     }

@@ -13,6 +13,7 @@ struct HTTP1ResponseReaderTests {
         var ended = false
         var failure: String?
         var unread: [UInt8] = []
+        var trailers: [String] = []
     }
 
     /// Feeds `wire` in pieces of `piece` bytes (then the end, when `closes`).
@@ -38,6 +39,7 @@ struct HTTP1ResponseReaderTests {
             case .end:
                 outcome.ended = true
                 outcome.unread = Array(reader.unread) + Array(bytes)
+                outcome.trailers = reader.trailers.map { "\($0.name)=\($0.value)" }
                 return outcome
             case .failed(let error):
                 outcome.failure = error.message
@@ -53,7 +55,7 @@ struct HTTP1ResponseReaderTests {
             #expect(length == Outcome(statuses: [200], body: Array("hello".utf8), ended: true, unread: Array("NEXT".utf8)), "\(piece)")
             let chunked = Self.read(
                 "HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n3;x=y\r\nabc\r\nA\r\n0123456789\r\n0\r\nTrailer: t\r\n\r\n", piece: piece)
-            #expect(chunked == Outcome(statuses: [200], body: Array("abc0123456789".utf8), ended: true), "\(piece)")
+            #expect(chunked == Outcome(statuses: [200], body: Array("abc0123456789".utf8), ended: true, trailers: ["Trailer=t"]), "\(piece)")
             let untilClose = Self.read("HTTP/1.1 200 OK\r\n\r\nto the end", piece: piece, closes: true)
             #expect(untilClose == Outcome(statuses: [200], body: Array("to the end".utf8), ended: true), "\(piece)")
         }
