@@ -116,7 +116,7 @@ import TestSupport
         }
     }
 
-    @Test("S4: metrics in Apple's shape: one transaction per hop with request, response, ordered dates, byte counts, reuse")
+    @Test("S4: metrics in Apple's shape: one transaction per hop with request, response, ordered dates, byte counts, reuse, the path's members")
     func metrics() async throws {
         let origin = try await TestOrigin.start()
         origin.route("/r", Routes.redirect(to: "/m"))
@@ -148,6 +148,11 @@ import TestSupport
         #expect(last.countOfResponseBodyBytesReceived == 5 && last.countOfResponseBodyBytesAfterDecoding == 5)
         #expect(last.countOfResponseHeaderBytesReceived > 0 && last.countOfRequestHeaderBytesSent > 0)
         #expect(last.remotePort == origin.port && last.remoteAddress == "127.0.0.1" && last.localPort != nil)
+        // The device's path, which nothing here reports: as a wired server's.
+        #expect(
+            metrics.transactionMetrics.allSatisfy {
+                !$0.isCellular && !$0.isExpensive && !$0.isConstrained && !$0.isMultipath && $0.domainResolutionProtocol == .unknown
+            })
         session.finishTasksAndInvalidate()
         try await origin.shutdown()
     }

@@ -130,6 +130,39 @@ public struct TaskTransactionMetrics: Sendable {
     var awaitsTransportFigures = false
 }
 
+/// Members of Apple's transaction metrics that describe the device's path,
+/// which a Linux host and libcurl do not report: constant here, so code
+/// that reads them compiles and gets the answer a wired server's would.
+extension TaskTransactionMetrics {
+    /// How the name was resolved (Apple's
+    /// `URLSessionTaskTransactionMetrics.DomainResolutionProtocol`).
+    public enum DomainResolutionProtocol: Int, Sendable, Hashable {
+        /// Not known: always, here (libcurl resolves through the system's
+        /// resolver, or DNS over HTTPS only when configured, which the
+        /// session never does; it reports neither).
+        case unknown
+        /// Plain DNS over UDP.
+        case udp
+        /// Plain DNS over TCP.
+        case tcp
+        /// DNS over TLS.
+        case tls
+        /// DNS over HTTPS.
+        case https
+    }
+
+    /// Whether the interface was cellular: false (no such interface here).
+    public var isCellular: Bool { false }
+    /// Whether the interface was considered expensive: false.
+    public var isExpensive: Bool { false }
+    /// Whether the interface was in Low Data Mode: false.
+    public var isConstrained: Bool { false }
+    /// Whether Multipath TCP carried the connection: false (libcurl does not use it).
+    public var isMultipath: Bool { false }
+    /// How the name was resolved: `.unknown` (see ``DomainResolutionProtocol``).
+    public var domainResolutionProtocol: DomainResolutionProtocol { .unknown }
+}
+
 /// Apple's nested names.
 extension TaskMetrics {
     /// `URLSessionTaskTransactionMetrics` under its Apple-like nesting.
