@@ -99,19 +99,16 @@ public struct SessionTransport: ClientTransport {
 
     /// The body's length as the response declares it. Unknown when the
     /// body was encoded (the session decodes it, so the count differs) or
-    /// the field is no plain number.
+    /// the fields give no one plain length.
     static func length(of response: HTTPResponse) -> HTTPBody.Length {
         // One pass: each of `HTTPFields`' lookups by name walks the fields.
         var declared: String?
         for field in response.headerFields {
             if field.name == .contentEncoding { return .unknown }
-            if field.name == .contentLength {
-                guard declared == nil else { return .unknown }
-                declared = field.value
-            }
+            if field.name == .contentLength { declared = declared.map { "\($0), \(field.value)" } ?? field.value }
         }
-        guard let declared, declared.utf8.count <= 18, let length = Int64(declared), length >= 0 else { return .unknown }
-        return .known(length)
+        // Several fields must agree, as the session's own reading of them.
+        return declared.flatMap(FieldNumber.length).map { .known($0) } ?? .unknown
     }
 }
 

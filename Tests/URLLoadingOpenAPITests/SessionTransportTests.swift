@@ -71,6 +71,21 @@ import URLLoading
         }
     }
 
+    @Test("The response body's length: from Content-Length read as the session reads it, unknown when encoded, disagreeing or malformed")
+    func declaredLength() {
+        func length(_ fields: [(HTTPField.Name, String)]) -> HTTPBody.Length {
+            var response = HTTPResponse(status: .ok)
+            for (name, value) in fields { response.headerFields.append(HTTPField(name: name, value: value)) }
+            return SessionTransport.length(of: response)
+        }
+        #expect(length([(.contentLength, "7")]) == .known(7))
+        #expect(length([(.contentLength, "7"), (.contentLength, "7")]) == .known(7))
+        #expect(length([(.contentLength, "7"), (.contentLength, "8")]) == .unknown)
+        #expect(length([(.contentLength, "7"), (.contentEncoding, "gzip")]) == .unknown)
+        for bad in ["+7", "-1", "7a", "", "99999999999999999999"] { #expect(length([(.contentLength, bad)]) == .unknown, "\(bad)") }
+        #expect(length([]) == .unknown)
+    }
+
     @Test("A HEAD gives no body; a path with a space or a control byte is refused with badURL before anything is sent")
     func headAndBadPaths() async throws {
         let origin = try await TestOrigin.start()

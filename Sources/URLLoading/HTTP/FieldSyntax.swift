@@ -59,16 +59,16 @@ enum FieldSyntax {
 }
 
 /// Numbers read from header fields, checked before any arithmetic.
-enum FieldNumber {
+package enum FieldNumber {
     /// The largest body length taken at its word (2^53 bytes, 8 PiB): any
     /// sum of it with a file offset or another length stays far from
     /// overflow. A server claiming more is treated as not saying.
-    static let maximumLength: Int64 = 1 << 53
+    package static let maximumLength: Int64 = 1 << 53
 
     /// A length field's value (Content-Length: digits only, RFC 9110 §8.6),
     /// or nil when absent, malformed, or beyond `maximumLength`. Several
     /// lines or members must agree.
-    static func length(_ text: String) -> Int64? {
+    package static func length(_ text: String) -> Int64? {
         // One pass over the bytes, nothing allocated: every response's
         // Content-Length comes through here, on the transport's thread.
         var result: Int64?

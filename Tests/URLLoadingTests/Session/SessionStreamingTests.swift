@@ -39,12 +39,10 @@ import TestSupport
     func byteStreamReleasesItsTask() async throws {
         /// Holds every task the session makes, weakly.
         final class Creations: SessionDelegate {
-            final class Weak: @unchecked Sendable { weak var task: SessionTask? }
+            struct Weak: Sendable { weak var task: SessionTask? }
             let made = Lock<[Weak]>([])
             func urlSession(_ session: Session, didCreateTask task: SessionTask) {
-                let weak = Weak()
-                weak.task = task
-                made.withLock { $0.append(weak) }
+                made.withLock { $0.append(Weak(task: task)) }
             }
             var alive: Int { made.withLock { $0.filter { $0.task != nil }.count } }
             var count: Int { made.withLock { $0.count } }

@@ -105,17 +105,7 @@ enum PostgresBenchmark {
         _ = cache(url)  // the tables first: the workers race on keys, not on migrations
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         defer { try? group.syncShutdownGracefully() }
-        let server: any Channel
-        do {
-            server = try ServerBootstrap(group: group)
-                .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
-                .childChannelInitializer { channel in
-                    channel.pipeline.configureHTTPServerPipeline().flatMap { channel.pipeline.addHandler(Origin()) }
-                }
-                .bind(host: "127.0.0.1", port: 0).wait()
-        } catch {
-            fail("the fleet's origin did not start: \(error)")
-        }
+        let server = startHTTPServer(group: group, named: "the fleet's origin") { Origin() }
         defer { try? server.close().wait() }
         let base = "http://127.0.0.1:\(server.localAddress?.port ?? 0)"
         let start = now()

@@ -106,32 +106,27 @@ enum SessionBenchmark {
 
         // swift-http-types' HTTPRequest in, HTTPResponse out, against
         // AsyncHTTPClient's own API (HTTPClientResponse): on this path
-        // neither builds Foundation's response.
-        for (figure, count, inFlight) in [("types-get-seq", sequentialRequests, 1), ("types-get-16", concurrentRequests, inFlight)] {
-            let results = best({ c(["get", small, "\(count)", "\(inFlight)"]) }, among: ["ours", "async-http-client"]) { name in
-                child(name, name == "ours" ? "types-get" : "get", small, count, inFlight)
+        // neither builds Foundation's response. Then a generated client's
+        // call (no generated code: the transport's `send`, as the client
+        // makes it) through each transport, the body collected as the
+        // client's `Data(collecting:)` would.
+        let againstAsyncHTTPClient: [(figure: String, count: Int, inFlight: Int, ours: String, theirs: String, reference: String)] = [
+            ("types-get-seq", sequentialRequests, 1, "types-get", "get", "async-http-client"),
+            ("types-get-16", concurrentRequests, inFlight, "types-get", "get", "async-http-client"),
+            ("openapi-get-16", concurrentRequests, inFlight, "openapi-get", "openapi-get", "openapi-async-http-client"),
+        ]
+        for run in againstAsyncHTTPClient {
+            let results = best({ c(["get", small, "\(run.count)", "\(run.inFlight)"]) }, among: ["ours", "async-http-client"]) { name in
+                child(name, name == "ours" ? run.ours : run.theirs, small, run.count, run.inFlight)
             }
             guard let ours = results["ours"], let other = results["async-http-client"] else { continue }
+            let (oursLabel, theirsLabel) =
+                run.ours == "openapi-get" ? ("SessionTransport", "AsyncHTTPClientTransport") : ("data(for: HTTPRequest)", "execute")
             lines.append(
-                "\(figure): ours (data(for: HTTPRequest)) \(Int(Double(count) / ours.elapsed)) req/s, \(formatted(ours.cpu / Double(count) * 1e6)) µs CPU/req; "
-                    + "async-http-client \(Int(Double(count) / other.elapsed)) req/s, \(formatted(other.cpu / Double(count) * 1e6)) µs CPU/req")
-            table.append((figure, "async-http-client", ours.elapsed / other.elapsed))
-            table.append((figure + "-cpu", "async-http-client", ours.cpu / other.cpu))
-        }
-
-        // A generated client's call (no generated code: the transport's
-        // `send`, as the client makes it) through each transport, the body
-        // collected as the client's `Data(collecting:)` would.
-        for (figure, count, inFlight) in [("openapi-get-16", concurrentRequests, inFlight)] {
-            let results = best({ c(["get", small, "\(count)", "\(inFlight)"]) }, among: ["ours", "async-http-client"]) { name in
-                child(name, "openapi-get", small, count, inFlight)
-            }
-            guard let ours = results["ours"], let other = results["async-http-client"] else { continue }
-            lines.append(
-                "\(figure): ours (SessionTransport) \(Int(Double(count) / ours.elapsed)) req/s, \(formatted(ours.cpu / Double(count) * 1e6)) µs CPU/req; "
-                    + "async-http-client (AsyncHTTPClientTransport) \(Int(Double(count) / other.elapsed)) req/s, \(formatted(other.cpu / Double(count) * 1e6)) µs CPU/req")
-            table.append((figure, "openapi-async-http-client", ours.elapsed / other.elapsed))
-            table.append((figure + "-cpu", "openapi-async-http-client", ours.cpu / other.cpu))
+                "\(run.figure): ours (\(oursLabel)) \(Int(Double(run.count) / ours.elapsed)) req/s, \(formatted(ours.cpu / Double(run.count) * 1e6)) µs CPU/req; "
+                    + "async-http-client (\(theirsLabel)) \(Int(Double(run.count) / other.elapsed)) req/s, \(formatted(other.cpu / Double(run.count) * 1e6)) µs CPU/req")
+            table.append((run.figure, run.reference, ours.elapsed / other.elapsed))
+            table.append((run.figure + "-cpu", run.reference, ours.cpu / other.cpu))
         }
 
         // The floor under get-16-cpu: the response object data(from:) must

@@ -29,20 +29,7 @@ enum UploadBenchmark {
     static func run(work: String, into table: inout [(figure: String, reference: String, ratio: Double)], lines: inout [String]) {
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         defer { try? group.syncShutdownGracefully() }
-        let server: any Channel
-        do {
-            server = try ServerBootstrap(group: group)
-                .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
-                .childChannelInitializer { channel in
-                    channel.eventLoop.makeCompletedFuture {
-                        try channel.pipeline.syncOperations.configureHTTPServerPipeline()
-                        try channel.pipeline.syncOperations.addHandler(SinkHandler())
-                    }
-                }
-                .bind(host: "127.0.0.1", port: 0).wait()
-        } catch {
-            fail("the upload sink did not start: \(error)")
-        }
+        let server = startHTTPServer(group: group, named: "the upload sink") { SinkHandler() }
         defer { try? server.close().wait() }
         guard let port = server.localAddress?.port else { fail("the upload sink has no port") }
         let source = work + "/upload-64m"
@@ -61,5 +48,25 @@ enum UploadBenchmark {
             "upload-64m (to a server that never sends 100 Continue): ours \(formatted(plain.elapsed * 1000)) ms; "
                 + "with the caller's Expect: 100-continue (what every large body paid before) \(formatted(expecting.elapsed * 1000)) ms")
         table.append(("upload-64m", "ours-with-expect", plain.elapsed / expecting.elapsed))
+    }
+}
+
+/// An HTTP/1.1 server on a loopback port the kernel chooses, in this
+/// process, each connection served by a new `handler()`.
+func startHTTPServer(
+    group: MultiThreadedEventLoopGroup, named name: String, _ handler: @escaping @Sendable () -> some ChannelInboundHandler
+) -> any Channel {
+    do {
+        return try ServerBootstrap(group: group)
+            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+            .childChannelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.configureHTTPServerPipeline()
+                    try channel.pipeline.syncOperations.addHandler(handler())
+                }
+            }
+            .bind(host: "127.0.0.1", port: 0).wait()
+    } catch {
+        fail("\(name) did not start: \(error)")
     }
 }
