@@ -128,7 +128,9 @@ import TestSupport
         try await origin.shutdown()
     }
 
-    @Test("A request without a scheme or authority, or with a space or control byte in its path or authority, fails with badURL and sends nothing")
+    @Test(
+        "A request without a scheme, authority or path, for the server itself (OPTIONS *) or a tunnel (CONNECT), or with a space or control byte in its path or authority, fails with badURL and sends nothing"
+    )
     func badRequests() async throws {
         let origin = try await TestOrigin.start()
         origin.route("/a b", response: ScriptedResponse(body: "reached"))
@@ -142,6 +144,10 @@ import TestSupport
             HTTPRequest(method: .get, scheme: "http", authority: authority, path: "/a\u{01}b"),
             // (Leading and trailing spaces and control bytes HTTPRequest removes itself.)
             HTTPRequest(method: .get, scheme: "http", authority: "127.0.0.1 :\(url.port ?? 0)", path: "/x"),
+            // Requests for no resource: the server itself, a tunnel, no path at all.
+            HTTPRequest(method: .options, scheme: "http", authority: authority, path: "*"),
+            HTTPRequest(method: .connect, scheme: "http", authority: authority, path: "/"),
+            HTTPRequest(method: .get, scheme: "http", authority: authority, path: nil),
         ]
         for request in requests {
             do {
