@@ -116,7 +116,11 @@ public final class Session: Sendable, CustomStringConvertible {
     }
 
     private init(configuration: SessionConfiguration, delegate: (any SessionDelegate)? = nil, isShared: Bool, transport: (any TransferExecutor)? = nil) {
-        let settings = configuration.snapshot
+        let settings = {
+            var settings = configuration.snapshot
+            settings.resolveProxies()
+            return settings
+        }()
         self.settings = settings
         self.isShared = isShared
         let logger = Logger(label: "urlloading.session")

@@ -3,6 +3,21 @@ import Foundation
 import FoundationNetworking
 #endif
 
+extension SessionConfiguration.Values {
+    /// Reads the environment's proxies, once, for a session being made.
+    mutating func resolveProxies() {
+        guard proxiesFromEnvironment, proxyURL == nil else { return }
+        let proxies = ProxyEnvironment(environment: proxyEnvironmentSource ?? ProcessInfo.processInfo.environment)
+        environmentProxies = proxies.isEmpty ? nil : proxies
+    }
+
+    /// The proxy a request to `url` goes through, as libcurl takes it
+    /// (perhaps with credentials: never log it); nil to go directly.
+    func proxy(for url: URL) -> String? {
+        proxyURL?.absoluteString ?? environmentProxies?.proxy(for: url)
+    }
+}
+
 extension SessionConfiguration {
     /// The settings themselves, as a value: what a session copies when it is
     /// made, and how each store is chosen and opened.
@@ -65,6 +80,15 @@ extension SessionConfiguration {
         var platform = PlatformSettings()
         /// A proxy for every request, as `http://host:port`; nil for none.
         var proxyURL: URL?
+        /// Whether requests take the proxies the environment names when
+        /// `proxyURL` is nil (see `ProxyEnvironment`).
+        var proxiesFromEnvironment = true
+        /// The environment those come from: nil for the process's, read
+        /// when a session is made; tests give their own.
+        var proxyEnvironmentSource: [String: String]?
+        /// What the environment named, set by `resolveProxies()` when a
+        /// session is made; nil when it names none or is not consulted.
+        var environmentProxies: ProxyEnvironment?
         /// The lowest and highest TLS versions to negotiate, e.g. `(1, 2)`.
         var tlsMinimumSupportedVersion: (major: Int, minor: Int)?
         var tlsMaximumSupportedVersion: (major: Int, minor: Int)?

@@ -170,10 +170,30 @@ public final class SessionConfiguration: Sendable, CustomStringConvertible {
         set { update(\.waitsForConnectivity, newValue) }
     }
     /// A proxy for every request, as `http://host:port`; nil for none. Ours
-    /// (Apple's `connectionProxyDictionary` has no Linux form).
+    /// (Apple's `connectionProxyDictionary` has no Linux form). Set, it wins
+    /// over the environment's proxies and their `no_proxy`.
     public var proxyURL: URL? {
         get { value(\.proxyURL) }
         set { update(\.proxyURL, newValue) }
+    }
+    /// Whether requests go through the proxies the environment names when
+    /// `proxyURL` is nil, as curl and Python's requests do (true by
+    /// default): `http_proxy` for http URLs (in lower case only: an
+    /// upper-case `HTTP_PROXY` can come from a CGI request's `Proxy:`
+    /// field), `https_proxy` or `HTTPS_PROXY` for https URLs, `all_proxy` or
+    /// `ALL_PROXY` for either without its own, and `no_proxy` or `NO_PROXY`
+    /// for the hosts reached directly (`*`, names as suffixes, addresses and
+    /// CIDR ranges). Read once, when a session is made; credentials in a
+    /// proxy's URL answer its challenges and are never logged.
+    public var proxiesFromEnvironment: Bool {
+        get { value(\.proxiesFromEnvironment) }
+        set { update(\.proxiesFromEnvironment, newValue) }
+    }
+    /// The environment `proxiesFromEnvironment` reads instead of the
+    /// process's (tests).
+    var proxyEnvironmentSource: [String: String]? {
+        get { value(\.proxyEnvironmentSource) }
+        set { update(\.proxyEnvironmentSource, newValue) }
     }
     /// The lowest TLS version to negotiate, e.g. `(1, 2)`.
     public var tlsMinimumSupportedVersion: (major: Int, minor: Int)? {

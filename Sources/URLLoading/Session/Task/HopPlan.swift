@@ -54,7 +54,7 @@ enum HopPlan {
         transfer.connectTimeout = idleLimit
         transfer.idleTimeout = idleLimit
         transfer.totalTimeout = deadline.map { .milliseconds(max(1, Int64(min($0.timeIntervalSince(now), 365 * 86_400) * 1000))) }
-        transfer.proxy = settings.proxyURL?.absoluteString
+        transfer.proxy = settings.proxy(for: url)
         transfer.tls.caFile = settings.trustRootsFile
         transfer.tls.minimumVersion = settings.tlsMinimumSupportedVersion.map { ($0.major, $0.minor) }
         transfer.tls.maximumVersion = settings.tlsMaximumSupportedVersion.map { ($0.major, $0.minor) }

@@ -1,0 +1,141 @@
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import Testing
+import TestSupport
+@testable import URLLoading
+
+/// The environment's proxies, with curl's rules, without sockets.
+@Suite struct ProxyEnvironmentRulesTests {
+    static func proxy(_ environment: [String: String], _ url: String) -> String? {
+        URL(string: url).flatMap { ProxyEnvironment(environment: environment).proxy(for: $0) }
+    }
+
+    @Test("http_proxy in lower case only (httpoxy); https_proxy and all_proxy in either case, lower case first; empty values are none")
+    func variables() {
+        #expect(Self.proxy(["http_proxy": "http://p:1"], "http://a.example/") == "http://p:1")
+        #expect(Self.proxy(["HTTP_PROXY": "http://p:1"], "http://a.example/") == nil)
+        #expect(Self.proxy(["http_proxy": "http://p:1"], "https://a.example/") == nil)
+        #expect(Self.proxy(["HTTPS_PROXY": "http://p:2"], "https://a.example/") == "http://p:2")
+        #expect(Self.proxy(["https_proxy": "http://p:3", "HTTPS_PROXY": "http://p:2"], "https://a.example/") == "http://p:3")
+        #expect(Self.proxy(["ALL_PROXY": "socks5h://s:9"], "http://a.example/") == "socks5h://s:9")
+        #expect(Self.proxy(["all_proxy": "socks5://s:8", "https_proxy": "http://p:3"], "https://a.example/") == "http://p:3")
+        #expect(Self.proxy(["all_proxy": "socks5://s:8", "https_proxy": "http://p:3"], "http://a.example/") == "socks5://s:8")
+        #expect(Self.proxy(["http_proxy": "", "all_proxy": " "], "http://a.example/") == nil)
+        #expect(Self.proxy(["http_proxy": "p:3128"], "http://a.example/") == "p:3128")
+        #expect(ProxyEnvironment.url(of: "p:3128")?.absoluteString == "http://p:3128")
+        #expect(Self.proxy([:], "http://a.example/") == nil)
+    }
+
+    @Test("no_proxy: *, names as themselves and as suffixes at a dot, addresses and CIDR ranges (IPv4 and IPv6), any case, trailing dots")
+    func exceptions() {
+        let proxied = ["http_proxy": "http://p:1", "no_proxy": "Example.COM, .internal.test,10.0.0.0/8 192.168.1.7,[fd00::]/8, ::1,junk/x"]
+        for direct in [
+            "http://example.com/", "http://www.example.com./", "http://a.b.internal.test/", "http://internal.test/",
+            "http://10.200.3.4/", "http://192.168.1.7:8080/", "http://[fd12::1]/", "http://[::1]:80/",
+        ] {
+            #expect(Self.proxy(proxied, direct) == nil, "\(direct)")
+        }
+        for viaProxy in [
+            "http://notexample.com/", "http://example.com.evil/", "http://11.0.0.1/", "http://192.168.1.8/",
+            "http://[fe80::1]/", "http://junk/",
+        ] {
+            #expect(Self.proxy(proxied, viaProxy) == "http://p:1", "\(viaProxy)")
+        }
+        #expect(Self.proxy(["http_proxy": "http://p:1", "NO_PROXY": "*"], "http://anything.example/") == nil)
+        #expect(Self.proxy(["http_proxy": "http://p:1", "no_proxy": "10.0.0.0/33"], "http://10.0.0.1/") == "http://p:1")
+        // A name never matches an address, nor an address a name.
+        #expect(Self.proxy(["http_proxy": "http://p:1", "no_proxy": "1.2.3.4"], "http://1.2.3.4.example/") == "http://p:1")
+    }
+}
+
+/// Sessions through the environment's proxy, against a real proxy and
+/// origin on loopback.
+@Suite(.timeLimit(.minutes(Sanitizer.minutes(1)))) struct ProxyEnvironmentTests {
+    static func session(_ environment: [String: String], configure: (SessionConfiguration) -> Void = { _ in }) -> Session {
+        let configuration = SessionConfiguration.ephemeral
+        configuration.urlCache = nil
+        configuration.proxyEnvironmentSource = environment
+        configure(configuration)
+        return Session(configuration: configuration)
+    }
+
+    @Test(
+        "http_proxy with credentials carries a request (in absolute form, answering the 407 with them); no_proxy, an upper-case HTTP_PROXY or the feature off go directly; the configuration's proxy wins"
+    )
+    func throughTheEnvironmentsProxy() async throws {
+        let origin = try await TestOrigin.start()
+        origin.route("/p", response: ScriptedResponse(body: "proxied"))
+        let proxy = try TestProxy(user: "proxyuser", password: "pp-secret")
+        let proxyURL = "http://proxyuser:pp-secret@127.0.0.1:\(proxy.port)"
+        let url = origin.url("/p")
+
+        let viaEnvironment = Self.session(["http_proxy": proxyURL])
+        let (data, response) = try await viaEnvironment.data(from: url)
+        #expect(data == Data("proxied".utf8))
+        #expect((response as? HTTPURLResponse)?.statusCode == 200)
+        let lines = proxy.received.map(\.requestLine)
+        #expect(lines.last == "GET \(url.absoluteString) HTTP/1.1", "\(lines)")
+        #expect(proxy.received.last?.proxyAuthorization != nil)
+
+        var before = proxy.received.count
+        for environment in [
+            ["http_proxy": proxyURL, "no_proxy": "127.0.0.1"],
+            ["http_proxy": proxyURL, "no_proxy": "127.0.0.0/8"],
+            ["HTTP_PROXY": proxyURL],
+        ] {
+            let direct = Self.session(environment)
+            #expect(try await direct.data(from: url).0 == Data("proxied".utf8))
+            #expect(proxy.received.count == before, "\(environment.keys.sorted())")
+            direct.finishTasksAndInvalidate()
+        }
+        let off = Self.session(["http_proxy": proxyURL]) { $0.proxiesFromEnvironment = false }
+        #expect(try await off.data(from: url).0 == Data("proxied".utf8))
+        #expect(proxy.received.count == before)
+
+        // The configuration's own proxy is for every host: no_proxy does not apply to it.
+        let explicit = Self.session(["no_proxy": "*"]) { $0.proxyURL = URL(string: proxyURL) }
+        #expect(try await explicit.data(from: url).0 == Data("proxied".utf8))
+        #expect(proxy.received.count > before)
+        before = proxy.received.count
+        #expect(origin.requests(to: "/p").count == 6)
+        for session in [viaEnvironment, off, explicit] { session.finishTasksAndInvalidate() }
+        proxy.shutdown()
+        try await origin.shutdown()
+    }
+
+    @Test("A redirect to a no_proxy host goes directly; the proxy's password is in no error")
+    func perHopAndSecrets() async throws {
+        let origin = try await TestOrigin.start()
+        let port = origin.url("/").port ?? 0
+        origin.route("/start", response: ScriptedResponse(status: 302, headers: [HeaderField("Location", "http://localhost:\(port)/end")], body: ""))
+        origin.route("/end", response: ScriptedResponse(body: "end"))
+        let proxy = try TestProxy(user: "proxyuser", password: "pp-secret")
+        let session = Self.session([
+            "http_proxy": "http://proxyuser:pp-secret@127.0.0.1:\(proxy.port)", "no_proxy": "localhost",
+        ])
+        let (data, response) = try await session.data(from: origin.url("/start"))
+        #expect(data == Data("end".utf8))
+        #expect(response.url?.host == "localhost")
+        #expect(proxy.received.map(\.requestLine).allSatisfy { $0.contains("/start") }, "\(proxy.received.map(\.requestLine))")
+        #expect(!proxy.received.isEmpty)
+        session.finishTasksAndInvalidate()
+        proxy.shutdown()
+
+        // A proxy that is not there: the error names no credential.
+        let closed = try await TestOrigin.start()
+        let closedPort = closed.url("/").port ?? 0
+        try await closed.shutdown()
+        let failing = Self.session(["http_proxy": "http://proxyuser:pp-secret@127.0.0.1:\(closedPort)"])
+        do {
+            _ = try await failing.data(from: origin.url("/end"))
+            Issue.record("a request through a closed proxy succeeded")
+        } catch {
+            #expect(!"\(error)".contains("pp-secret"), "\(error)")
+            #expect(!String(reflecting: error).contains("pp-secret"))
+        }
+        failing.finishTasksAndInvalidate()
+        try await origin.shutdown()
+    }
+}
