@@ -4,17 +4,26 @@ import FoundationNetworking
 #endif
 
 extension SessionConfiguration.Values {
-    /// Reads the environment's proxies, once, for a session being made.
+    /// Decides the rules for choosing a proxy, once, for a session being
+    /// made: none with `proxyURL` (it carries everything), else Apple's
+    /// dictionary's when set, else the environment's.
     mutating func resolveProxies() {
-        guard proxiesFromEnvironment, proxyURL == nil else { return }
-        let proxies = ProxyEnvironment(environment: proxyEnvironmentSource ?? ProcessInfo.processInfo.environment)
-        environmentProxies = proxies.isEmpty ? nil : proxies
+        guard proxyURL == nil else { return }
+        let rules: ProxyRules
+        if let proxyDictionary {
+            rules = ProxyRules(dictionary: proxyDictionary)
+        } else if proxiesFromEnvironment {
+            rules = ProxyRules(environment: proxyEnvironmentSource ?? ProcessInfo.processInfo.environment)
+        } else {
+            return
+        }
+        proxyRules = rules.isEmpty ? nil : rules
     }
 
     /// The proxy a request to `url` goes through, as libcurl takes it
     /// (perhaps with credentials: never log it); nil to go directly.
     func proxy(for url: URL) -> String? {
-        proxyURL?.absoluteString ?? environmentProxies?.proxy(for: url)
+        proxyURL?.absoluteString ?? proxyRules?.proxy(for: url)
     }
 }
 
@@ -81,14 +90,16 @@ extension SessionConfiguration {
         /// A proxy for every request, as `http://host:port`; nil for none.
         var proxyURL: URL?
         /// Whether requests take the proxies the environment names when
-        /// `proxyURL` is nil (see `ProxyEnvironment`).
+        /// `proxyURL` is nil (see `ProxyRules`).
         var proxiesFromEnvironment = true
         /// The environment those come from: nil for the process's, read
         /// when a session is made; tests give their own.
         var proxyEnvironmentSource: [String: String]?
-        /// What the environment named, set by `resolveProxies()` when a
-        /// session is made; nil when it names none or is not consulted.
-        var environmentProxies: ProxyEnvironment?
+        /// Apple's `connectionProxyDictionary`, its values kept as `ProxySetting`s.
+        var proxyDictionary: [String: SessionConfiguration.ProxySetting]?
+        /// What the dictionary or the environment names, set by
+        /// `resolveProxies()` when a session is made; nil when neither names a proxy.
+        var proxyRules: ProxyRules?
         /// The lowest and highest TLS versions to negotiate, e.g. `(1, 2)`.
         var tlsMinimumSupportedVersion: (major: Int, minor: Int)?
         var tlsMaximumSupportedVersion: (major: Int, minor: Int)?

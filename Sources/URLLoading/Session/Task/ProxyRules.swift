@@ -4,7 +4,9 @@ import Foundation
 import Glibc
 #endif
 
-/// The proxies the environment names, with curl's rules (and Python's
+/// Which proxy a request goes through, from Apple's proxy dictionary
+/// (`SessionConfiguration.connectionProxyDictionary`) or, by default, from
+/// the proxies the environment names, with curl's rules (and Python's
 /// requests', which follow them): `http_proxy` for http URLs in lower case
 /// only — an upper-case `HTTP_PROXY` can be set by a CGI request's `Proxy:`
 /// field ("httpoxy") —, `https_proxy` or `HTTPS_PROXY` for https URLs,
@@ -14,8 +16,8 @@ import Glibc
 /// themselves and as suffixes at a dot (`example.com` and `.example.com`
 /// both cover `www.example.com`), IP addresses and CIDR ranges
 /// (`10.0.0.0/8`, `fd00::/8`). A value without a scheme is an http proxy,
-/// as curl takes it. Pure: read once when a session is made.
-struct ProxyEnvironment: Sendable, Equatable {
+/// as curl takes it. Pure: made once when a session is made.
+struct ProxyRules: Sendable, Equatable {
     /// One entry of `no_proxy`.
     enum Exception: Sendable, Equatable {
         case everything
@@ -120,6 +122,7 @@ struct ProxyEnvironment: Sendable, Equatable {
                 }
                 continue
             }
+            if entry.hasPrefix("*.") { entry.removeFirst() }  // Apple's form of a suffix
             while entry.hasPrefix(".") { entry.removeFirst() }
             while entry.hasSuffix(".") { entry.removeLast() }
             guard !entry.isEmpty, !entry.contains("/") else { continue }

@@ -7,9 +7,9 @@ import TestSupport
 @testable import URLLoading
 
 /// The environment's proxies, with curl's rules, without sockets.
-@Suite struct ProxyEnvironmentRulesTests {
+@Suite struct ProxyRulesTests {
     static func proxy(_ environment: [String: String], _ url: String) -> String? {
-        URL(string: url).flatMap { ProxyEnvironment(environment: environment).proxy(for: $0) }
+        URL(string: url).flatMap { ProxyRules(environment: environment).proxy(for: $0) }
     }
 
     @Test("http_proxy in lower case only (httpoxy); https_proxy and all_proxy in either case, lower case first; empty values are none")
@@ -24,7 +24,7 @@ import TestSupport
         #expect(Self.proxy(["all_proxy": "socks5://s:8", "https_proxy": "http://p:3"], "http://a.example/") == "socks5://s:8")
         #expect(Self.proxy(["http_proxy": "", "all_proxy": " "], "http://a.example/") == nil)
         #expect(Self.proxy(["http_proxy": "p:3128"], "http://a.example/") == "p:3128")
-        #expect(ProxyEnvironment.url(of: "p:3128")?.absoluteString == "http://p:3128")
+        #expect(ProxyRules.url(of: "p:3128")?.absoluteString == "http://p:3128")
         #expect(Self.proxy([:], "http://a.example/") == nil)
     }
 
@@ -47,6 +47,38 @@ import TestSupport
         #expect(Self.proxy(["http_proxy": "http://p:1", "no_proxy": "10.0.0.0/33"], "http://10.0.0.1/") == "http://p:1")
         // A name never matches an address, nor an address a name.
         #expect(Self.proxy(["http_proxy": "http://p:1", "no_proxy": "1.2.3.4"], "http://1.2.3.4.example/") == "http://p:1")
+    }
+
+    static func rules(_ dictionary: [AnyHashable: Any]) -> ProxyRules {
+        let configuration = SessionConfiguration.ephemeral
+        configuration.connectionProxyDictionary = dictionary
+        var values = configuration.snapshot
+        values.resolveProxies()
+        return values.proxyRules ?? ProxyRules()
+    }
+
+    @Test("Apple's proxy dictionary: HTTP, HTTPS (a tunnel through an HTTP proxy) and SOCKS proxies by their keys, enabled or not; exceptions as *.name; the dictionary given back as set")
+    func appleDictionary() throws {
+        let rules = Self.rules([
+            kCFNetworkProxiesHTTPEnable: true, kCFNetworkProxiesHTTPProxy: "proxy.example", kCFNetworkProxiesHTTPPort: 3128,
+            kCFNetworkProxiesHTTPSEnable: 1, kCFNetworkProxiesHTTPSProxy: "fd00::1", kCFNetworkProxiesHTTPSPort: "8443",
+            kCFNetworkProxiesSOCKSEnable: false, kCFNetworkProxiesSOCKSProxy: "socks.example", kCFNetworkProxiesSOCKSPort: 1080,
+            kCFNetworkProxiesExceptionsList: ["*.local.example", "10.0.0.0/8"], "ProxyAutoConfigURLString": URL(fileURLWithPath: "/x"),
+        ])
+        #expect(rules == ProxyRules(http: "http://proxy.example:3128", https: "http://[fd00::1]:8443", all: nil, exceptions: rules.exceptions))
+        #expect(rules.proxy(for: try #require(URL(string: "http://a.local.example/"))) == nil)
+        #expect(rules.proxy(for: try #require(URL(string: "http://10.1.2.3/"))) == nil)
+        #expect(rules.proxy(for: try #require(URL(string: "http://www.example/"))) == "http://proxy.example:3128")
+        let socks = Self.rules([kCFNetworkProxiesSOCKSEnable: true, kCFNetworkProxiesSOCKSProxy: "socks.example", kCFNetworkProxiesSOCKSPort: 99_999])
+        #expect(socks == ProxyRules(all: "socks5h://socks.example"))
+        #expect(Self.rules([kCFNetworkProxiesHTTPEnable: true, kCFNetworkProxiesHTTPProxy: "user:pw@evil/"]).isEmpty)
+        let configuration = SessionConfiguration.ephemeral
+        configuration.connectionProxyDictionary = [kCFNetworkProxiesHTTPEnable: true, kCFNetworkProxiesHTTPPort: 8080, "Odd": Data()]
+        let back = try #require(configuration.connectionProxyDictionary)
+        #expect(back.count == 2)
+        #expect(back[kCFNetworkProxiesHTTPEnable] as? Bool == true)
+        #expect(back[kCFNetworkProxiesHTTPPort] as? Int == 8080)
+        #expect((configuration.copy() as? SessionConfiguration)?.connectionProxyDictionary?.count == 2)
     }
 }
 
@@ -101,6 +133,43 @@ import TestSupport
         before = proxy.received.count
         #expect(origin.requests(to: "/p").count == 6)
         for session in [viaEnvironment, off, explicit] { session.finishTasksAndInvalidate() }
+        proxy.shutdown()
+        try await origin.shutdown()
+    }
+
+    final class ProxyAnswer: SessionDelegate {
+        func urlSession(
+            _ session: Session, task: SessionTask, didReceive challenge: AuthenticationChallenge,
+            completionHandler: @escaping @Sendable (Session.AuthChallengeDisposition, Credential?) -> Void
+        ) {
+            let isProxy = challenge.protectionSpace.isProxy && challenge.previousFailureCount == 0
+            completionHandler(isProxy ? .useCredential : .cancelAuthenticationChallenge, Credential(user: "proxyuser", password: "pp", persistence: .forSession))
+        }
+    }
+
+    @Test("Apple's proxy dictionary carries a request through its HTTP proxy (the 407 answered by the delegate) and replaces the environment's proxies")
+    func throughTheDictionarysProxy() async throws {
+        let origin = try await TestOrigin.start()
+        origin.route("/d", response: ScriptedResponse(body: "dictionary"))
+        let proxy = try TestProxy(user: "proxyuser", password: "pp")
+        let dictionary: [AnyHashable: Any] = [
+            kCFNetworkProxiesHTTPEnable: true, kCFNetworkProxiesHTTPProxy: "127.0.0.1", kCFNetworkProxiesHTTPPort: proxy.port,
+        ]
+        let configuration = SessionConfiguration.ephemeral
+        configuration.urlCache = nil
+        configuration.proxyEnvironmentSource = ["no_proxy": "*"]
+        configuration.connectionProxyDictionary = dictionary
+        let session = Session(configuration: configuration, delegate: ProxyAnswer())
+        #expect(try await session.data(from: origin.url("/d")).0 == Data("dictionary".utf8))
+        #expect(proxy.received.map(\.requestLine) == Array(repeating: "GET \(origin.url("/d").absoluteString) HTTP/1.1", count: 2))
+        // Set but naming no proxy: the environment's is not consulted either.
+        configuration.connectionProxyDictionary = [:]
+        configuration.proxyEnvironmentSource = ["http_proxy": "http://proxyuser:pp@127.0.0.1:\(proxy.port)"]
+        let direct = Session(configuration: configuration)
+        #expect(try await direct.data(from: origin.url("/d")).0 == Data("dictionary".utf8))
+        #expect(proxy.received.count == 2)
+        session.finishTasksAndInvalidate()
+        direct.finishTasksAndInvalidate()
         proxy.shutdown()
         try await origin.shutdown()
     }
