@@ -146,6 +146,7 @@ final class Transfer {
     /// The request's `PlainOptions`, or nil when it is not a plain GET.
     static func plainOptions(_ request: TransferRequest) -> PlainOptions? {
         guard request.method == "GET", case .none = request.body, request.httpAuthentication == nil, request.proxy == nil,
+            request.unixSocketPath == nil,
             request.receiveBufferSize == nil, !request.connectOnly, request.tls.isPlain
         else { return nil }
         return PlainOptions(decodesContent: request.decodeContent)
@@ -213,6 +214,7 @@ final class Transfer {
         } else if left == nil {
             try set(CURLOPT_PROXY, "")
         }
+        if let socket = request.unixSocketPath { try set(CURLOPT_UNIX_SOCKET_PATH, socket) }
         try configureTLS(request.tls)
 
         switch request.method {

@@ -69,6 +69,9 @@ package struct TransferRequest: Sendable {
     package var tls = TLS()
     /// A proxy URL (`http://host:port`), or nil for none.
     package var proxy: String?
+    /// A Unix-domain socket to connect to instead of the URL's host and
+    /// port (an absolute path of at most 107 bytes, checked by the caller).
+    package var unixSocketPath: String?
     /// Connection-based schemes libcurl carries out itself (several round
     /// trips on one connection), with the user and password to use.
     package enum HTTPAuthentication: Sendable {

@@ -22,6 +22,8 @@ public final class TestOrigin: Sendable {
 
     /// The port the kernel chose.
     public let port: Int
+    /// The Unix-domain socket it listens on, or nil on a TCP port.
+    public let unixSocket: String?
     /// Whether the origin speaks TLS.
     public let usesTLS: Bool
     private let channel: any Channel
@@ -47,7 +49,10 @@ public final class TestOrigin: Sendable {
         var shutDown = false
     }
 
-    private init(channel: any Channel, port: Int, usesTLS: Bool, shared: SharedState, ownGroup: MultiThreadedEventLoopGroup?) {
+    private init(
+        channel: any Channel, port: Int, usesTLS: Bool, shared: SharedState, ownGroup: MultiThreadedEventLoopGroup?, unixSocket: String? = nil
+    ) {
+        self.unixSocket = unixSocket
         self.channel = channel
         self.port = port
         self.usesTLS = usesTLS
@@ -68,9 +73,11 @@ public final class TestOrigin: Sendable {
     ///   - ownThread: Serve from an event-loop thread of its own instead of
     ///     the group every origin of the process shares (for tests whose
     ///     timing another test's busy handler must not disturb).
+    ///   - unixSocket: Listen on a Unix-domain socket at this path instead
+    ///     of a TCP port (`baseURL` is then an `http+unix` URL).
     public static func start(
         tls: TestCertificates.ServerIdentity? = nil, adopting reserved: ReservedPort? = nil, routes: [String: ScriptedResponse] = [:],
-        ownThread: Bool = false
+        ownThread: Bool = false, unixSocket: String? = nil
     ) async throws -> TestOrigin {
         _ = Self.decoderMetadataReady
         let boundSocket = try reserved.map { reserved throws(TestOriginError) -> CInt in
@@ -85,30 +92,33 @@ public final class TestOrigin: Sendable {
         shared.state.withLock { state in
             for (path, response) in routes { state.routes[path] = { _ in response } }
         }
-        let bootstrap = ServerBootstrap(group: ownGroup ?? MultiThreadedEventLoopGroup.singleton)
+        var bootstrap = ServerBootstrap(group: ownGroup ?? MultiThreadedEventLoopGroup.singleton)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .serverChannelOption(.backlog, value: 256)
-            .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
-            .childChannelInitializer { channel in
-                channel.eventLoop.makeCompletedFuture {
-                    let number = shared.state.withLock { state -> Int in
-                        state.connections += 1
-                        state.open += 1
-                        state.peakOpen = max(state.peakOpen, state.open)
-                        return state.connections
-                    }
-                    let sync = channel.pipeline.syncOperations
-                    if let sslContext {
-                        try sync.addHandler(NIOSSLServerHandler(context: sslContext))
-                    }
-                    try sync.addHandler(ByteToMessageHandler(HTTPRequestDecoder(leftOverBytesStrategy: .dropBytes)))
-                    try sync.addHandler(
-                        OriginConnectionHandler(
-                            shared: shared, connectionNumber: number, overTLS: sslContext != nil))
+        if unixSocket == nil { bootstrap = bootstrap.childChannelOption(.socketOption(.tcp_nodelay), value: 1) }
+        bootstrap = bootstrap.childChannelInitializer { channel in
+            channel.eventLoop.makeCompletedFuture {
+                let number = shared.state.withLock { state -> Int in
+                    state.connections += 1
+                    state.open += 1
+                    state.peakOpen = max(state.peakOpen, state.open)
+                    return state.connections
                 }
+                let sync = channel.pipeline.syncOperations
+                if let sslContext {
+                    try sync.addHandler(NIOSSLServerHandler(context: sslContext))
+                }
+                try sync.addHandler(ByteToMessageHandler(HTTPRequestDecoder(leftOverBytesStrategy: .dropBytes)))
+                try sync.addHandler(
+                    OriginConnectionHandler(
+                        shared: shared, connectionNumber: number, overTLS: sslContext != nil))
             }
+        }
         let channel: any Channel
-        if let boundSocket {
+        if let unixSocket {
+            channel = try await bootstrap.bind(unixDomainSocketPath: unixSocket, cleanupExistingSocketFile: true).get()
+            return TestOrigin(channel: channel, port: 0, usesTLS: false, shared: shared, ownGroup: ownGroup, unixSocket: unixSocket)
+        } else if let boundSocket {
             channel = try await bootstrap.withBoundSocket(boundSocket).get()
         } else {
             channel = try await bootstrap.bind(host: "127.0.0.1", port: 0).get()
@@ -133,10 +143,16 @@ public final class TestOrigin: Sendable {
     }()
 
     /// `http://127.0.0.1:<port>` (or `https://localhost:<port>` with TLS,
-    /// the name the test certificate is issued for).
+    /// the name the test certificate is issued for; `http+unix://` and the
+    /// socket's path percent-encoded on a Unix-domain socket).
     public var baseURL: URL {
+        if let unixSocket {
+            let encoded = unixSocket.addingPercentEncoding(withAllowedCharacters: .alphanumerics.union(CharacterSet(charactersIn: "-._~"))) ?? ""
+            // Force-unwrap is safe: every byte of the host is percent-encoded or unreserved.
+            return URL(string: "http+unix://\(encoded)")!
+        }
         // Force-unwrap is safe: the string is built from a number.
-        URL(string: usesTLS ? "https://localhost:\(port)" : "http://127.0.0.1:\(port)")!
+        return URL(string: usesTLS ? "https://localhost:\(port)" : "http://127.0.0.1:\(port)")!
     }
 
     /// The URL of `path` (which may carry a query) on this origin.

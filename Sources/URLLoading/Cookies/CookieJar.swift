@@ -60,10 +60,10 @@ struct CookieJar: Sendable {
         return host.lowercased()
     }
 
-    static func isSecureScheme(_ scheme: String) -> Bool { scheme == "https" || scheme == "wss" }
+    static func isSecureScheme(_ scheme: String) -> Bool { scheme == "https" || scheme == "wss" || scheme == "https+unix" }
 
     static func isCookieScheme(_ scheme: String) -> Bool {
-        scheme == "http" || scheme == "https" || scheme == "ws" || scheme == "wss"
+        scheme == "http" || scheme == "https" || scheme == "ws" || scheme == "wss" || UnixSocketURL.isUnixScheme(scheme)
     }
 
     /// An IPv4 or IPv6 address rather than a name: never matched by domain.

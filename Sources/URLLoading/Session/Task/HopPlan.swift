@@ -22,8 +22,18 @@ enum HopPlan {
     static func base(
         _ request: URLRequest, body: TransferRequest.Body, settings: SessionConfiguration.Values, deadline: Date?, now: Date
     ) -> Result<TransferRequest, SessionError> {
-        guard let url = request.url, let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https" else {
-            return .failure(SessionError(.unsupportedURL, failingURL: request.url, message: "only http and https URLs are supported"))
+        guard let url = request.url, let scheme = url.scheme?.lowercased(),
+            scheme == "http" || scheme == "https" || UnixSocketURL.isUnixScheme(scheme)
+        else {
+            return .failure(
+                SessionError(.unsupportedURL, failingURL: request.url, message: "only http, https, http+unix and https+unix URLs are supported"))
+        }
+        var target = (socketPath: String?.none, transferURL: url.absoluteString)
+        if UnixSocketURL.isUnixScheme(scheme) {
+            switch UnixSocketURL.split(url) {
+            case .success(let split): target = (split.socketPath, split.transferURL)
+            case .failure(let error): return .failure(error)
+            }
         }
         if let port = url.port, !(0...65_535).contains(port) {
             return .failure(SessionError(.badURL, failingURL: url, message: "the port \(port) is outside 0...65535"))
@@ -48,13 +58,14 @@ enum HopPlan {
                 headers.append((name, value))
             }
         }
-        var transfer = TransferRequest(url: url.absoluteString, method: request.httpMethod ?? "GET", headers: headers, body: body)
+        var transfer = TransferRequest(url: target.transferURL, method: request.httpMethod ?? "GET", headers: headers, body: body)
+        transfer.unixSocketPath = target.socketPath
         let idle = request.timeoutInterval > 0 && request.timeoutInterval != 60 ? request.timeoutInterval : settings.timeoutIntervalForRequest
         let idleLimit = Session.timeLimit(idle)
         transfer.connectTimeout = idleLimit
         transfer.idleTimeout = idleLimit
         transfer.totalTimeout = deadline.map { .milliseconds(max(1, Int64(min($0.timeIntervalSince(now), 365 * 86_400) * 1000))) }
-        transfer.proxy = settings.proxy(for: url)
+        transfer.proxy = target.socketPath == nil ? settings.proxy(for: url) : nil
         transfer.tls.caFile = settings.trustRootsFile
         transfer.tls.minimumVersion = settings.tlsMinimumSupportedVersion.map { ($0.major, $0.minor) }
         transfer.tls.maximumVersion = settings.tlsMaximumSupportedVersion.map { ($0.major, $0.minor) }

@@ -253,8 +253,15 @@ extension SessionTask {
         guard [301, 302, 303, 307, 308].contains(status), let base = request.url,
             let location = headers.first(where: { $0.name.caseInsensitiveCompare("Location") == .orderedSame })?.value,
             let target = URL(string: location, relativeTo: base)?.absoluteURL,
-            let scheme = target.scheme?.lowercased(), scheme == "http" || scheme == "https"
+            let scheme = target.scheme?.lowercased(), scheme == "http" || scheme == "https" || UnixSocketURL.isUnixScheme(scheme)
         else { return nil }
+        // Into a Unix socket only from the same socket: a server on the
+        // network must not send the client to a local daemon's API.
+        if UnixSocketURL.isUnixScheme(scheme) {
+            guard let from = base.scheme?.lowercased(), UnixSocketURL.isUnixScheme(from),
+                base.host(percentEncoded: false) == target.host(percentEncoded: false)
+            else { return nil }
+        }
         var next = request
         next.url = target
         let method = request.httpMethod ?? "GET"
