@@ -55,6 +55,28 @@ import TestSupport
         try await origin.shutdown()
     }
 
+    @Test("The configuration's socket carries every http request, whatever its host; a bad one fails each task with badURL")
+    func configurationsSocket() async throws {
+        let path = Self.socketPath()
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let origin = try await TestOrigin.start(unixSocket: path)
+        origin.route("/v1/info", response: ScriptedResponse(body: "daemon"))
+        let configuration = SessionConfiguration.ephemeral
+        configuration.urlCache = nil
+        configuration.unixSocketPath = path
+        let session = Session(configuration: configuration)
+        let url = try #require(URL(string: "http://docker.invalid/v1/info"))
+        #expect(try await session.data(from: url).0 == Data("daemon".utf8))
+        #expect(origin.requests(to: "/v1/info").first?.header("Host") == "docker.invalid")
+        configuration.unixSocketPath = "relative.sock"
+        let bad = Session(configuration: configuration)
+        let error = await #expect(throws: URLError.self) { _ = try await bad.data(from: url) }
+        #expect(error?.code == .badURL)
+        session.finishTasksAndInvalidate()
+        bad.finishTasksAndInvalidate()
+        try await origin.shutdown()
+    }
+
     @Test("A server on the network cannot send the client into a Unix socket: its redirect is the response")
     func noRedirectIntoASocket() async throws {
         let path = Self.socketPath()

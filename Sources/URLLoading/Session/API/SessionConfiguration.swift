@@ -176,6 +176,16 @@ public final class SessionConfiguration: Sendable, CustomStringConvertible {
         get { value(\.proxyURL) }
         set { update(\.proxyURL, newValue) }
     }
+    /// A Unix-domain socket that every `http` and `https` request of the
+    /// session connects to, whatever its host (a local daemon's API:
+    /// `http://localhost/v1.43/info` with `/var/run/docker.sock`); nil for
+    /// none. An absolute path of at most 107 bytes; any other fails each
+    /// task with `badURL`. No proxy applies. The cache and cookies key on
+    /// the URL as written; an `http+unix://` URL puts the socket in it.
+    public var unixSocketPath: String? {
+        get { value(\.unixSocketPath) }
+        set { update(\.unixSocketPath, newValue) }
+    }
     /// Whether requests go through the proxies the environment names when
     /// `proxyURL` is nil, as curl and Python's requests do (true by
     /// default): `http_proxy` for http URLs (in lower case only: an

@@ -34,6 +34,9 @@ enum HopPlan {
             case .success(let split): target = (split.socketPath, split.transferURL)
             case .failure(let error): return .failure(error)
             }
+        } else if let socket = settings.unixSocketPath {
+            if let problem = UnixSocketURL.problem(with: socket) { return .failure(SessionError(.badURL, failingURL: url, message: problem)) }
+            target.socketPath = socket
         }
         if let port = url.port, !(0...65_535).contains(port) {
             return .failure(SessionError(.badURL, failingURL: url, message: "the port \(port) is outside 0...65535"))

@@ -15,6 +15,14 @@ enum UnixSocketURL {
         scheme == "http+unix" || scheme == "https+unix"
     }
 
+    /// Why `path` cannot name a socket, or nil when it can.
+    static func problem(with path: String) -> String? {
+        guard path.hasPrefix("/"), !path.utf8.contains(0), path.utf8.count <= maximumPathBytes else {
+            return "a Unix socket's path must be absolute, without NUL, of at most \(maximumPathBytes) bytes"
+        }
+        return nil
+    }
+
     /// The socket's path and the URL libcurl is given (the plain scheme,
     /// `localhost`, the path and query as they are written).
     ///
@@ -24,12 +32,7 @@ enum UnixSocketURL {
         guard let scheme = url.scheme?.lowercased(), isUnixScheme(scheme), let path = url.host(percentEncoded: false) else {
             return .failure(SessionError(.badURL, failingURL: url, message: "a Unix-socket URL needs the socket's path as its host"))
         }
-        guard path.hasPrefix("/"), !path.utf8.contains(0), path.utf8.count <= maximumPathBytes else {
-            return .failure(
-                SessionError(
-                    .badURL, failingURL: url,
-                    message: "a Unix socket's path must be absolute, without NUL, of at most \(maximumPathBytes) bytes"))
-        }
+        if let problem = problem(with: path) { return .failure(SessionError(.badURL, failingURL: url, message: problem)) }
         let text = url.absoluteString
         guard let schemeEnd = text.range(of: "://") else {
             return .failure(SessionError(.badURL, failingURL: url, message: "a Unix-socket URL needs an authority"))
