@@ -174,6 +174,29 @@ import TestSupport
         try await origin.shutdown()
     }
 
+    @Test("https_proxy carries an https request through a CONNECT tunnel; the origin sees TLS and no proxy credential; http_proxy does not apply to it")
+    func httpsThroughATunnel() async throws {
+        let certificates = try TestCertificates.shared()
+        let origin = try await TestOrigin.start(tls: certificates.server)
+        origin.route("/s", response: ScriptedResponse(body: "tunnelled"))
+        let proxy = try TestProxy(user: "proxyuser", password: "pp", openTunnels: true)
+        let tunnelled = Self.session(["https_proxy": "http://proxyuser:pp@127.0.0.1:\(proxy.port)"]) {
+            $0.trustRootsFile = certificates.caCertificatePath
+        }
+        #expect(try await tunnelled.data(from: origin.url("/s")).0 == Data("tunnelled".utf8))
+        #expect(proxy.received.map(\.requestLine) == ["CONNECT localhost:\(origin.port) HTTP/1.1"])
+        #expect(origin.requests.allSatisfy { $0.overTLS && $0.header("Proxy-Authorization") == nil })
+        let direct = Self.session(["http_proxy": "http://proxyuser:pp@127.0.0.1:\(proxy.port)"]) {
+            $0.trustRootsFile = certificates.caCertificatePath
+        }
+        #expect(try await direct.data(from: origin.url("/s")).0 == Data("tunnelled".utf8))
+        #expect(proxy.received.count == 1)
+        tunnelled.finishTasksAndInvalidate()
+        direct.finishTasksAndInvalidate()
+        proxy.shutdown()
+        try await origin.shutdown()
+    }
+
     @Test("A redirect to a no_proxy host goes directly; the proxy's password is in no error")
     func perHopAndSecrets() async throws {
         let origin = try await TestOrigin.start()
