@@ -28,6 +28,9 @@ let package = Package(
         // HTTPRequest and HTTPResponse, the types server-side Swift speaks
         // (only its HTTPTypes library: 15 files, about 12 s of a debug build).
         .package(url: "https://github.com/apple/swift-http-types", from: "1.8.0"),
+        // Counters and timers in the process's metrics backend (only its
+        // CoreMetrics library: 3 files; MetricsTestKit for the tests).
+        .package(url: "https://github.com/apple/swift-metrics", from: "2.5.0"),
         // Only URLLoadingOpenAPI's: `ClientTransport` and `HTTPBody`.
         .package(url: "https://github.com/apple/swift-openapi-runtime", from: "1.13.0"),
         // Test-only: the loopback origin in Tests/TestSupport.
@@ -146,6 +149,7 @@ let package = Package(
                 "CSecret",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "CoreMetrics", package: "swift-metrics"),
             ],
             swiftSettings: strictSwift
         ),
@@ -241,6 +245,7 @@ let package = Package(
             name: "URLLoadingTests",
             dependencies: [
                 "URLLoading", "URLLoadingPostgres", "Postgres", "Storage", "Migrations", "Streams", "TestSupport", "Locking", "urlloading-test-helper",
+                .product(name: "MetricsTestKit", package: "swift-metrics"),
             ],
             swiftSettings: strictSwift
         ),

@@ -15,6 +15,8 @@ package import Transport
 public final class Session: Sendable, CustomStringConvertible {
     /// What the session copied of its configuration when it was made.
     let settings: SessionConfiguration.Values
+    /// The session's counters and timers; nil without a metrics backend.
+    let meters: SessionMeters?
     /// Which of the delegate's per-task methods it is known to lack.
     let delegateAbilities = DelegateAbilities()
     /// A copy of the configuration the session was made with (a new object
@@ -123,6 +125,7 @@ public final class Session: Sendable, CustomStringConvertible {
         }()
         self.settings = settings
         self.isShared = isShared
+        meters = SessionMeters(sessionLabel: settings.metricsLabel ?? settings.identifier ?? "default")
         let logger = Logger(label: "urlloading.session")
         var errors: [any Error] = []
         // Shared stores that could not open their files keep memory only;

@@ -89,6 +89,8 @@ extension SessionConfiguration {
         var platform = PlatformSettings()
         /// A proxy for every request, as `http://host:port`; nil for none.
         var proxyURL: URL?
+        /// The `session` dimension of the session's metrics.
+        var metricsLabel: String?
         /// A Unix-domain socket every http and https request connects to.
         var unixSocketPath: String?
         /// Whether requests take the proxies the environment names when

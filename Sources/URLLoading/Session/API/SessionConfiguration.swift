@@ -176,6 +176,15 @@ public final class SessionConfiguration: Sendable, CustomStringConvertible {
         get { value(\.proxyURL) }
         set { update(\.proxyURL, newValue) }
     }
+    /// The `session` dimension of the counters and timers a session adds to
+    /// the process's swift-metrics backend (requests by method and status
+    /// class, their durations, cache results, bytes, connections; none
+    /// without a bootstrapped backend); nil for a background session's
+    /// identifier, else `default`.
+    public var metricsLabel: String? {
+        get { value(\.metricsLabel) }
+        set { update(\.metricsLabel, newValue) }
+    }
     /// A Unix-domain socket that every `http` and `https` request of the
     /// session connects to, whatever its host (a local daemon's API:
     /// `http://localhost/v1.43/info` with `/var/run/docker.sock`); nil for

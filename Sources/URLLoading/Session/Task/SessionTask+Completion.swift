@@ -57,6 +57,11 @@ extension SessionTask {
         let error: (any Error)? = failure?.urlError
         if let resumeHandler { resumeHandler(resume?.encoded()) }
         guard let session else { return }
+        if let meters = session.meters {
+            let status = end.shown.head?.head.status ?? end.shown.response?.statusCode
+            let method = metrics.transactionMetrics.last?.request.httpMethod ?? originalRequest?.httpMethod
+            meters.record(SessionMeters.taskEnd(method: method, status: status, failed: failure != nil, metrics: metrics))
+        }
         // A file that resume data points to stays; every other goes when the task is done.
         let sinkEnding = SinkEnding(
             task: self, session: session, error: error, keepsFile: resume != nil, metrics: metrics, taskDelegate: taskDelegate,

@@ -87,7 +87,11 @@ extension SessionTask {
         let shown = session.settings.sendsCacheStatus ? CacheExchange.notModifiedStatus : nil
         guard let response = Self.servedResponse(served, cacheStatus: shown, now: now) else { return false }
         locked.withLock { $0.machine.cacheAnswered(status: shown) }
-        respondWithoutNetwork(response, body: ServedBody(served))
+        respondWithoutNetwork(response, body: ServedBody(served)) { inner in
+            // The 304's exchange, recorded now: its transfer may end after the
+            // task does, and the task's metrics must list it all the same.
+            if inner.transactions.count == inner.machine.hop { inner.transactions.append(Self.transaction(&inner, metrics: nil)) }
+        }
         return true
     }
 
