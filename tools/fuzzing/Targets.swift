@@ -50,7 +50,20 @@ let targets: [FuzzTarget] = [
     FuzzTarget(name: "vary") { data in
         let headers = HeaderFields(lines(data).map { HeaderFields.Field("Vary", $0) })
         guard let names = CachePolicy.varyFields(headers) else { return }
-        invariant(names.count <= 64, "at most 64 Vary names are kept")
+        // All names come back (a response naming more than the cache
+        // compares is refused when stored, not cut short here), each once,
+        // lower case, trimmed, never empty nor holding a comma.
+        invariant(Set(names).count == names.count, "each Vary name comes once")
+        invariant(
+            names.allSatisfy { name in
+                !name.isEmpty && !name.contains(",") && !name.utf8.contains { (0x41...0x5A).contains($0) }
+                    && name.first != " " && name.first != "\t" && name.last != " " && name.last != "\t"
+            }, "Vary names are lower case, trimmed, without commas")
+        if names.count > CachePolicy.maximumVaryFields {
+            let response = HeaderFields(headers.fields + [HeaderFields.Field("Cache-Control", "max-age=60")])
+            let verdict = CachePolicy.storability(method: "GET", requestHeaders: HeaderFields([]), status: 200, responseHeaders: response)
+            invariant(!verdict.allowed, "a response naming more Vary fields than the cache compares is not stored")
+        }
     },
     FuzzTarget(name: "set-cookie") { data in
         guard let cookie = SetCookie(text(data)) else { return }
