@@ -78,16 +78,17 @@ final class SessionMeters: Sendable {
         }
     }
 
+    private static let standardMethods: Set<String> = ["GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS", "CONNECT", "TRACE"]
+
     /// What a task's end adds, from its metrics and response; the method
     /// and status become a few fixed values, so a server's numbers or a
     /// caller's own methods never multiply a backend's series.
     static func taskEnd(method: String?, status: Int?, failed: Bool, metrics: TaskMetrics) -> TaskEnd {
-        let known: Set<String> = ["GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS", "CONNECT", "TRACE"]
         let upper = (method ?? "GET").uppercased()
         let statusClass: String =
             if let status, (100...599).contains(status), !(failed && status < 200) { "\(status / 100)xx" } else { "error" }
         var end = TaskEnd(
-            method: known.contains(upper) ? upper : "other", statusClass: statusClass,
+            method: standardMethods.contains(upper) ? upper : "other", statusClass: statusClass,
             nanoseconds: Int64((max(0, metrics.taskInterval.duration) * 1e9).rounded()), cacheResult: nil,
             bytesReceived: 0, bytesSent: 0, newConnections: 0, reusedConnections: 0)
         for transaction in metrics.transactionMetrics {

@@ -25,6 +25,11 @@ extension SessionConfiguration.Values {
     func proxy(for url: URL) -> String? {
         proxyURL?.absoluteString ?? proxyRules?.proxy(for: url)
     }
+
+    /// That proxy as a URL, for its protection space and credentials.
+    func proxyAsURL(for url: URL) -> URL? {
+        proxyURL ?? proxyRules?.proxy(for: url).flatMap(ProxyRules.url(of:))
+    }
 }
 
 extension SessionConfiguration {

@@ -68,7 +68,7 @@ extension SessionTask {
             locked.withLock { $0.authentication.sendRemembered(remembered) }
             if sent == nil { sent = remembered }
         }
-        if let proxy = session.settings.proxy(for: url).flatMap(ProxyRules.url(of:)), url.scheme?.lowercased() == "http", !carries("Proxy-Authorization"),
+        if url.scheme?.lowercased() == "http", let proxy = session.settings.proxyAsURL(for: url), !carries("Proxy-Authorization"),
             let remembered = session.preemptiveAuthorization(for: proxy, method: request.httpMethod ?? "GET", proxy: true)
         {
             fields.append((remembered.fieldName, remembered.value))
@@ -83,7 +83,7 @@ extension SessionTask {
         // transport answers the proxy and keeps its heads to itself, so a 407
         // seen here came from the origin: a response, never a reason to send
         // the proxy's credentials to it.
-        let proxy = session.settings.proxy(for: url).flatMap(ProxyRules.url(of:))
+        let proxy = session.settings.proxyAsURL(for: url)
         let viaProxy = proxy != nil && url.scheme?.lowercased() == "http"
         let isProxy = head.status == 407 && viaProxy
         guard head.status == 401 || isProxy else { return false }
@@ -116,7 +116,7 @@ extension SessionTask {
         _ challenges: [AuthChallenge], head: ResponseHead, url: URL, request: URLRequest, session: Session, isProxy: Bool
     ) -> Bool {
         let rejected = locked.withLock { $0.authentication.rejected }
-        let proxy = isProxy ? session.settings.proxy(for: url).flatMap(ProxyRules.url(of:)) : nil
+        let proxy = isProxy ? session.settings.proxyAsURL(for: url) : nil
         let candidates = challenges.compactMap { challenge -> (AuthChallenge, ProtectionSpace, Int)? in
             let method: ProtectionSpace.AuthenticationMethod
             let strength: Int
