@@ -143,6 +143,21 @@ final class Transfer {
         return Int(clamping: seconds * 1000 + attoseconds / 1_000_000_000_000_000)
     }
 
+    /// Appends the line `name` `separator` `value` to the request's field
+    /// list. The line is put together on the stack: libcurl copies it.
+    private func appendHeader(_ name: String, _ separator: StaticString, _ value: String) throws(TransferError) {
+        let length = name.utf8.count + separator.utf8CodeUnitCount + value.utf8.count
+        let list = withUnsafeTemporaryAllocation(of: UInt8.self, capacity: length + 1) { line -> UnsafeMutablePointer<curl_slist>? in
+            var end = line.initialize(fromContentsOf: name.utf8)
+            end = line[end...].initialize(fromContentsOf: UnsafeBufferPointer(start: separator.utf8Start, count: separator.utf8CodeUnitCount))
+            end = line[end...].initialize(fromContentsOf: value.utf8)
+            line[end] = 0
+            return line.baseAddress.flatMap { curl_slist_append(headerList, UnsafeRawPointer($0).assumingMemoryBound(to: CChar.self)) }
+        }
+        guard let list else { throw .curl(CurlError(easy: CURLE_OUT_OF_MEMORY)) }
+        headerList = list
+    }
+
     /// The request's `PlainOptions`, or nil when it is not a plain GET.
     static func plainOptions(_ request: TransferRequest) -> PlainOptions? {
         guard request.method == "GET", case .none = request.body, request.httpAuthentication == nil, request.proxy == nil,
@@ -234,24 +249,20 @@ final class Transfer {
             }
         }
 
-        var lines = request.headers.map { field in
+        for field in request.headers {
             // "Name;" sends an empty value; "Name:" would remove curl's own field.
-            field.value.isEmpty ? "\(field.name);" : "\(field.name): \(field.value)"
+            try appendHeader(field.name, field.value.isEmpty ? ";" : ": ", field.value)
         }
         if hasBody, !request.headers.contains(where: { $0.name.caseInsensitiveCompare("Content-Type") == .orderedSame }) {
             // libcurl's POST adds "application/x-www-form-urlencoded": a body
             // goes out with the Content-Type its caller set, or none.
-            lines.append("Content-Type:")
+            try appendHeader("Content-Type", ":", "")
         }
         if hasBody, !request.headers.contains(where: { $0.name.caseInsensitiveCompare("Expect") == .orderedSame }) {
             // libcurl asks a large body's server for `100 Continue` and waits
             // a second for it; many servers never send one. As Apple's
             // session: no Expect unless the caller sets one.
-            lines.append("Expect:")
-        }
-        for line in lines {
-            guard let list = curl_slist_append(headerList, line) else { throw .curl(CurlError(easy: CURLE_OUT_OF_MEMORY)) }
-            headerList = list
+            try appendHeader("Expect", ":", "")
         }
         if headerList != nil || left != nil { _ = urlloading_easy_setopt_slist(handle, CURLOPT_HTTPHEADER, headerList) }
 
