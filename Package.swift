@@ -31,6 +31,10 @@ let package = Package(
         // Counters and timers in the process's metrics backend (only its
         // CoreMetrics library: 3 files; MetricsTestKit for the tests).
         .package(url: "https://github.com/apple/swift-metrics", from: "2.5.0"),
+        // A span per task in the process's tracer, its context in each
+        // request (only Tracing and the two small modules under it;
+        // InMemoryTracing for the tests).
+        .package(url: "https://github.com/apple/swift-distributed-tracing", from: "1.7.0"),
         // Only URLLoadingOpenAPI's: `ClientTransport` and `HTTPBody`.
         .package(url: "https://github.com/apple/swift-openapi-runtime", from: "1.13.0"),
         // Test-only: the loopback origin in Tests/TestSupport.
@@ -150,6 +154,7 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "CoreMetrics", package: "swift-metrics"),
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
             ],
             swiftSettings: strictSwift
         ),
@@ -246,6 +251,7 @@ let package = Package(
             dependencies: [
                 "URLLoading", "URLLoadingPostgres", "Postgres", "Storage", "Migrations", "Streams", "TestSupport", "Locking", "urlloading-test-helper",
                 .product(name: "MetricsTestKit", package: "swift-metrics"),
+                .product(name: "InMemoryTracing", package: "swift-distributed-tracing"),
             ],
             swiftSettings: strictSwift
         ),

@@ -15,6 +15,9 @@ let package = Package(
         // The reference OpenAPI transport of `openapi-get-16`.
         .package(url: "https://github.com/swift-server/swift-openapi-async-http-client", from: "1.5.0"),
         .package(url: "https://github.com/apple/swift-openapi-runtime", from: "1.13.0"),
+        // `observed-get`'s tracer and metrics backend (already in the graph through URLLoading).
+        .package(url: "https://github.com/apple/swift-distributed-tracing", from: "1.7.0"),
+        .package(url: "https://github.com/apple/swift-metrics", from: "2.5.0"),
     ],
     targets: [
         // The raw-SQLite reference: libsqlite3 straight, one table, one statement.
@@ -36,6 +39,8 @@ let package = Package(
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "NIOWebSocket", package: "swift-nio"),
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
+                .product(name: "CoreMetrics", package: "swift-metrics"),
             ]
         ),
     ],

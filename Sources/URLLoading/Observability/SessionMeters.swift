@@ -46,11 +46,29 @@ final class SessionMeters: Sendable {
 
     private let session: String
     private let factory: any MetricsFactory
-    /// Counters and timers already made, by label and dimensions: a
-    /// backend's handler is made once, not per task.
+    /// Counters and timers already made: a backend's handler is made once,
+    /// on first use, not per task.
     private struct Made {
-        var counters: [String: Counter] = [:]
-        var timers: [String: CoreMetrics.Timer] = [:]
+        var byRequest: [RequestKey: (requests: Counter, duration: CoreMetrics.Timer)] = [:]
+        var cache: [String: Counter] = [:]
+        var bytesReceived: Counter?
+        var bytesSent: Counter?
+        var newConnections: Counter?
+        var reusedConnections: Counter?
+    }
+    private struct RequestKey: Hashable {
+        let method: String
+        let statusClass: String
+    }
+    /// What one task's end adds to, taken in one turn of the lock.
+    private struct Handles {
+        let requests: Counter
+        let duration: CoreMetrics.Timer
+        let cache: Counter?
+        let bytesReceived: Counter?
+        let bytesSent: Counter?
+        let newConnections: Counter?
+        let reusedConnections: Counter?
     }
     private let made = Lock(Made())
 
@@ -62,20 +80,46 @@ final class SessionMeters: Sendable {
     }
 
     func record(_ end: TaskEnd) {
-        let byRequest = [("session", session), ("method", end.method), ("status", end.statusClass)]
-        counter(Label.requests, byRequest).increment()
-        timer(Label.duration, byRequest).recordNanoseconds(end.nanoseconds)
-        if let result = end.cacheResult {
-            counter(Label.cache, [("session", session), ("result", result)]).increment()
+        let handles = made.withLock { made in
+            let key = RequestKey(method: end.method, statusClass: end.statusClass)
+            let byRequest =
+                made.byRequest[key]
+                ?? {
+                    let dimensions = [("session", session), ("method", end.method), ("status", end.statusClass)]
+                    let made = (
+                        Counter(label: Label.requests, dimensions: dimensions, factory: factory),
+                        CoreMetrics.Timer(label: Label.duration, dimensions: dimensions, factory: factory)
+                    )
+                    return made
+                }()
+            made.byRequest[key] = byRequest
+            return Handles(
+                requests: byRequest.requests, duration: byRequest.duration,
+                cache: end.cacheResult.map { result in
+                    Self.made(&made.cache[result], Label.cache, [("session", session), ("result", result)], factory)
+                },
+                bytesReceived: end.bytesReceived > 0 ? Self.made(&made.bytesReceived, Label.bytesReceived, [("session", session)], factory) : nil,
+                bytesSent: end.bytesSent > 0 ? Self.made(&made.bytesSent, Label.bytesSent, [("session", session)], factory) : nil,
+                newConnections: end.newConnections > 0
+                    ? Self.made(&made.newConnections, Label.connections, [("session", session), ("reused", "false")], factory) : nil,
+                reusedConnections: end.reusedConnections > 0
+                    ? Self.made(&made.reusedConnections, Label.connections, [("session", session), ("reused", "true")], factory) : nil)
         }
-        if end.bytesReceived > 0 { counter(Label.bytesReceived, [("session", session)]).increment(by: end.bytesReceived) }
-        if end.bytesSent > 0 { counter(Label.bytesSent, [("session", session)]).increment(by: end.bytesSent) }
-        if end.newConnections > 0 {
-            counter(Label.connections, [("session", session), ("reused", "false")]).increment(by: end.newConnections)
-        }
-        if end.reusedConnections > 0 {
-            counter(Label.connections, [("session", session), ("reused", "true")]).increment(by: end.reusedConnections)
-        }
+        handles.requests.increment()
+        handles.duration.recordNanoseconds(end.nanoseconds)
+        handles.cache?.increment()
+        handles.bytesReceived?.increment(by: end.bytesReceived)
+        handles.bytesSent?.increment(by: end.bytesSent)
+        handles.newConnections?.increment(by: end.newConnections)
+        handles.reusedConnections?.increment(by: end.reusedConnections)
+    }
+
+    /// The counter in `slot`, made there first if it is not yet.
+    private static func made(_ slot: inout Counter?, _ label: String, _ dimensions: [(String, String)], _ factory: any MetricsFactory) -> Counter {
+        if let counter = slot { return counter }
+        let counter = Counter(label: label, dimensions: dimensions, factory: factory)
+        slot = counter
+        return counter
     }
 
     private static let standardMethods: Set<String> = ["GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS", "CONNECT", "TRACE"]
@@ -93,10 +137,7 @@ final class SessionMeters: Sendable {
             bytesReceived: 0, bytesSent: 0, newConnections: 0, reusedConnections: 0)
         for transaction in metrics.transactionMetrics {
             if let status = transaction.cacheStatus {
-                let answer =
-                    transaction.pendingHead?.status ?? transaction.pendingResponse?.head.status
-                    ?? (transaction.builtResponse as? HTTPURLResponse)?.statusCode
-                end.cacheResult = cacheResult(status, answer: answer)
+                end.cacheResult = cacheResult(status, answer: transaction.statusCode)
             }
             guard transaction.resourceFetchType == .networkLoad else { continue }
             end.bytesReceived += transaction.countOfResponseHeaderBytesReceived + transaction.countOfResponseBodyBytesReceived
@@ -114,29 +155,5 @@ final class SessionMeters: Sendable {
         if parameters.contains("hit") { return "hit" }
         if parameters.contains("fwd-status=304") || (parameters.contains("fwd=stale") && answer == 304) { return "revalidated" }
         return "miss"
-    }
-
-    private func counter(_ label: String, _ dimensions: [(String, String)]) -> Counter {
-        let key = Self.key(label, dimensions)
-        return made.withLock { made in
-            if let counter = made.counters[key] { return counter }
-            let counter = Counter(label: label, dimensions: dimensions, factory: factory)
-            made.counters[key] = counter
-            return counter
-        }
-    }
-
-    private func timer(_ label: String, _ dimensions: [(String, String)]) -> CoreMetrics.Timer {
-        let key = Self.key(label, dimensions)
-        return made.withLock { made in
-            if let timer = made.timers[key] { return timer }
-            let timer = CoreMetrics.Timer(label: label, dimensions: dimensions, factory: factory)
-            made.timers[key] = timer
-            return timer
-        }
-    }
-
-    private static func key(_ label: String, _ dimensions: [(String, String)]) -> String {
-        dimensions.reduce(label) { $0 + "\u{1}" + $1.0 + "=" + $1.1 }
     }
 }

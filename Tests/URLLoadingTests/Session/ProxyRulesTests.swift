@@ -78,7 +78,7 @@ import TestSupport
         #expect(back.count == 2)
         #expect(back[kCFNetworkProxiesHTTPEnable] as? Bool == true)
         #expect(back[kCFNetworkProxiesHTTPPort] as? Int == 8080)
-        #expect((configuration.copy() as? SessionConfiguration)?.connectionProxyDictionary?.count == 2)
+        #expect(configuration.copy().connectionProxyDictionary?.count == 2)
     }
 }
 

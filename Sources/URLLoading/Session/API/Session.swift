@@ -4,6 +4,7 @@ public import FoundationNetworking
 #endif
 import Logging
 import Locking
+import Tracing
 package import Transport
 
 /// A session (Apple's `URLSession`): makes tasks from requests,
@@ -17,6 +18,8 @@ public final class Session: Sendable, CustomStringConvertible {
     let settings: SessionConfiguration.Values
     /// The session's counters and timers; nil without a metrics backend.
     let meters: SessionMeters?
+    /// The tracer each task's span goes to; nil when only swift-distributed-tracing's no-op one is there.
+    let tracer: (any Tracer)?
     /// Which of the delegate's per-task methods it is known to lack.
     let delegateAbilities = DelegateAbilities()
     /// A copy of the configuration the session was made with (a new object
@@ -126,6 +129,8 @@ public final class Session: Sendable, CustomStringConvertible {
         self.settings = settings
         self.isShared = isShared
         meters = SessionMeters(sessionLabel: settings.metricsLabel ?? settings.identifier ?? "default")
+        let tracer = InstrumentationSystem.tracer
+        self.tracer = tracer is NoOpTracer ? nil : tracer
         let logger = Logger(label: "urlloading.session")
         var errors: [any Error] = []
         // Shared stores that could not open their files keep memory only;

@@ -169,9 +169,11 @@ public final class SessionConfiguration: Sendable, CustomStringConvertible {
         get { value(\.waitsForConnectivity) }
         set { update(\.waitsForConnectivity, newValue) }
     }
-    /// A proxy for every request, as `http://host:port`; nil for none. Ours
-    /// (Apple's `connectionProxyDictionary` has no Linux form). Set, it wins
-    /// over the environment's proxies and their `no_proxy`.
+    /// A proxy for every request, as `scheme://host:port` with the scheme
+    /// `http`, `https` (TLS to the proxy), `socks4a`, `socks5` or `socks5h`
+    /// (names resolved by the proxy); nil for none. Ours, beside Apple's
+    /// `connectionProxyDictionary`: set, it wins over that and over the
+    /// environment's proxies and their `no_proxy`.
     public var proxyURL: URL? {
         get { value(\.proxyURL) }
         set { update(\.proxyURL, newValue) }

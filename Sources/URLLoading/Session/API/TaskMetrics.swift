@@ -60,6 +60,11 @@ public struct TaskTransactionMetrics: Sendable {
     /// it becomes `pendingResponse`; nobody's metrics cost no object.
     var pendingHead: ResponseHead?
 
+    /// The response's status, read without building a Foundation response.
+    var statusCode: Int? {
+        pendingHead?.status ?? pendingResponse?.head.status ?? (builtResponse as? HTTPURLResponse)?.statusCode
+    }
+
     /// When the task began to fetch this resource (from the network or the cache).
     public var fetchStartDate: Date?
     /// When the name lookup began (nil on a reused connection).

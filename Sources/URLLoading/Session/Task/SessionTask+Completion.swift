@@ -35,6 +35,7 @@ extension SessionTask {
                 return inner.session
             }
             session?.taskDidComplete(self)
+            trace?.end(originalRequest, status: nil, error: nil, metrics: nil)
             return
         }
         let (session, contents, metrics, taskDelegate, sessionDelegate, metricsListeners) = (
@@ -62,6 +63,7 @@ extension SessionTask {
             let method = metrics.transactionMetrics.last?.request.httpMethod ?? originalRequest?.httpMethod
             meters.record(SessionMeters.taskEnd(method: method, status: status, failed: failure != nil, metrics: metrics))
         }
+        trace?.end(originalRequest, status: end.shown.head?.head.status ?? end.shown.response?.statusCode, error: failure, metrics: metrics)
         // A file that resume data points to stays; every other goes when the task is done.
         let sinkEnding = SinkEnding(
             task: self, session: session, error: error, keepsFile: resume != nil, metrics: metrics, taskDelegate: taskDelegate,

@@ -404,6 +404,7 @@ extension SessionTask {
         if session.urlCache != nil, !planRecorded {
             locked.withLock { $0.machine.planned(cookie: cookie, credentialIdentity: credentials, hop: hop) }
         }
+        trace?.inject(into: &transfer.headers)
         let id = executor.start(transfer, observer: HopObserver(task: self, hop: hop))
         perform(
             locked.withLock { inner in

@@ -227,6 +227,7 @@ extension SessionTask {
             return retry
         }
         guard let retry else { return false }
+        trace?.retrying(after: SessionError(transfer: error), try: retry)
         if retry == 1, hasDelegate {
             events.enqueueSync { [self] in self.callDelegate { $0.urlSession(session, taskIsWaitingForConnectivity: self) } }
         }

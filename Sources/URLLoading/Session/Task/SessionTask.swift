@@ -5,6 +5,7 @@ public import FoundationNetworking
 import Logging
 import Locking
 import Synchronization
+import Tracing
 import Transport
 
 /// A task of a session (Apple's `URLSessionTask` and its data, upload and
@@ -67,6 +68,8 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
     /// The task's serial context for delegate calls and completion
     /// handlers: its order, and its own delays only.
     let events = DelegateQueue()
+    /// The task's span, when its session has a tracer.
+    let trace: TaskTrace?
 
     /// - Parameters:
     ///   - streamedBodyLength: Non-nil when the body comes from streams:
@@ -83,6 +86,8 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
         self.originalRequest = request
         self.body = body
         self.completionRunner = completionRunner
+        // The span's parent: the service context of the code making the task.
+        trace = session.tracer.map { TaskTrace(tracer: $0, parent: ServiceContext.current ?? .topLevel) }
         var inner = Inner(sink: sink)
         inner.kind = kind
         inner.session = session

@@ -129,6 +129,29 @@ enum SessionBenchmark {
             table.append((run.figure + "-cpu", run.reference, ours.cpu / other.cpu))
         }
 
+        // Observed: a tracer and a metrics backend bootstrapped in the
+        // process (Observers.swift), ours against ours without them in the
+        // same turns, and against AsyncHTTPClient tracing its requests.
+        do {
+            let observed = ["ours", "ours-unobserved", "async-http-client"]
+            let results = best({ c(["get", small, "\(concurrentRequests)", "\(inFlight)"]) }, among: observed) { name in
+                name == "ours-unobserved"
+                    ? child("ours", "get", small, concurrentRequests, inFlight) : child(name, "observed-get", small, concurrentRequests, inFlight)
+            }
+            if let ours = results["ours"], let plain = results["ours-unobserved"], let other = results["async-http-client"] {
+                func rate(_ figures: Figures) -> String {
+                    "\(Int(Double(concurrentRequests) / figures.elapsed)) req/s, \(formatted(figures.cpu / Double(concurrentRequests) * 1e6)) µs CPU/req"
+                }
+                lines.append(
+                    "observed-get-16 (a tracer and metrics bootstrapped): ours \(rate(ours)); ours without them \(rate(plain)); "
+                        + "async-http-client tracing \(rate(other))")
+                table.append(("observed-get-16", "ours-unobserved", ours.elapsed / plain.elapsed))
+                table.append(("observed-get-16-cpu", "ours-unobserved", ours.cpu / plain.cpu))
+                table.append(("observed-get-16", "async-http-client-traced", ours.elapsed / other.elapsed))
+                table.append(("observed-get-16-cpu", "async-http-client-traced", ours.cpu / other.cpu))
+            }
+        }
+
         // The floor under get-16-cpu: the response object data(from:) must
         // return, built alone, against the C client's whole GET.
         let responseInit = (0..<Self.runs).map { _ in child("response-init", "get", small, concurrentRequests, 1) }.min { $0.cpu < $1.cpu }
@@ -294,6 +317,7 @@ enum SessionBenchmark {
     static func child(contender: String, mode: String, url: String, count: Int, inFlight: Int, path: String? = nil) async -> String {
         guard let target = URL(string: url) else { fail("bad URL \(url)") }
         let result: (Double, Double, Int)
+        if mode == "observed-get" { bootstrapObservers() }
         switch contender {
         case "ours":
             // Caches off for every contender: these figures are the network

@@ -28,6 +28,7 @@
 //       async-http-client+response (building an HTTPURLResponse from its head),
 //       response-init (that initializer alone, on <url>'s head, <count> times);
 //       mode: get (data(from:)), types-get (ours through data(for: HTTPRequest)),
+//       observed-get (get with a tracer and a metrics backend bootstrapped),
 //       download, download-task, upload-task;
 //       prints elapsed s, CPU s, peak RSS KiB, bytes (response-init: fields handed over)
 //   urlloading-bench resume-child <base-url>              (resume() latency)
