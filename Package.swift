@@ -237,6 +237,8 @@ let package = Package(
             dependencies: [
                 "Storage", "Migrations", "URLLoading", "URLLoadingPostgres", "URLLoadingOpenAPI", "TestSupport", "Locking",
                 .product(name: "OpenAPIRuntime", package: "swift-openapi-runtime"),
+                .product(name: "MetricsTestKit", package: "swift-metrics"),
+                .product(name: "CoreMetrics", package: "swift-metrics"),
             ],
             path: "Tests/TestHelper",
             swiftSettings: strictSwift

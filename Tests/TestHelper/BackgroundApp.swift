@@ -2,7 +2,9 @@ import Foundation
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
+import CoreMetrics
 import Locking
+import MetricsTestKit
 @testable import URLLoading
 
 // urlloading-test-helper background-app <identifier> download <url>
@@ -28,7 +30,10 @@ import Locking
 //     USER:PASSWORD" is the delegate's credential for a challenge not failed
 //     before (else default handling); each challenge prints
 //     "challenge <task> <realm> <previous failures>". "--header NAME:VALUE"
-//     (repeatable) adds a field to a download's request.
+//     (repeatable) adds a field to a download's request. "--metrics"
+//     bootstraps swift-metrics' test backend and prints, before "bye",
+//     "queue <values>": what the session's gauge of transferd's unfinished
+//     tasks recorded, in order.
 
 /// Where the lines go: standard output unless `--output` said a file.
 nonisolated(unsafe) var sayTo = FileHandle.standardOutput
@@ -189,6 +194,13 @@ func runBackgroundApp(_ given: [String]) -> Never {
         resumeSignal = waitForSignal(SIGUSR1)
         arguments.remove(at: at)
     }
+    var metrics: TestMetrics?
+    if let at = arguments.firstIndex(of: "--metrics") {
+        let backend = TestMetrics()
+        MetricsSystem.bootstrap(backend)
+        metrics = backend
+        arguments.remove(at: at)
+    }
     let delegate = BackgroundAppDelegate()
     if let at = arguments.firstIndex(of: "--begin-answer"), at + 1 < arguments.count {
         let answer = arguments[at + 1]
@@ -274,6 +286,10 @@ func runBackgroundApp(_ given: [String]) -> Never {
     delegate.waitUntilDone()
     session.finishTasksAndInvalidate()
     delegate.waitUntilInvalid()
+    if let metrics {
+        let gauge = try? metrics.expectGauge("urlloading_background_tasks", [("session", given[0])])
+        say("queue " + (gauge?.values.map { "\(Int($0))" }.joined(separator: " ") ?? "none"))
+    }
     say("bye")
     exit(0)
 }

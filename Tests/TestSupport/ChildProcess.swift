@@ -84,7 +84,7 @@ public enum ChildProcess {
         // `wait` is the one place that blocks on it.
         private let process: Process
         let outputPath: URL?
-        private let errorPath: URL
+        let errorPath: URL
         private let lines: AsyncStream<String>?
         /// Signalled once when the child ended (Process's own wait spins
         /// its run loop on Linux: a busy core for as long as the child runs).

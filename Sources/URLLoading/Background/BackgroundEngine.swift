@@ -14,6 +14,8 @@ import Transport
 final class BackgroundEngine: TaskEngine {
     private let link: BackgroundLink
     private let state: Lock<State>
+    /// Called with the task's identifier when transferd is told of it.
+    private let created: (@Sendable (Int) -> Void)?
 
     private struct State {
         var spec: TaskSpec
@@ -26,8 +28,11 @@ final class BackgroundEngine: TaskEngine {
         var acknowledgement: (@Sendable () -> Void)?
     }
 
-    init(link: BackgroundLink, spec: TaskSpec, created: Bool, running: Bool) {
+    /// - Parameter onCreate: Called with the task's identifier when
+    ///   transferd is told of the task (not for one it has already).
+    init(link: BackgroundLink, spec: TaskSpec, created: Bool, running: Bool, onCreate: (@Sendable (Int) -> Void)? = nil) {
         self.link = link
+        self.created = onCreate
         state = Lock(State(spec: spec, created: created, running: running))
     }
 
@@ -57,6 +62,7 @@ final class BackgroundEngine: TaskEngine {
             if body >= 0 { create.bodyPassed = true }
             link.send(.create(create), passing: body >= 0 ? body : nil)
             if body >= 0 { close(body) }
+            self.created?(task.taskIdentifier)
         }
         link.send(.resume(task: task.taskIdentifier))
     }

@@ -19,6 +19,9 @@ final class BackgroundHost: RemoteTaskHost {
     private let events: Lock<Events>
     /// The session it serves, once made (its tasks and delegate).
     private let session = Lock<Weak?>(nil)
+    /// The tasks transferd holds and has not finished, for the session's
+    /// gauge of them (with a metrics backend).
+    private let queued = Lock<Set<Int>>([])
 
     private struct Weak {
         weak var session: Session?
@@ -79,6 +82,7 @@ final class BackgroundHost: RemoteTaskHost {
                 session: session, identifier: summary.spec.task, kind: download ? .download : .upload, request: request, body: .none,
                 sink: download ? DownloadSink() as any ResponseSink : DelegateDataSink(),
                 engine: BackgroundEngine(link: link, spec: summary.spec, created: true, running: !summary.finished))
+            if !summary.finished { queue(session) { _ = $0.insert(summary.spec.task) } }
             task.locked.withLock { inner in
                 inner.bytesReceived = summary.written
                 inner.bytesSent = summary.sent
@@ -125,7 +129,11 @@ final class BackgroundHost: RemoteTaskHost {
             task: 0, kind: kind == .download ? .download : .upload,
             request: RequestSpec(url: url.absoluteString, method: request.httpMethod ?? "GET", headers: headers, timeout: timeout),
             bodyFile: bodyFile, earliestBeginDate: nil, isDiscretionary: settings.isDiscretionary, taskDescription: nil)
-        return .success(BackgroundEngine(link: link, spec: spec, created: false, running: false))
+        return .success(
+            BackgroundEngine(link: link, spec: spec, created: false, running: false) { [weak self, weak session] task in
+                guard let self, let session else { return }
+                self.queue(session) { _ = $0.insert(task) }
+            })
     }
 
     /// A message from transferd (on the link's reader thread).
@@ -140,6 +148,7 @@ final class BackgroundHost: RemoteTaskHost {
         case .refused(let reason):
             // transferd is gone for good: the tasks cannot finish here.
             let failure = SessionError(.backgroundSessionWasDisconnected, failingURL: nil, message: reason)
+            queue(session) { $0.removeAll() }
             for task in session.allTasks {
                 (task.engine as? BackgroundEngine)?.finish(
                     task,
@@ -164,6 +173,7 @@ final class BackgroundHost: RemoteTaskHost {
             events.withLock { events in
                 if !events.allSent { events.unacknowledged.insert(result.task) }
             }
+            queue(session) { _ = $0.remove(result.task) }
             if let (task, engine) = task(result.task, of: session) {
                 engine.finish(task, result, acknowledge: true) { [weak self] in self?.acknowledged(result.task) }
             } else {
@@ -175,6 +185,17 @@ final class BackgroundHost: RemoteTaskHost {
             tellEventsDelivered(session)
         default:
             break
+        }
+    }
+
+    /// Changes the set of tasks transferd holds unfinished; the session's
+    /// gauge hears the new count in the same turn of the lock, so that
+    /// changes from the app's threads and the link's reach it in order.
+    private func queue(_ session: Session, _ change: (inout Set<Int>) -> Void) {
+        guard let meters = session.meters else { return }
+        queued.withLock { queued in
+            change(&queued)
+            meters.backgroundTasks(queued.count)
         }
     }
 

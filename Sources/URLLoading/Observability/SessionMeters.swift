@@ -21,6 +21,10 @@ import Locking
 ///   (heads and bodies on the wire);
 /// - `urlloading_connections_total` by `reused` (`true`, `false`): each
 ///   exchange on the network, on a connection opened for it or not.
+///
+/// And per background session, the gauge `urlloading_background_tasks`:
+/// its tasks that transferd holds and has not finished (queued, running
+/// or suspended there), as this process last learnt.
 final class SessionMeters: Sendable {
     /// The metrics' labels.
     enum Label {
@@ -30,6 +34,7 @@ final class SessionMeters: Sendable {
         static let bytesReceived = "urlloading_bytes_received_total"
         static let bytesSent = "urlloading_bytes_sent_total"
         static let connections = "urlloading_connections_total"
+        static let backgroundTasks = "urlloading_background_tasks"
     }
 
     /// What a task's end adds.
@@ -55,6 +60,7 @@ final class SessionMeters: Sendable {
         var bytesSent: Counter?
         var newConnections: Counter?
         var reusedConnections: Counter?
+        var backgroundTasks: Gauge?
     }
     private struct RequestKey: Hashable {
         let method: String
@@ -112,6 +118,17 @@ final class SessionMeters: Sendable {
         handles.bytesSent?.increment(by: end.bytesSent)
         handles.newConnections?.increment(by: end.newConnections)
         handles.reusedConnections?.increment(by: end.reusedConnections)
+    }
+
+    /// A background session's tasks that transferd holds unfinished.
+    func backgroundTasks(_ count: Int) {
+        let gauge = made.withLock { made in
+            if let gauge = made.backgroundTasks { return gauge }
+            let gauge = Gauge(label: Label.backgroundTasks, dimensions: [("session", session)], factory: factory)
+            made.backgroundTasks = gauge
+            return gauge
+        }
+        gauge.record(count)
     }
 
     /// The counter in `slot`, made there first if it is not yet.
