@@ -124,7 +124,8 @@ final class BenchMetrics: MetricsFactory {
     func destroyTimer(_ handler: any TimerHandler) {}
 }
 
-/// Installs the tracer and the metrics backend for the whole process (once).
+/// Installs the tracer and the metrics backend for the whole process
+/// (once); `BENCH_OBSERVE=tracer` or `=metrics` installs only that one.
 func bootstrapObservers() {
     let only = ProcessInfo.processInfo.environment["BENCH_OBSERVE"]
     if only != "metrics" { InstrumentationSystem.bootstrap(BenchTracer()) }
