@@ -226,6 +226,8 @@ final class Transfer {
             try set(CURLOPT_PROXY, proxy)
             // The configuration's proxy is meant for every host: no_proxy from the environment does not apply.
             try set(CURLOPT_NOPROXY, "")
+            // An https proxy's certificate is checked against the same trust roots as the servers'.
+            if let caFile = request.tls.caFile { try set(CURLOPT_PROXY_CAINFO, caFile) }
         } else if left == nil {
             try set(CURLOPT_PROXY, "")
         }

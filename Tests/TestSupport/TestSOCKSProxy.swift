@@ -37,7 +37,7 @@ public final class TestSOCKSProxy: Sendable {
             // microsocks logs to its standard error.
             let proxy = TestSOCKSProxy(port: port, process: process, log: process.errorPath)
             // Listening, and itself (a start that lost the port exits at once).
-            if await eventually(within: .seconds(10 * Sanitizer.timeScale), { proxy.accepts() }), Glibc.kill(process.pid, 0) == 0 {
+            if await eventually(within: .seconds(10 * Sanitizer.timeScale), { Loopback.accepts(port) }), Glibc.kill(process.pid, 0) == 0 {
                 return proxy
             }
             await proxy.shutdown()
@@ -59,19 +59,5 @@ public final class TestSOCKSProxy: Sendable {
     public func shutdown() async {
         process.kill(SIGKILL)
         _ = try? await process.wait()
-    }
-
-    /// Whether a connection to the port is accepted now (closed at once).
-    private func accepts() -> Bool {
-        let socket = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard socket >= 0 else { return false }
-        defer { close(socket) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = in_addr_t(0x7f00_0001).bigEndian
-        address.sin_port = in_port_t(UInt16(port)).bigEndian
-        return withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(socket, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
-        }
     }
 }

@@ -197,6 +197,39 @@ import TestSupport
         try await origin.shutdown()
     }
 
+    @Test("An https:// proxy: TLS to the proxy checked against the configuration's trust roots (refused without them), its credentials from the URL; an https origin through it is TLS inside TLS")
+    func httpsProxy() async throws {
+        try #require(TestTLSFront.isInstalled, "tools/install-deps installs socat")
+        let certificates = try TestCertificates.shared()
+        let origin = try await TestOrigin.start()
+        origin.route("/h", response: ScriptedResponse(body: "via an https proxy"))
+        let tlsOrigin = try await TestOrigin.start(tls: certificates.server)
+        tlsOrigin.route("/t", response: ScriptedResponse(body: "tls in tls"))
+        let proxy = try TestProxy(user: "proxyuser", password: "pp", openTunnels: true)
+        let front = try await TestTLSFront.start(target: proxy.port, identity: certificates.server)
+        let proxyURL = URL(string: "https://proxyuser:pp@localhost:\(front.port)")
+        let session = Self.session([:]) {
+            $0.proxyURL = proxyURL
+            $0.trustRootsFile = certificates.caCertificatePath
+        }
+        #expect(try await session.data(from: origin.url("/h")).0 == Data("via an https proxy".utf8))
+        #expect(proxy.received.map(\.requestLine) == ["GET \(origin.url("/h").absoluteString) HTTP/1.1"])
+        #expect(proxy.received.last?.proxyAuthorization != nil)
+        #expect(try await session.data(from: tlsOrigin.url("/t")).0 == Data("tls in tls".utf8))
+        #expect(proxy.received.last?.requestLine == "CONNECT localhost:\(tlsOrigin.port) HTTP/1.1")
+        #expect(tlsOrigin.requests.allSatisfy { $0.overTLS && $0.header("Proxy-Authorization") == nil })
+
+        // The proxy's certificate is the test CA's: without its roots the session refuses it.
+        let untrusting = Self.session([:]) { $0.proxyURL = proxyURL }
+        await #expect(throws: (any Error).self) { try await untrusting.data(from: origin.url("/h")) }
+        #expect(origin.requests(to: "/h").count == 1)
+        for session in [session, untrusting] { session.finishTasksAndInvalidate() }
+        await front.shutdown()
+        proxy.shutdown()
+        try await tlsOrigin.shutdown()
+        try await origin.shutdown()
+    }
+
     @Test("A redirect to a no_proxy host goes directly; the proxy's password is in no error")
     func perHopAndSecrets() async throws {
         let origin = try await TestOrigin.start()
