@@ -61,7 +61,8 @@ final class Transfer {
     private enum BodySource {
         case none
         case data(Data, offset: Int)
-        case file(FileHandle)
+        /// The file, and where in it the body starts.
+        case file(FileHandle, start: Int64)
         case pipe(BodyPipe)
     }
 
@@ -100,12 +101,17 @@ final class Transfer {
         case .data(let data):
             body = .data(data, offset: 0)
             bodyLength = Int64(data.count)
-        case .file(let path, let length):
+        case .file(let path, let offset, let length):
             guard let file = FileHandle(forReadingAtPath: path) else {
                 curl_easy_cleanup(handle)
                 throw .bodyUnreadable("cannot open the body file \(path)")
             }
-            body = .file(file)
+            guard offset >= 0, offset == 0 || lseek(file.fileDescriptor, off_t(offset), SEEK_SET) == off_t(offset) else {
+                try? file.close()
+                curl_easy_cleanup(handle)
+                throw .bodyUnreadable("cannot read the body file \(path) from byte \(offset)")
+            }
+            body = .file(file, start: offset)
             bodyLength = length
         case .stream(let pipe, let length):
             body = .pipe(pipe)
@@ -350,7 +356,7 @@ final class Transfer {
         curl_slist_free_all(headerList)
         headerList = nil
         switch body {
-        case .file(let file): try? file.close()
+        case .file(let file, _): try? file.close()
         case .pipe(let pipe): pipe.close()
         case .none, .data: break
         }
@@ -489,8 +495,8 @@ final class Transfer {
         case .data(let data, _):
             guard offset >= 0, offset <= Int64(data.count) else { return false }
             body = .data(data, offset: Int(offset))
-        case .file(let file):
-            guard offset >= 0, lseek(file.fileDescriptor, off_t(offset), SEEK_SET) == off_t(offset) else { return false }
+        case .file(let file, let start):
+            guard offset >= 0, lseek(file.fileDescriptor, off_t(start + offset), SEEK_SET) == off_t(start + offset) else { return false }
         case .pipe:
             return false
         }
@@ -510,11 +516,13 @@ final class Transfer {
             }
             body = .data(data, offset: offset + count)
             return count
-        case .file(let file):
+        case .file(let file, _):
             // Straight into libcurl's buffer: FileHandle.read(upToCount:)
-            // reads 4 KiB per system call and copies through a Data.
+            // reads 4 KiB per system call and copies through a Data. Never
+            // past the body's length: the file may go on after it.
+            let wanted = Int(clamping: max(0, min(Int64(buffer.count), bodyLength - bodyBytesRead)))
             while true {
-                let count = read(file.fileDescriptor, buffer.baseAddress, buffer.count)
+                let count = read(file.fileDescriptor, buffer.baseAddress, wanted)
                 if count >= 0 { return count }
                 if errno == EINTR { continue }
                 failure = .bodyUnreadable("reading the body file failed: \(String(cString: strerror(errno)))")

@@ -7,8 +7,9 @@ package struct TransferRequest: Sendable {
     package enum Body: Sendable {
         case none
         case data(Data)
-        /// A file streamed from disk; `length` bytes are sent.
-        case file(path: String, length: Int64)
+        /// A file streamed from disk: `length` bytes from `offset` on (a
+        /// resumed upload sends the rest of its file).
+        case file(path: String, offset: Int64 = 0, length: Int64)
         /// Bytes a producer writes while the request is sent; `length` is
         /// -1 when unknown (HTTP/1.1 then sends the body chunked).
         case stream(BodyPipe, length: Int64)

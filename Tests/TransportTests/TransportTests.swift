@@ -170,6 +170,33 @@ final class Recorder: TransferObserver {
         try await origin.shutdown()
     }
 
+    @Test("A file body from an offset: the bytes from there, its length counted as sent; an offset the file cannot seek to fails as unreadable before anything is sent")
+    func fileBodyFromAnOffset() async throws {
+        let origin = try await TestOrigin.start()
+        origin.route("/echo") { request in ScriptedResponse(status: 201, body: request.body) }
+        let multi = try CurlMulti()
+        let directory = TemporaryDirectory("file-offset")
+        let file = directory.url.appendingPathComponent("body")
+        let bytes = Data((0..<300_000).map { UInt8(truncatingIfNeeded: $0 &* 7) })
+        try bytes.write(to: file)
+        let url = origin.url("/echo").absoluteString
+        let rest = await Self.transfer(multi, TransferRequest(url: url, method: "PUT", body: .file(path: file.path, offset: 100_001, length: 150_000)))
+        #expect(rest.head?.status == 201)
+        #expect(rest.body == bytes[100_001..<250_001])
+        #expect(rest.sent.last == 150_000)
+        let whole = await Self.transfer(multi, TransferRequest(url: url, method: "PUT", body: .file(path: file.path, length: 300_000)))
+        #expect(whole.body == bytes, "a handle after an offset body starts from the file's start")
+        let negative = await Self.transfer(multi, TransferRequest(url: url, method: "PUT", body: .file(path: file.path, offset: -1, length: 10)))
+        if case .failure(let error) = negative.result {
+            #expect(error.failure == .bodyUnreadable, "\(error)")
+        } else {
+            Issue.record("a negative offset was sent")
+        }
+        #expect(origin.requests.count == 2)
+        multi.shutdown()
+        try await origin.shutdown()
+    }
+
     @Test("A large body goes out without libcurl's own `Expect: 100-continue` (many servers never answer it: each upload waited a second); a caller's Expect is sent")
     func noExpectContinueOfLibcurlsOwn() async throws {
         let origin = try await TestOrigin.start()

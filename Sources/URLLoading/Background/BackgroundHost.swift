@@ -106,7 +106,7 @@ final class BackgroundHost: RemoteTaskHost {
         case .download where (sink as? DownloadSink)?.handler == nil: refusal = nil
         case .download: refusal = "download tasks with a completion handler are not supported in a background session: use the delegate"
         case .upload:
-            if case .file(let path, _) = body, sink is DelegateDataSink {
+            if case .file(let path, 0, _) = body, sink is DelegateDataSink {
                 refusal = nil
                 bodyFile = path
             } else {

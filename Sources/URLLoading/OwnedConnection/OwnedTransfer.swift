@@ -145,9 +145,13 @@ final class OwnedTransfer: Sendable {
                 self.state.withLock { $0.metrics.bytesSent = Int64(data.count) }
                 self.requestSent()
             }
-        case .file(let path, let length):
+        case .file(let path, let offset, let length):
             guard let handle = FileHandle(forReadingAtPath: path) else {
                 return finish(.failure(.bodyUnreadable("cannot open the body file")))
+            }
+            guard offset >= 0, (try? handle.seek(toOffset: UInt64(offset))) != nil else {
+                try? handle.close()
+                return finish(.failure(.bodyUnreadable("cannot read the body file from byte \(offset)")))
             }
             sendFile(handle, sent: 0, length: length)
         case .stream:

@@ -81,7 +81,7 @@ final class OwnedTransfers: TransferExecutor {
             switch request.body {
             case .none: method == "POST" || method == "PUT" ? 0 : nil
             case .data(let data): Int64(data.count)
-            case .file(_, let length): length
+            case .file(_, _, let length): length
             case .stream: nil
             }
         var head = "\(method) \(target) HTTP/1.1\r\n"

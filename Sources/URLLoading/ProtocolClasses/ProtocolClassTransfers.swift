@@ -81,7 +81,7 @@ final class ProtocolClassTransfers: TransferExecutor {
             switch request.body {
             case .none: break
             case .data(let data): urlRequest.httpBody = data
-            case .file(let path, _): urlRequest.httpBodyStream = InputStream(fileAtPath: path)
+            case .file(let path, _, _): urlRequest.httpBodyStream = InputStream(fileAtPath: path)
             case .stream: return nil  // a producer's bytes cannot be read twice
             }
             return protocolClass(for: urlRequest).map { Loading(protocolClass: $0, request: $0.canonicalRequest(for: urlRequest), cachedResponse: nil) }

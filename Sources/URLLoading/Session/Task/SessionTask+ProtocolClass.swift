@@ -23,7 +23,7 @@ extension SessionTask {
         if sendsBody(hop: hop, request: request) {
             switch body {
             case .data(let data): loaded.httpBody = data
-            case .file(let path, _): loaded.httpBodyStream = InputStream(fileAtPath: path)
+            case .file(let path, _, _): loaded.httpBodyStream = InputStream(fileAtPath: path)
             case .stream, .none: break
             }
         }

@@ -95,7 +95,7 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
         switch body {
         case .none: inner.bytesExpectedToSend = 0
         case .data(let data): inner.bytesExpectedToSend = Int64(data.count)
-        case .file(_, let length): inner.bytesExpectedToSend = length
+        case .file(_, _, let length): inner.bytesExpectedToSend = length
         case .stream(_, let length): inner.bytesExpectedToSend = length
         }
         if let streamedBody {
