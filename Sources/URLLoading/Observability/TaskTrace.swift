@@ -40,7 +40,7 @@ final class TaskTrace: Sendable {
     /// attributes are all set at its end, in one write: a tracer's sampler
     /// sees none at the start either (`startSpan` takes none).
     func start(_ request: URLRequest?) {
-        let method = request?.httpMethod?.uppercased() ?? "GET"
+        let method = request?.httpMethod ?? "GET"
         state.withLock { state in
             guard state.span == nil, !state.ended else { return }
             state.span = tracer.startSpan(
@@ -81,7 +81,9 @@ final class TaskTrace: Sendable {
             })
         else { return }
         for event in Self.events(of: metrics?.transactionMetrics ?? []) { span.addEvent(event) }
-        span.attributes = Self.endAttributes(request, status: status, error: error, metrics: metrics)
+        let attributes = Self.endAttributes(request, status: status, error: error, metrics: metrics)
+        // Whatever the tracer set on the span itself stays.
+        if span.attributes.isEmpty { span.attributes = attributes } else { span.updateAttributes { $0.merge(attributes) } }
         if let error {
             span.setStatus(SpanStatus(code: .error, message: error.code.description))
         } else if let status, status >= 400 {
@@ -92,21 +94,15 @@ final class TaskTrace: Sendable {
 
     // MARK: What the span says (pure, so that it is tested without a tracer)
 
-    /// The methods OpenTelemetry names; any other is `_OTHER`, its name
-    /// kept in `http.request.method_original`.
+    /// The methods OpenTelemetry names (case-sensitive, as methods are);
+    /// any other is `_OTHER`, its name kept in `http.request.method_original`.
     static let standardMethods: Set<String> = ["GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS", "CONNECT", "TRACE", "QUERY"]
-
-    static func requestAttributes(method: String, url: URL?) -> SpanAttributes {
-        var attributes = [String: SpanAttribute](minimumCapacity: 12)
-        addRequest(&attributes, method: method, url: url)
-        return SpanAttributes(attributes)
-    }
 
     /// The request's attributes and the end's, built once (a span's
     /// attributes are a dictionary: made at its final size, in one write).
     static func endAttributes(_ request: URLRequest?, status: Int?, error: SessionError?, metrics: TaskMetrics?) -> SpanAttributes {
         var attributes = [String: SpanAttribute](minimumCapacity: 12)
-        addRequest(&attributes, method: request?.httpMethod?.uppercased() ?? "GET", url: request?.url)
+        addRequest(&attributes, method: request?.httpMethod ?? "GET", url: request?.url)
         if let status, (100...999).contains(status) { attributes["http.response.status_code"] = .int64(Int64(status)) }
         if let error {
             attributes["error.type"] = .string(error.code.description)

@@ -10,18 +10,22 @@ import Tracing
 
 /// A task's client span in the process's tracer, and its context in each request.
 @Suite(.timeLimit(.minutes(Sanitizer.minutes(1)))) struct TaskTraceTests {
-    @Test("A span's URL has no user, password or fragment, and no query value; methods outside OpenTelemetry's list are _OTHER")
+    @Test("A span's URL has no user, password or fragment, and no query value; methods outside OpenTelemetry's list (in their case) are _OTHER")
     func requestAttributes() throws {
         let url = try #require(URL(string: "https://user:secret@api.example:8443/v1/items?token=abc123&page=2&flag#frag"))
-        let attributes = TaskTrace.requestAttributes(method: "GET", url: url)
+        let attributes = TaskTrace.endAttributes(URLRequest(url: url), status: nil, error: nil, metrics: nil)
         #expect(attributes["url.full"]?.toSpanAttribute() == "https://api.example:8443/v1/items?token=REDACTED&page=REDACTED&flag")
         #expect(attributes["http.request.method"]?.toSpanAttribute() == "GET")
         #expect(attributes["server.address"]?.toSpanAttribute() == "api.example")
         #expect(attributes["server.port"]?.toSpanAttribute() == 8443)
-        let plain = TaskTrace.requestAttributes(method: "PURGE", url: URL(string: "http://cache.example/x"))
+        #expect(attributes["http.response.status_code"] == nil)
+        var purge = URLRequest(url: URL(string: "http://cache.example/x")!)
+        purge.httpMethod = "purge"
+        let plain = TaskTrace.endAttributes(purge, status: 404, error: nil, metrics: nil)
         #expect(plain["http.request.method"]?.toSpanAttribute() == "_OTHER")
-        #expect(plain["http.request.method_original"]?.toSpanAttribute() == "PURGE")
+        #expect(plain["http.request.method_original"]?.toSpanAttribute() == "purge")
         #expect(plain["server.port"]?.toSpanAttribute() == 80, "the scheme's port when the URL names none")
+        #expect(plain["error.type"]?.toSpanAttribute() == "404")
         #expect(!TaskTrace.redacted(url).contains("secret"))
         #expect(!TaskTrace.redacted(url).contains("abc123"))
     }
@@ -78,6 +82,7 @@ import Tracing
         #expect(span.attributes["server.port"]?.toSpanAttribute() == .int64(Int64(origin.port)))
         #expect(span.attributes["network.protocol.version"]?.toSpanAttribute() == "1.1")
         #expect(span.attributes["error.type"] == nil)
+        #expect(span.attributes["tracer.sampled"]?.toSpanAttribute() == true, "the tracer's own attribute was replaced")
         #expect(span.events.map(\.name) == ["redirect"])
         #expect(span.status == nil)
         let shown = "\(span.attributes) \(span.events)"
@@ -155,7 +160,10 @@ private struct W3CTracer: Tracer {
         _ operationName: String, context: @autoclosure () -> ServiceContext, ofKind kind: SpanKind, at instant: @autoclosure () -> Instant,
         function: String, file fileID: String, line: UInt
     ) -> InMemorySpan {
-        memory.startSpan(operationName, context: context(), ofKind: kind, at: instant(), function: function, file: fileID, line: line)
+        // An attribute of the tracer's own, which the task's must not replace.
+        let span = memory.startSpan(operationName, context: context(), ofKind: kind, at: instant(), function: function, file: fileID, line: line)
+        span.attributes["tracer.sampled"] = true
+        return span
     }
 
     func activeSpan(identifiedBy context: ServiceContext) -> InMemorySpan? {
