@@ -60,4 +60,7 @@ public final class TestSOCKSProxy: Sendable {
         process.kill(SIGKILL)
         _ = try? await process.wait()
     }
+
+    /// A test that failed before its `shutdown` leaves no process behind.
+    deinit { process.kill(SIGKILL) }
 }

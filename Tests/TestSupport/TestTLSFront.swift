@@ -46,6 +46,9 @@ public final class TestTLSFront: Sendable {
         process.kill(SIGKILL)
         _ = try? await process.wait()
     }
+
+    /// A test that failed before its `shutdown` leaves no process behind.
+    deinit { process.kill(SIGKILL) }
 }
 
 /// Probes of loopback ports.
