@@ -22,6 +22,24 @@ import Transport
         return machine
     }
 
+    @Test("An event's actions are kept in order, two at most; a third one is reported as impossible, never lost silently")
+    func actionsInline() {
+        var actions = Machine.Actions()
+        #expect(actions.isEmpty && actions.count == 0)
+        actions.append(.cancelTransfer(Self.id))
+        actions.append(.startTransfer(hop: 1))
+        #expect(Array(actions) == [.cancelTransfer(Self.id), .startTransfer(hop: 1)])
+        #expect(actions == [.cancelTransfer(Self.id), .startTransfer(hop: 1)] && actions != [.cancelTransfer(Self.id)])
+        actions.append(.runInterceptors)
+        #expect(actions.count == 2 && actions[0] == .cancelTransfer(Self.id))
+        guard case .impossible(let what) = actions[1] else {
+            Issue.record("a third action replaced the second without a word: \(actions[1])")
+            return
+        }
+        #expect(what.contains("runInterceptors") && what.contains("startTransfer"))
+        #expect(Machine.Actions(.awaitBeginDate) == [.awaitBeginDate])
+    }
+
     @Test("A delayed task waits for its begin date, then goes on to the interceptors; a cancel while it waits ends it")
     func delayedBegin() {
         var machine = Machine()
@@ -124,7 +142,7 @@ import Transport
         }
         #expect(error.code == .httpTooManyRedirects && limited.isFinished)
         var machine = Self.deciding()
-        var last: [Machine.Action] = []
+        var last = Machine.Actions()
         for hop in 0..<SessionTask.maximumHops {
             last = machine.follow(.authentication, url: Self.url)
             if machine.isFinished { break }

@@ -166,7 +166,7 @@ extension SessionTask {
 
     /// An accepted response's publication: whether the delegate is asked,
     /// else the machine's actions for the allowed response.
-    typealias Published = (asksDelegate: Bool, allowed: [StateMachine.Action])
+    typealias Published = (asksDelegate: Bool, allowed: StateMachine.Actions)
 
     static func publish(_ inner: inout Inner) -> Published {
         let sink = inner.sink

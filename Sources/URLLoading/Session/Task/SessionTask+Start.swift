@@ -55,7 +55,7 @@ extension SessionTask {
             // The hop's start reads the task in the same turn of the lock.
             let (actions, inputs) = locked.withLock { inner in (inner.machine.proceed(), HopInputs(&inner, hop: inner.machine.hop)) }
             for action in actions {
-                if case .startTransfer(let hop) = action { startTransfer(hop: hop, inputs) } else { perform([action]) }
+                if case .startTransfer(let hop) = action { startTransfer(hop: hop, inputs) } else { perform(StateMachine.Actions(action)) }
             }
             return
         }
@@ -113,7 +113,7 @@ extension SessionTask {
         if case .inline(let data) = body {
             // All in one turn of the lock: the response, the sink's serving
             // and, when the sink takes the body at once, the task's end.
-            let served = locked.withLock { inner -> (session: Session, step: ServeStep, actions: [StateMachine.Action], end: Ended?)? in
+            let served = locked.withLock { inner -> (session: Session, step: ServeStep, actions: StateMachine.Actions, end: Ended?)? in
                 prelude?(&inner)
                 Self.record(response, length: body.count, &inner)
                 guard let session = inner.session else { return nil }
@@ -148,7 +148,7 @@ extension SessionTask {
         case .file: break
         }
         // A body the sink takes at once ends the task in the same turn of the lock.
-        let (step, actions) = locked.withLock { inner -> (ServeStep, [StateMachine.Action]) in
+        let (step, actions) = locked.withLock { inner -> (ServeStep, StateMachine.Actions) in
             let step = inner.sink.serve(response, data)
             guard case .finish = step else { return (step, []) }
             return (step, inner.machine.finishWithoutTransfer(.success(nil)))

@@ -142,50 +142,50 @@ extension SessionTask {
             }
         }
 
-        private func impossible(_ event: String) -> [Action] {
-            [.impossible("\(event) in phase \(phase) of hop \(hop)")]
+        private func impossible(_ event: String) -> Actions {
+            Actions(.impossible("\(event) in phase \(phase) of hop \(hop)"))
         }
 
         /// - Parameter delayed: The task's earliest begin date is still to come.
-        mutating func resume(delayed: Bool = false) -> [Action] {
-            guard !isFinished else { return [] }
+        mutating func resume(delayed: Bool = false) -> Actions {
+            guard !isFinished else { return Actions() }
             if phase == .suspended {
                 if delayed {
                     phase = .delayed
-                    return [.awaitBeginDate]
+                    return Actions(.awaitBeginDate)
                 }
                 phase = .intercepting
-                return [.runInterceptors]
+                return Actions(.runInterceptors)
             }
-            guard paused else { return [] }
+            guard paused else { return Actions() }
             paused = false
             return unpauseIfRefused()
         }
 
         /// The begin date came and the delegate let the task go on.
-        mutating func beginDelayed() -> [Action] {
-            guard !isFinished else { return [] }
+        mutating func beginDelayed() -> Actions {
+            guard !isFinished else { return Actions() }
             guard phase == .delayed else { return impossible("beginDelayed") }
             phase = .intercepting
-            return [.runInterceptors]
+            return Actions(.runInterceptors)
         }
 
         mutating func suspend() {
             if !isFinished && phase != .suspended { paused = true }
         }
 
-        mutating func cancel() -> [Action] {
-            guard !isFinished else { return [] }
+        mutating func cancel() -> Actions {
+            guard !isFinished else { return Actions() }
             return finish(.failure(SessionError(.cancelled, failingURL: nil, message: "the task was cancelled")))
         }
 
         /// Interceptors let the request through: start the first hop.
-        mutating func proceed() -> [Action] {
-            guard !isFinished else { return [] }
+        mutating func proceed() -> Actions {
+            guard !isFinished else { return Actions() }
             guard phase == .intercepting else { return impossible("proceed") }
             phase = .awaitingHead(Exchange())
             record = HopRecord()
-            return [.startTransfer(hop: hop)]
+            return Actions(.startTransfer(hop: hop))
         }
 
         /// The hop waits before its transfer starts (again). False when the
@@ -198,11 +198,11 @@ extension SessionTask {
         }
 
         /// What the hop waited for is there: its transfer starts.
-        mutating func proceedHop(_ hop: Int) -> [Action] {
-            guard hop == self.hop, !isFinished else { return [] }
+        mutating func proceedHop(_ hop: Int) -> Actions {
+            guard hop == self.hop, !isFinished else { return Actions() }
             guard case .waiting = phase else { return impossible("proceedHop") }
             phase = .awaitingHead(Exchange())
-            return [.startTransfer(hop: hop)]
+            return Actions(.startTransfer(hop: hop))
         }
 
         /// The host could not be reached and the task waits for connectivity
@@ -214,31 +214,31 @@ extension SessionTask {
 
         /// An interceptor or the cache answered (or failed): the task ends
         /// without (more of) a transfer.
-        mutating func finishWithoutTransfer(_ result: Result<TransferMetrics?, SessionError>) -> [Action] {
-            guard !isFinished else { return [] }
+        mutating func finishWithoutTransfer(_ result: Result<TransferMetrics?, SessionError>) -> Actions {
+            guard !isFinished else { return Actions() }
             return finish(result)
         }
 
         /// The hop's transfer was handed to the transport.
         /// The id comes back from the transport after the transfer started
         /// on its thread: its head (even its body) may have come first.
-        mutating func started(_ id: CurlMulti.TransferID, hop: Int) -> [Action] {
-            guard hop == self.hop, exchange?.transfer == nil else { return [.cancelTransfer(id)] }
+        mutating func started(_ id: CurlMulti.TransferID, hop: Int) -> Actions {
+            guard hop == self.hop, exchange?.transfer == nil else { return Actions(.cancelTransfer(id)) }
             switch phase {
             case .awaitingHead, .deciding, .receiving: updateExchange { $0.transfer = id }
-            default: return [.cancelTransfer(id)]
+            default: return Actions(.cancelTransfer(id))
             }
             // A chunk refused before the id was known still needs its unpause.
             return unpauseIfRefused()
         }
 
-        mutating func head(_ head: ResponseHead, hop: Int, at date: Date = Date()) -> [Action] {
-            guard hop == self.hop, !isFinished else { return [] }
+        mutating func head(_ head: ResponseHead, hop: Int, at date: Date = Date()) -> Actions {
+            guard hop == self.hop, !isFinished else { return Actions() }
             guard case .awaitingHead(let exchange) = phase else { return impossible("a second head") }
             phase = .deciding(exchange)
             record.head = head
             record.headDate = date
-            return [.decide(head, hop: hop)]
+            return Actions(.decide(head, hop: hop))
         }
 
         /// Whether a body chunk may be consumed now.
@@ -256,15 +256,15 @@ extension SessionTask {
         }
 
         /// The consumer has room again.
-        mutating func continueDelivery() -> [Action] {
+        mutating func continueDelivery() -> Actions {
             unpauseIfRefused()
         }
 
         /// The delegate (or the session) decided to follow a redirect, or to
         /// answer a challenge. Past `maximumRedirects` redirects, or
         /// `maximumHops` requests in all, the task fails.
-        mutating func follow(_ reason: FollowReason, url: URL?, maximumRedirects: Int = .max) -> [Action] {
-            guard !isFinished else { return [] }
+        mutating func follow(_ reason: FollowReason, url: URL?, maximumRedirects: Int = .max) -> Actions {
+            guard !isFinished else { return Actions() }
             guard case .deciding(let exchange) = phase else { return impossible("follow") }
             if reason == .redirect, redirects >= maximumRedirects {
                 return finish(.failure(SessionError(.httpTooManyRedirects, failingURL: url, message: "more than \(maximumRedirects) redirects")))
@@ -278,7 +278,7 @@ extension SessionTask {
                         message: "the server kept challenging: more than \(SessionTask.maximumHops) requests for one task")
                 return finish(.failure(error))
             }
-            var actions: [Action] = []
+            var actions = Actions()
             if let transfer = exchange.transfer { actions.append(.cancelTransfer(transfer)) }
             switch reason {
             case .redirect: redirects += 1
@@ -292,8 +292,8 @@ extension SessionTask {
         }
 
         /// The response is accepted: receive its body.
-        mutating func allow() -> [Action] {
-            guard !isFinished else { return [] }
+        mutating func allow() -> Actions {
+            guard !isFinished else { return Actions() }
             guard case .deciding(var exchange) = phase else { return impossible("allow") }
             if let pending = exchange.pendingCompletion {
                 return completion(pending)
@@ -304,22 +304,22 @@ extension SessionTask {
         }
 
         /// The task fails (delegate cancelled, a limit reached, ...).
-        mutating func fail(_ error: SessionError) -> [Action] {
-            guard !isFinished else { return [] }
+        mutating func fail(_ error: SessionError) -> Actions {
+            guard !isFinished else { return Actions() }
             return finish(.failure(error))
         }
 
-        mutating func transferCompleted(_ result: Result<TransferMetrics, TransferError>, hop: Int) -> [Action] {
-            guard hop == self.hop, !isFinished else { return [] }
+        mutating func transferCompleted(_ result: Result<TransferMetrics, TransferError>, hop: Int) -> Actions {
+            guard hop == self.hop, !isFinished else { return Actions() }
             switch phase {
             case .deciding(var exchange) where (try? result.get()) != nil:
                 exchange.pendingCompletion = result
                 phase = .deciding(exchange)
-                return []
+                return Actions()
             case .receiving(var exchange) where exchange.openPartDecisions > 0:
                 exchange.pendingCompletion = result
                 phase = .receiving(exchange)
-                return []
+                return Actions()
             default:
                 return completion(result)
             }
@@ -331,11 +331,11 @@ extension SessionTask {
         }
 
         /// The delegate allowed a part (a cancel goes through `fail`).
-        mutating func partDecisionClosed() -> [Action] {
-            guard case .receiving(var exchange) = phase else { return [] }
+        mutating func partDecisionClosed() -> Actions {
+            guard case .receiving(var exchange) = phase else { return Actions() }
             exchange.openPartDecisions = max(0, exchange.openPartDecisions - 1)
             phase = .receiving(exchange)
-            guard exchange.openPartDecisions == 0, let pending = exchange.pendingCompletion else { return [] }
+            guard exchange.openPartDecisions == 0, let pending = exchange.pendingCompletion else { return Actions() }
             return completion(pending)
         }
 
@@ -414,18 +414,18 @@ extension SessionTask {
             return failure == .timedOut || failure == .networkConnectionLost || (failure == .cancelled && askedForResumeData)
         }
 
-        private mutating func finish(_ result: Result<TransferMetrics?, SessionError>) -> [Action] {
-            var actions: [Action] = []
+        private mutating func finish(_ result: Result<TransferMetrics?, SessionError>) -> Actions {
+            var actions = Actions()
             if let transfer = exchange?.transfer { actions.append(.cancelTransfer(transfer)) }
             phase = .finished(Self.outcome(of: result))
             actions.append(.complete(result))
             return actions
         }
 
-        private mutating func completion(_ result: Result<TransferMetrics, TransferError>) -> [Action] {
+        private mutating func completion(_ result: Result<TransferMetrics, TransferError>) -> Actions {
             let converted = result.map { Optional($0) }.mapError { SessionError(transfer: $0) }
             phase = .finished(Self.outcome(of: converted))
-            return [.complete(converted)]
+            return Actions(.complete(converted))
         }
 
         private static func outcome(of result: Result<TransferMetrics?, SessionError>) -> Outcome {
@@ -435,11 +435,11 @@ extension SessionTask {
             }
         }
 
-        private mutating func unpauseIfRefused() -> [Action] {
-            guard case .receiving(var exchange) = phase, exchange.refusedChunk, !paused, let transfer = exchange.transfer else { return [] }
+        private mutating func unpauseIfRefused() -> Actions {
+            guard case .receiving(var exchange) = phase, exchange.refusedChunk, !paused, let transfer = exchange.transfer else { return Actions() }
             exchange.refusedChunk = false
             phase = .receiving(exchange)
-            return [.unpause(transfer)]
+            return Actions(.unpause(transfer))
         }
     }
 }

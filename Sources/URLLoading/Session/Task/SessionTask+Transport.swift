@@ -49,7 +49,7 @@ extension SessionTask {
         // The decision reads the task in the head's turn of the lock; a
         // plain response that writes to no store is accepted in it too.
         let (actions, inputs, touchesStores, accepted) = locked.withLock {
-            inner -> ([StateMachine.Action], DecisionInputs?, Bool, (url: URL, session: Session, kind: Kind, published: Published?)?) in
+            inner -> (StateMachine.Actions, DecisionInputs?, Bool, (url: URL, session: Session, kind: Kind, published: Published?)?) in
             let actions = inner.machine.head(head, hop: hop, at: Date())
             guard actions.contains(where: { if case .decide = $0 { true } else { false } }) else { return (actions, nil, false, nil) }
             let inputs = DecisionInputs(&inner, status: head.status)
@@ -69,7 +69,7 @@ extension SessionTask {
             if case .decide(let head, let hop) = action, let inputs {
                 decideOnHead(head, hop: hop, inputs, touchesStores: touchesStores)
             } else {
-                perform([action])
+                perform(StateMachine.Actions(action))
             }
         }
     }
@@ -182,7 +182,7 @@ extension SessionTask {
             return
         }
         // A transfer that ends the task: its end is read in the same turn of the lock.
-        let (actions, end) = locked.withLock { inner -> ([StateMachine.Action], (Result<TransferMetrics?, SessionError>, Ending?)?) in
+        let (actions, end) = locked.withLock { inner -> (StateMachine.Actions, (Result<TransferMetrics?, SessionError>, Ending?)?) in
             guard hop == inner.machine.hop, !inner.machine.isFinished else {
                 if case .success(let metrics) = result { Self.fillCutShort(&inner, hop: hop, metrics) }
                 return ([], nil)

@@ -239,7 +239,7 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
 
     // MARK: Running
 
-    func perform(_ actions: [StateMachine.Action]) {
+    func perform(_ actions: StateMachine.Actions) {
         for action in actions {
             switch action {
             case .awaitBeginDate: awaitBeginDate()

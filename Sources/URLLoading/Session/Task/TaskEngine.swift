@@ -34,7 +34,7 @@ package final class LocalEngine: TaskEngine {
         // Before any request of the task can go out (it carries the span's context).
         task.trace?.start(task.originalRequest)
         // The first hop's start reads the task in the same turn of the lock.
-        let (actions, context) = task.locked.withLock { inner -> ([SessionTask.StateMachine.Action], SessionTask.StartContext?) in
+        let (actions, context) = task.locked.withLock { inner -> (SessionTask.StateMachine.Actions, SessionTask.StartContext?) in
             let now = Date()
             if inner.started == nil {
                 inner.started = now
