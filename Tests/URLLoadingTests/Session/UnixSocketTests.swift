@@ -77,6 +77,35 @@ import TestSupport
         try await origin.shutdown()
     }
 
+    @Test("nginx on a Unix socket: a file by http+unix URL, and by a plain http URL through the configuration's socket")
+    func nginx() async throws {
+        guard TestNginx.isInstalled else {
+            Issue.record("nginx is not installed: run tools/install-deps")
+            return
+        }
+        let path = Self.socketPath()
+        let nginx = try await TestNginx.start(socketPath: path)
+        let contents = Data((0..<70_000).map { UInt8(truncatingIfNeeded: $0 &* 31) })
+        try nginx.serve("v1.43-info.json", contents)
+        let encoded = try #require(path.addingPercentEncoding(withAllowedCharacters: .alphanumerics))
+        let session = Self.session()
+        let (data, response) = try await session.data(from: try #require(URL(string: "http+unix://\(encoded)/v1.43-info.json")))
+        #expect(data == contents)
+        #expect((response as? HTTPURLResponse)?.statusCode == 200)
+        #expect((response as? HTTPURLResponse)?.value(forHTTPHeaderField: "Server")?.hasPrefix("nginx") == true)
+        let missing = try await session.data(from: try #require(URL(string: "http+unix://\(encoded)/absent")))
+        #expect((missing.1 as? HTTPURLResponse)?.statusCode == 404)
+        let configuration = SessionConfiguration.ephemeral
+        configuration.urlCache = nil
+        configuration.unixSocketPath = path
+        let viaConfiguration = Session(configuration: configuration)
+        #expect(try await viaConfiguration.data(from: try #require(URL(string: "http://docker.invalid/v1.43-info.json"))).0 == contents)
+        #expect(nginx.requests == ["GET /v1.43-info.json host=localhost", "GET /absent host=localhost", "GET /v1.43-info.json host=docker.invalid"])
+        session.finishTasksAndInvalidate()
+        viaConfiguration.finishTasksAndInvalidate()
+        await nginx.shutdown()
+    }
+
     @Test("A server on the network cannot send the client into a Unix socket: its redirect is the response")
     func noRedirectIntoASocket() async throws {
         let path = Self.socketPath()
