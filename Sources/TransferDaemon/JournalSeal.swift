@@ -127,8 +127,18 @@ extension JournalSeal {
         var copy = spec
         copy.request.headers = try sealed(spec.request.headers)
         if Self.holdsSecret(spec.request.url) { copy.request.url = try seal(spec.request.url) }
+        if var proxies = spec.proxies {
+            // A proxy with user information (`user:password@host`, with or without a scheme).
+            for path in Self.proxyPaths {
+                if let text = proxies[keyPath: path], text.contains("@") { proxies[keyPath: path] = try seal(text) }
+            }
+            copy.proxies = proxies
+        }
         return copy
     }
+
+    /// The proxies of a task's rules, each a URL that may carry credentials.
+    private static var proxyPaths: [WritableKeyPath<ProxyRules, String?>] { [\.http, \.https, \.all] }
 
     /// A response head with its cookies sealed.
     func sealed(_ response: ResponseSpec) throws(BackgroundWireError) -> ResponseSpec {
@@ -162,6 +172,15 @@ extension JournalSeal {
             } else {
                 lost.append("the URL")
             }
+        }
+        if var proxies = spec.proxies {
+            for path in Self.proxyPaths {
+                guard let text = proxies[keyPath: path], JournalSeal.isSealed(text) else { continue }
+                // Without its credentials the proxy would refuse the transfer: left out, and said.
+                proxies[keyPath: path] = unseal(text)
+                if proxies[keyPath: path] == nil { lost.append("a proxy") }
+            }
+            copy.proxies = proxies
         }
         return copy
     }

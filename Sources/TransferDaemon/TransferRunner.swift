@@ -57,7 +57,7 @@ final class RunningTransfer: Sendable {
 
     func start(_ task: SessionTask, runner: TransferRunner) {
         counts.withLock { $0.task = task }
-        runner.transfers.withLock { $0[task.taskIdentifier] = self }
+        runner.transfers.withLock { $0[ObjectIdentifier(task)] = self }
         task.resume()
     }
 
@@ -151,23 +151,29 @@ final class RunningTransfer: Sendable {
 /// task's events go to its `RunningTransfer` and the daemon.
 final class TransferRunner: SessionDataDelegate, SessionTaskDelegate {
     let daemon = Lock<Daemon?>(nil)
-    let transfers = Lock<[Int: RunningTransfer]>([:])
-    private let sessionBox = Lock<Session?>(nil)
+    /// Running transfers by their task (tasks of different sessions share identifiers).
+    let transfers = Lock<[ObjectIdentifier: RunningTransfer]>([:])
+    /// One session per set of proxy rules the apps chose (nil: none), made on first use.
+    private let sessions = Lock<[ProxyRules?: Session]>([:])
 
-    var session: Session {
-        sessionBox.withLock { box in
-            if let session = box { return session }
+    /// The session for transfers through `proxies`: never transferd's own
+    /// environment's, which may not be the app's.
+    func session(for proxies: ProxyRules?) -> Session {
+        sessions.withLock { sessions in
+            if let session = sessions[proxies] { return session }
             let configuration = SessionConfiguration.ephemeral
             configuration.urlCache = nil
             configuration.requestCachePolicy = .reloadIgnoringLocalCacheData
+            configuration.proxiesFromEnvironment = false
+            configuration.presetProxyRules = proxies
             let session = Session(configuration: configuration, delegate: self)
-            box = session
+            sessions[proxies] = session
             return session
         }
     }
 
     private func transfer(_ task: SessionTask) -> RunningTransfer? {
-        transfers.withLock { $0[task.taskIdentifier] }
+        transfers.withLock { $0[ObjectIdentifier(task)] }
     }
 
     /// A server's or proxy's HTTP challenge goes to the app (or the stored
@@ -207,7 +213,7 @@ final class TransferRunner: SessionDataDelegate, SessionTaskDelegate {
     }
 
     func urlSession(_ session: Session, task: SessionTask, didCompleteWithError error: (any Error)?) {
-        guard let running = transfers.withLock({ $0.removeValue(forKey: task.taskIdentifier) }) else { return }
+        guard let running = transfers.withLock({ $0.removeValue(forKey: ObjectIdentifier(task)) }) else { return }
         if let (bytes, expected) = running.progressDue(final: true) { daemon.withLock { $0 }?.reportProgress(running, bytes: bytes, expected: expected) }
         var failure = error
         if let problem = running.writeError {

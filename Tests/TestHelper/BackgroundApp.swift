@@ -33,7 +33,8 @@ import MetricsTestKit
 //     (repeatable) adds a field to a download's request. "--metrics"
 //     bootstraps swift-metrics' test backend and prints, before "bye",
 //     "queue <values>": what the session's gauge of transferd's unfinished
-//     tasks recorded, in order.
+//     tasks recorded, in order. "--proxy URL" sets the configuration's
+//     proxyURL.
 
 /// Where the lines go: standard output unless `--output` said a file.
 nonisolated(unsafe) var sayTo = FileHandle.standardOutput
@@ -226,6 +227,11 @@ func runBackgroundApp(_ given: [String]) -> Never {
         let parts = arguments[at + 1].split(separator: ":", maxSplits: 1).map(String.init)
         guard parts.count == 2 else { fail("--header NAME:VALUE") }
         headers.append((parts[0], parts[1].trimmingCharacters(in: .whitespaces)))
+        arguments.removeSubrange(at...(at + 1))
+    }
+    if let at = arguments.firstIndex(of: "--proxy"), at + 1 < arguments.count {
+        guard let proxy = URL(string: arguments[at + 1]) else { fail("--proxy URL") }
+        configuration.proxyURL = proxy
         arguments.removeSubrange(at...(at + 1))
     }
     guard arguments.count >= 2 else { fail("usage: background-app <identifier> download|upload|data|attach ...") }

@@ -10,11 +10,18 @@ import URLLoading
     static let token = "Bearer tok-3f9a1c77e2"
     static let cookie = "sid=c0ffee5ecret"
     static let secretURL = "https://user:pa55word@example.com/file?access_token=qq77zz&page=2"
+    /// The app's proxies: two with credentials (one without a scheme, as
+    /// `http_proxy` may name it), one without.
+    static let proxies = ProxyRules(
+        http: "http://pu:pr0xyPW1@proxy.test:3128", https: "pu:pr0xyPW2@proxy.test:3129", all: "socks5h://socks.test:1080",
+        exceptions: [.name("internal.test"), .network([10, 0, 0, 0], prefixLength: 8)])
 
     static func record(session: String = "s", task: Int = 1) -> TransferRecord {
         let request = RequestSpec(
             url: secretURL, method: "GET", headers: [["Authorization", token], ["Cookie", cookie], ["Accept", "*/*"]], timeout: 30)
-        let spec = TaskSpec(task: task, kind: .download, request: request, bodyFile: nil, earliestBeginDate: nil, isDiscretionary: false, taskDescription: nil)
+        let spec = TaskSpec(
+            task: task, kind: .download, request: request, bodyFile: nil, earliestBeginDate: nil, isDiscretionary: false, taskDescription: nil,
+            proxies: proxies)
         return TransferRecord(
             id: 0, session: session, spec: spec, machine: BackgroundTransferMachine(earliestBeginDate: nil, now: Date()), suspended: true, created: Date())
     }
@@ -28,7 +35,7 @@ import URLLoading
         return all
     }
 
-    @Test("Authorization, Cookie and Set-Cookie values and a URL with secrets are sealed on disk, whole in memory; the key file is 0600")
+    @Test("Authorization, Cookie and Set-Cookie values, a URL and proxies with secrets are sealed on disk, whole in memory; the key file is 0600")
     func secretsSealed() throws {
         let directory = TemporaryDirectory()
         let path = directory.path("Journal.sqlite")
@@ -37,7 +44,7 @@ import URLLoading
         record.response = ResponseSpec(url: Self.secretURL, status: 200, httpVersion: "HTTP/1.1", headers: [["Set-Cookie", "sid=n3wsess10n"]])
         try journal.save(record)
         let disk = try Self.bytes(in: directory.url.path)
-        for secret in ["tok-3f9a1c77e2", "c0ffee5ecret", "pa55word", "qq77zz", "n3wsess10n"] {
+        for secret in ["tok-3f9a1c77e2", "c0ffee5ecret", "pa55word", "qq77zz", "n3wsess10n", "pr0xyPW1", "pr0xyPW2"] {
             #expect(disk.range(of: Data(secret.utf8)) == nil, "\(secret) is not in the journal's files")
         }
         let read = try #require(try Journal(path: path).records().first)
@@ -48,7 +55,7 @@ import URLLoading
         try FileManager.default.removeItem(atPath: directory.path("Journal.key"))
         let blind = try #require(try Journal(path: path, writer: false).records().first)
         let listed = try TransferListing.json([blind])
-        #expect(!"\(blind.spec)".contains("tok-3f9a1c77e2") && !listed.contains("qq77zz"))
+        #expect(!"\(blind.spec)".contains("tok-3f9a1c77e2") && !"\(blind.spec)".contains("pr0xyPW") && !listed.contains("qq77zz"))
     }
 
     @Test("A replaced key: the fields it cannot unseal are left out, the task is kept")
@@ -60,6 +67,8 @@ import URLLoading
         let again = try Journal(path: path)
         let read = try #require(try again.records().first)
         #expect(read.spec.request.headers == [["Accept", "*/*"]])
+        // A proxy whose credentials are lost is left out, never sent on without them.
+        #expect(read.spec.proxies == ProxyRules(all: Self.proxies.all, exceptions: Self.proxies.exceptions))
         #expect(read.spec.task == 1 && read.session == "s")
     }
 

@@ -128,7 +128,8 @@ final class BackgroundHost: RemoteTaskHost {
         let spec = TaskSpec(
             task: 0, kind: kind == .download ? .download : .upload,
             request: RequestSpec(url: url.absoluteString, method: request.httpMethod ?? "GET", headers: headers, timeout: timeout),
-            bodyFile: bodyFile, earliestBeginDate: nil, isDiscretionary: settings.isDiscretionary, taskDescription: nil)
+            bodyFile: bodyFile, earliestBeginDate: nil, isDiscretionary: settings.isDiscretionary, taskDescription: nil,
+            proxies: settings.chosenProxies)
         return .success(
             BackgroundEngine(link: link, spec: spec, created: false, running: false) { [weak self, weak session] task in
                 guard let self, let session else { return }

@@ -105,11 +105,16 @@ package struct TaskSpec: Codable, Sendable, Equatable {
     package var earliestBeginDate: Date?
     package var isDiscretionary: Bool
     package var taskDescription: String?
+    /// The proxies the app's configuration chose; nil for none (and in
+    /// journals written before they were carried). A proxy holding a
+    /// password is sealed in the journal.
+    package var proxies: ProxyRules?
 
     package init(
         task: Int, kind: Kind, request: RequestSpec, bodyFile: String?, earliestBeginDate: Date?, isDiscretionary: Bool,
-        taskDescription: String?
+        taskDescription: String?, proxies: ProxyRules? = nil
     ) {
+        self.proxies = proxies
         self.task = task
         self.kind = kind
         self.request = request

@@ -10,7 +10,9 @@ extension SessionConfiguration.Values {
     mutating func resolveProxies() {
         guard proxyURL == nil else { return }
         let rules: ProxyRules
-        if let proxyDictionary {
+        if let presetProxyRules {
+            rules = presetProxyRules
+        } else if let proxyDictionary {
             rules = ProxyRules(dictionary: proxyDictionary)
         } else if proxiesFromEnvironment {
             rules = ProxyRules(environment: proxyEnvironmentSource ?? ProcessInfo.processInfo.environment)
@@ -24,6 +26,15 @@ extension SessionConfiguration.Values {
     /// (perhaps with credentials: never log it); nil to go directly.
     func proxy(for url: URL) -> String? {
         proxyURL?.absoluteString ?? proxyRules?.proxy(for: url)
+    }
+
+    /// The proxies the session chose, as rules another process can apply
+    /// (a background session's transferd): `proxyURL` as the proxy for
+    /// every request, else the dictionary's or the environment's; nil for
+    /// none. Read after `resolveProxies()`.
+    var chosenProxies: ProxyRules? {
+        if let proxyURL { return ProxyRules(all: proxyURL.absoluteString) }
+        return proxyRules
     }
 
     /// That proxy as a URL, for its protection space and credentials.
@@ -104,6 +115,9 @@ extension SessionConfiguration {
         /// The environment those come from: nil for the process's, read
         /// when a session is made; tests give their own.
         var proxyEnvironmentSource: [String: String]?
+        /// Rules decided in another process (a background session's, for
+        /// transferd): they win over the dictionary and the environment.
+        var presetProxyRules: ProxyRules?
         /// Apple's `connectionProxyDictionary`, its values kept as `ProxySetting`s.
         var proxyDictionary: [String: SessionConfiguration.ProxySetting]?
         /// What the dictionary or the environment names, set by

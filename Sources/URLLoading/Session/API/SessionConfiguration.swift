@@ -216,6 +216,13 @@ public final class SessionConfiguration: Sendable, CustomStringConvertible {
         get { value(\.proxyEnvironmentSource) }
         set { update(\.proxyEnvironmentSource, newValue) }
     }
+    /// Proxy rules decided in another process: transferd runs a
+    /// background session's transfers with the rules the app's
+    /// configuration chose (`proxyURL`, the dictionary or its environment).
+    package var presetProxyRules: ProxyRules? {
+        get { value(\.presetProxyRules) }
+        set { update(\.presetProxyRules, newValue) }
+    }
     /// The lowest TLS version to negotiate, e.g. `(1, 2)`.
     public var tlsMinimumSupportedVersion: (major: Int, minor: Int)? {
         get { value(\.tlsMinimumSupportedVersion) }

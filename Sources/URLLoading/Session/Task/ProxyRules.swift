@@ -16,10 +16,12 @@ import Glibc
 /// themselves and as suffixes at a dot (`example.com` and `.example.com`
 /// both cover `www.example.com`), IP addresses and CIDR ranges
 /// (`10.0.0.0/8`, `fd00::/8`). A value without a scheme is an http proxy,
-/// as curl takes it. Pure: made once when a session is made.
-struct ProxyRules: Sendable, Equatable {
+/// as curl takes it. Pure: made once when a session is made, and carried
+/// to transferd with each background task, so that its transfers take the
+/// proxies the app's configuration chose.
+package struct ProxyRules: Sendable, Hashable, Codable {
     /// One entry of `no_proxy`.
-    enum Exception: Sendable, Equatable {
+    package enum Exception: Sendable, Hashable, Codable {
         case everything
         /// A host name, lower case, without leading or trailing dots.
         case name(String)
@@ -27,15 +29,19 @@ struct ProxyRules: Sendable, Equatable {
         case network([UInt8], prefixLength: Int)
     }
 
-    var http: String?
-    var https: String?
-    var all: String?
-    var exceptions: [Exception] = []
+    /// The proxy for http URLs, as libcurl takes it (perhaps with credentials: never log it).
+    package var http: String?
+    /// The proxy for https URLs.
+    package var https: String?
+    /// The proxy for either, when its own is not set.
+    package var all: String?
+    /// The hosts reached directly.
+    package var exceptions: [Exception] = []
 
     /// Nothing set: every request goes directly.
     var isEmpty: Bool { http == nil && https == nil && all == nil }
 
-    init(http: String? = nil, https: String? = nil, all: String? = nil, exceptions: [Exception] = []) {
+    package init(http: String? = nil, https: String? = nil, all: String? = nil, exceptions: [Exception] = []) {
         self.http = http
         self.https = https
         self.all = all
