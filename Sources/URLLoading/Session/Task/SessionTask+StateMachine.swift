@@ -81,7 +81,9 @@ extension SessionTask {
             case cancelTransfer(CurlMulti.TransferID)
             case unpause(CurlMulti.TransferID)
             case decide(ResponseHead, hop: Int)
-            case complete(Result<TransferMetrics?, SessionError>)
+            /// Boxed: the metrics and the error are large, and every
+            /// action of every event is copied at the size of the largest.
+            indirect case complete(Result<TransferMetrics?, SessionError>)
             /// An event that cannot happen in this phase: nothing changed.
             case impossible(String)
         }
