@@ -16,7 +16,8 @@ package final class StreamConnection: Sendable {
     package struct Endpoint: Sendable {
         package var host: String
         package var port: Int
-        /// An `http://` proxy that tunnels the connection (`CONNECT`).
+        /// A proxy that tunnels the connection: `http://` (`CONNECT`),
+        /// `socks5://` or `socks5h://`; credentials in its URL are sent to it.
         package var proxy: URL?
         /// How TLS, when started, checks the peer.
         package var tls: TLSOptions

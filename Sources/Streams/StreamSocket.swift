@@ -4,7 +4,7 @@ import Glibc
 #endif
 
 /// Opening a TCP connection: the host's addresses in turn, each connect
-/// bounded by the deadline, and an HTTP proxy's tunnel (`CONNECT`) when
+/// bounded by the deadline, and a proxy's tunnel (`StreamProxy`) when
 /// the session names one. Blocking: runs on the connection's own thread.
 enum StreamSocket {
     /// A connected, non-blocking socket to `host`:`port` (through `proxy`).
@@ -12,12 +12,11 @@ enum StreamSocket {
         guard (1...65535).contains(port) else { throw StreamError(.cannotConnect, "the port \(port) is outside 1…65535") }
         guard !host.isEmpty, !host.utf8.contains(where: { $0 <= 0x20 || $0 == 0x7F }) else { throw StreamError(.cannotFindHost, "an empty or malformed host name") }
         guard let proxy else { return try open(host: host, port: port, deadline: deadline) }
-        guard proxy.scheme?.lowercased() == "http", let proxyHost = proxy.host else {
-            throw StreamError(.proxy, "only an http:// proxy can tunnel a stream")
-        }
-        let descriptor = try open(host: proxyHost, port: proxy.port ?? 80, deadline: deadline)
+        let kind = try StreamProxy.Kind(proxy)
+        guard let proxyHost = proxy.host(percentEncoded: false), !proxyHost.isEmpty else { throw StreamError(.proxy, "the proxy's URL has no host") }
+        let descriptor = try open(host: proxyHost, port: proxy.port ?? kind.defaultPort, deadline: deadline)
         do {
-            try tunnel(descriptor, to: host, port: port, deadline: deadline)
+            try StreamProxy.through(descriptor, kind: kind, proxy: proxy, to: host, port: port, deadline: deadline)
         } catch {
             Glibc.close(descriptor)
             throw error
@@ -87,47 +86,5 @@ enum StreamSocket {
         let (seconds, attoseconds) = duration.components
         guard seconds < 86_400 else { return 86_400_000 }
         return Int32(max(0, seconds * 1000 + (attoseconds + 999_999_999_999_999) / 1_000_000_000_000_000))
-    }
-
-    /// The proxy's tunnel: `CONNECT host:port`, a 2xx head, nothing after it.
-    private static func tunnel(_ descriptor: Int32, to host: String, port: Int, deadline: ContinuousClock.Instant) throws(StreamError) {
-        let authority = host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)"
-        let request = Array("CONNECT \(authority) HTTP/1.1\r\nHost: \(authority)\r\n\r\n".utf8)
-        var sent = 0
-        while sent < request.count {
-            guard waitFor(descriptor, events: Int16(POLLOUT), deadline: deadline) else { throw StreamError(.timedOut, "the proxy did not take the request in time") }
-            let count = request[sent...].withUnsafeBytes { Glibc.send(descriptor, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
-            if count < 0 {
-                if errno == EINTR || errno == EAGAIN { continue }
-                throw StreamError(.proxy, "the proxy went away: \(String(cString: strerror(errno)))")
-            }
-            sent += count
-        }
-        // Byte by byte, so that nothing past the head is taken from the tunnel.
-        var head: [UInt8] = []
-        while !head.ends(with: [13, 10, 13, 10]) {
-            guard head.count < 16 << 10 else { throw StreamError(.proxy, "the proxy's answer has no end of head within 16 KiB") }
-            guard waitFor(descriptor, events: Int16(POLLIN), deadline: deadline) else { throw StreamError(.timedOut, "the proxy did not answer in time") }
-            var byte: UInt8 = 0
-            let count = recv(descriptor, &byte, 1, 0)
-            if count < 0 {
-                if errno == EINTR || errno == EAGAIN { continue }
-                throw StreamError(.proxy, "the proxy went away: \(String(cString: strerror(errno)))")
-            }
-            guard count == 1 else { throw StreamError(.proxy, "the proxy closed the connection") }
-            head.append(byte)
-        }
-        let statusLine = head.prefix { $0 != 13 }
-        let parts = statusLine.split(separator: 0x20)
-        guard parts.count >= 2, parts[0].starts(with: Array("HTTP/1.".utf8)), let status = Int(String(decoding: parts[1], as: UTF8.self)) else {
-            throw StreamError(.proxy, "the proxy's answer is not HTTP")
-        }
-        guard (200...299).contains(status) else { throw StreamError(.proxy, "the proxy refused the tunnel with status \(status)") }
-    }
-}
-
-extension Array where Element == UInt8 {
-    fileprivate func ends(with suffix: [UInt8]) -> Bool {
-        count >= suffix.count && Array(self[(count - suffix.count)...]) == suffix
     }
 }

@@ -15,9 +15,10 @@ final class OwnedTransfers: TransferExecutor {
 
     private let table = Lock(Table())
     /// How to reach a host and port (proxy, TLS, connect timeout): the session's settings.
-    private let endpoint: @Sendable (String, Int) -> StreamConnection.Endpoint
+    /// Where a connection goes: the host, the port and the hop's proxy (as its URL).
+    private let endpoint: @Sendable (String, Int, URL?) -> StreamConnection.Endpoint
 
-    init(endpoint: @escaping @Sendable (String, Int) -> StreamConnection.Endpoint) {
+    init(endpoint: @escaping @Sendable (String, Int, URL?) -> StreamConnection.Endpoint) {
         self.endpoint = endpoint
     }
 
@@ -67,7 +68,7 @@ final class OwnedTransfers: TransferExecutor {
     /// Where and what to send: the URL's host and port (80 and 443 by
     /// default), the request line in origin form, and the head with `Host`
     /// and the body's length added unless given.
-    static func plan(_ request: TransferRequest, endpoint: (String, Int) -> StreamConnection.Endpoint) -> Result<OwnedTransfer.Plan, TransferError> {
+    static func plan(_ request: TransferRequest, endpoint: (String, Int, URL?) -> StreamConnection.Endpoint) -> Result<OwnedTransfer.Plan, TransferError> {
         guard let components = URLComponents(string: request.url), let scheme = components.scheme?.lowercased(),
             scheme == "http" || scheme == "https", let host = components.host, !host.isEmpty
         else { return .failure(.connection(.unsupportedURL, "only http and https URLs with a host go on a connection of the session's own")) }
@@ -97,7 +98,8 @@ final class OwnedTransfers: TransferExecutor {
         }
         if let bodyLength, !has("Content-Length") { head += "Content-Length: \(bodyLength)\r\n" }
         head += "\r\n"
-        var where_ = endpoint(host, port)
+        // The proxy the hop's plan chose (per hop: a redirect to a `no_proxy` host goes directly).
+        var where_ = endpoint(host, port, request.proxy.flatMap(ProxyRules.url(of:)))
         if let timeout = request.connectTimeout { where_.connectTimeout = timeout }
         return .success(OwnedTransfer.Plan(endpoint: where_, secure: secure, head: Array(head.utf8), method: method))
     }

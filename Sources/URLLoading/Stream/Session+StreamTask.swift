@@ -10,10 +10,11 @@ struct WeakStreamTask: Sendable {
 extension Session {
     /// A TCP connection to `hostname`:`port` (Apple's
     /// `streamTask(withHostName:port:)`), opened at `resume()`. The
-    /// session's proxy, trusted roots, TLS versions and
+    /// session's proxy (the one its rules choose for an `https` URL to the
+    /// host: a tunnel carries anything), trusted roots, TLS versions and
     /// `timeoutIntervalForRequest` (as the connect bound) apply.
     public func streamTask(withHostName hostname: String, port: Int) -> SessionStreamTask {
-        let endpoint = streamEndpoint(host: hostname, port: port)
+        let endpoint = streamEndpoint(host: hostname, port: port, secure: true)
         let (task, cancelled) = state.withLock { state -> (SessionStreamTask, Bool) in
             let task = SessionStreamTask(session: self, identifier: state.nextIdentifier, host: hostname, port: port, endpoint: endpoint)
             state.nextIdentifier += 1
@@ -37,17 +38,22 @@ extension Session {
         webSockets.forEach { $0.cancel() }
     }
 
-    /// Where a stream (or WebSocket) task connects: the session's proxy,
-    /// trusted roots, TLS versions, and `timeoutIntervalForRequest` as the
-    /// connect bound.
-    func streamEndpoint(host: String, port: Int) -> StreamConnection.Endpoint {
-        Self.streamEndpoint(host: host, port: port, settings: settings)
+    /// Where a stream (or WebSocket) task connects: the proxy the
+    /// session's rules choose for an `http` (or, `secure`, an `https`) URL
+    /// to the host — its `proxyURL`, its dictionary's, its environment's,
+    /// with their exceptions —, trusted roots, TLS versions, and
+    /// `timeoutIntervalForRequest` as the connect bound.
+    func streamEndpoint(host: String, port: Int, secure: Bool) -> StreamConnection.Endpoint {
+        let authority = host.contains(":") && !host.hasPrefix("[") ? "[\(host)]" : host
+        let proxy = URL(string: "\(secure ? "https" : "http")://\(authority):\(port)/").flatMap { settings.proxyAsURL(for: $0) }
+        return Self.streamEndpoint(host: host, port: port, proxy: proxy, settings: settings)
     }
 
-    /// Where a connection of the session's own to `host` and `port` goes, by `settings`.
-    static func streamEndpoint(host: String, port: Int, settings: SessionConfiguration.Values) -> StreamConnection.Endpoint {
+    /// Where a connection of the session's own to `host` and `port` goes,
+    /// through `proxy`, by `settings`.
+    static func streamEndpoint(host: String, port: Int, proxy: URL?, settings: SessionConfiguration.Values) -> StreamConnection.Endpoint {
         StreamConnection.Endpoint(
-            host: host, port: port, proxy: settings.proxyURL,
+            host: host, port: port, proxy: proxy,
             tls: TLSOptions(
                 rootsFile: settings.trustRootsFile, minimumVersion: settings.tlsMinimumSupportedVersion,
                 maximumVersion: settings.tlsMaximumSupportedVersion),

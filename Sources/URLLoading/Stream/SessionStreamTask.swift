@@ -5,7 +5,8 @@ import Streams
 /// A TCP connection made through a session (Apple's `URLSessionStreamTask`):
 /// reads and writes of bytes, half-closes, and TLS begun on the open
 /// connection (`startSecureConnection`, as STARTTLS needs). The session's
-/// proxy (an `http://` proxy tunnels the connection with `CONNECT`), its
+/// proxy (an `http://` one tunnels the connection with `CONNECT`, a SOCKS5 one
+/// with its own `CONNECT`), its
 /// trusted roots and TLS versions apply.
 ///
 /// Operations may be queued before `resume()`; they run, in order, once the

@@ -32,7 +32,7 @@ extension Session {
         let port = url?.port ?? (secure ? 443 : 80)
         let (task, refused) = state.withLock { state -> (SessionWebSocketTask, Bool) in
             let task = SessionWebSocketTask(
-                session: self, identifier: state.nextIdentifier, request: request, protocols: protocols, endpoint: streamEndpoint(host: host, port: port))
+                session: self, identifier: state.nextIdentifier, request: request, protocols: protocols, endpoint: streamEndpoint(host: host, port: port, secure: secure))
             state.nextIdentifier += 1
             state.webSocketTasks[task.taskIdentifier] = task
             return (task, state.invalidating || state.invalidated)

@@ -151,7 +151,7 @@ public final class Session: Sendable, CustomStringConvertible {
                 self.transport = nil
             }
         }
-        ownedTransfers = OwnedTransfers { host, port in Self.streamEndpoint(host: host, port: port, settings: settings) }
+        ownedTransfers = OwnedTransfers { host, port, proxy in Self.streamEndpoint(host: host, port: port, proxy: proxy, settings: settings) }
         protocolTransfers = settings.protocolClasses.isEmpty ? nil : ProtocolClassTransfers(classes: settings.protocolClasses)
         remote = settings.remoteTaskHost(delegate: delegate, credentialStore: credentialStore?.directory?.path)
         if let failure = remote?.failure {
