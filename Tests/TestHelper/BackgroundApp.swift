@@ -3,8 +3,11 @@ import Foundation
 import FoundationNetworking
 #endif
 import CoreMetrics
+import InMemoryTracing
 import Locking
 import MetricsTestKit
+import TestSupport
+import Tracing
 @testable import URLLoading
 
 // urlloading-test-helper background-app <identifier> download <url>
@@ -34,7 +37,9 @@ import MetricsTestKit
 //     bootstraps swift-metrics' test backend and prints, before "bye",
 //     "queue <values>": what the session's gauge of transferd's unfinished
 //     tasks recorded, in order. "--proxy URL" sets the configuration's
-//     proxyURL.
+//     proxyURL. "--trace" bootstraps a tracer (swift-distributed-tracing's
+//     in-memory one, propagating W3C traceparent) and prints, before "bye",
+//     "span <name> <status attribute> <traceparent>" for each span ended.
 
 /// Where the lines go: standard output unless `--output` said a file.
 nonisolated(unsafe) var sayTo = FileHandle.standardOutput
@@ -202,6 +207,13 @@ func runBackgroundApp(_ given: [String]) -> Never {
         metrics = backend
         arguments.remove(at: at)
     }
+    var tracer: TestW3CTracer?
+    if let at = arguments.firstIndex(of: "--trace") {
+        let bootstrapped = TestW3CTracer()
+        InstrumentationSystem.bootstrap(bootstrapped)
+        tracer = bootstrapped
+        arguments.remove(at: at)
+    }
     let delegate = BackgroundAppDelegate()
     if let at = arguments.firstIndex(of: "--begin-answer"), at + 1 < arguments.count {
         let answer = arguments[at + 1]
@@ -295,6 +307,10 @@ func runBackgroundApp(_ given: [String]) -> Never {
     if let metrics {
         let gauge = try? metrics.expectGauge("urlloading_background_tasks", [("session", given[0])])
         say("queue " + (gauge?.values.map { "\(Int($0))" }.joined(separator: " ") ?? "none"))
+    }
+    for span in tracer?.memory.finishedSpans ?? [] {
+        let status = span.attributes["http.response.status_code"].map { "\($0.toSpanAttribute())" } ?? "none"
+        say("span \(span.operationName) \(status) 00-\(span.traceID)-\(span.spanID)-01")
     }
     say("bye")
     exit(0)

@@ -46,6 +46,8 @@ final class BackgroundEngine: TaskEngine {
             return (inner.earliestBeginDate, inner.taskDescription)
         }
         guard let (earliestBeginDate, taskDescription) = facts else { return }
+        // The span covers the task as this process sees it, to its end here.
+        task.trace?.start(task.originalRequest)
         let create = state.withLock { state -> TaskSpec? in
             state.running = true
             guard !state.created else { return nil }
@@ -56,6 +58,12 @@ final class BackgroundEngine: TaskEngine {
             return state.spec
         }
         if var create {
+            if let trace = task.trace {
+                // transferd's requests carry the span's context, as a local task's do.
+                var fields = create.request.headers.compactMap { $0.count == 2 ? (name: $0[0], value: $0[1]) : nil }
+                trace.inject(into: &fields)
+                create.request.headers = fields.map { [$0.name, $0.value] }
+            }
             // The body's descriptor goes with the task: transferd copies the
             // file even if the app deletes it, or dies, once resume() returned.
             let body = create.bodyFile.map { open($0, O_RDONLY | O_CLOEXEC) } ?? -1

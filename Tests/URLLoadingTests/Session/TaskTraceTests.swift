@@ -59,7 +59,7 @@ import Tracing
         let origin = try await TestOrigin.start()
         origin.route("/start", Routes.redirect(to: "/end?secret=hunter2", status: 302))
         origin.route("/end", response: ScriptedResponse(body: "done"))
-        let tracer = W3CTracer()
+        let tracer = TestW3CTracer()
         let session = withTracer(tracer) { Session(configuration: .ephemeral) }
         #expect(session.tracer != nil)
 
@@ -101,7 +101,7 @@ import Tracing
         let origin = try await TestOrigin.start()
         origin.route("/missing", response: ScriptedResponse(status: 404, body: "no"))
         origin.route("/fresh", response: ScriptedResponse(headers: [HeaderField("Cache-Control", "max-age=600")], body: "fresh"))
-        let tracer = W3CTracer()
+        let tracer = TestW3CTracer()
         let session = withTracer(tracer) { Session(configuration: .ephemeral) }
 
         var request = URLRequest(url: origin.url("/missing"))
@@ -146,38 +146,4 @@ import Tracing
         session.finishTasksAndInvalidate()
         try await origin.shutdown()
     }
-}
-
-/// swift-distributed-tracing's in-memory tracer, its context propagated as
-/// W3C Trace Context's `traceparent` (as swift-otel's propagator writes it).
-private struct W3CTracer: Tracer {
-    let memory = InMemoryTracer(
-        idGenerator: InMemoryTracer.IDGenerator(
-            nextTraceID: { String((0..<32).map { _ in "0123456789abcdef".randomElement() ?? "0" }) },
-            nextSpanID: { String((0..<16).map { _ in "0123456789abcdef".randomElement() ?? "0" }) }))
-
-    func startSpan<Instant: TracerInstant>(
-        _ operationName: String, context: @autoclosure () -> ServiceContext, ofKind kind: SpanKind, at instant: @autoclosure () -> Instant,
-        function: String, file fileID: String, line: UInt
-    ) -> InMemorySpan {
-        // An attribute of the tracer's own, which the task's must not replace.
-        let span = memory.startSpan(operationName, context: context(), ofKind: kind, at: instant(), function: function, file: fileID, line: line)
-        span.attributes["tracer.sampled"] = true
-        return span
-    }
-
-    func activeSpan(identifiedBy context: ServiceContext) -> InMemorySpan? {
-        memory.activeSpan(identifiedBy: context)
-    }
-
-    func forceFlush() { memory.forceFlush() }
-
-    func inject<Carrier, Inject: Injector>(_ context: ServiceContext, into carrier: inout Carrier, using injector: Inject)
-    where Inject.Carrier == Carrier {
-        guard let span = context.inMemorySpanContext else { return }
-        injector.inject("00-\(span.traceID)-\(span.spanID)-01", forKey: "traceparent", into: &carrier)
-    }
-
-    func extract<Carrier, Extract: Extractor>(_ carrier: Carrier, into context: inout ServiceContext, using extractor: Extract)
-    where Extract.Carrier == Carrier {}
 }
