@@ -40,6 +40,8 @@ let package = Package(
         // Test-only: the loopback origin in Tests/TestSupport.
         .package(url: "https://github.com/apple/swift-nio", from: "2.80.0"),
         .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.30.0"),
+        // Tests only: Apple's server side of resumable uploads (NIOResumableUpload).
+        .package(url: "https://github.com/apple/swift-nio-extras", from: "1.35.0"),
         // Documentation only: `swift package generate-documentation --target URLLoading`.
         .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.5.0"),
     ],
@@ -229,6 +231,10 @@ let package = Package(
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "InMemoryTracing", package: "swift-distributed-tracing"),
+                .product(name: "NIOResumableUpload", package: "swift-nio-extras"),
+                .product(name: "NIOHTTPTypes", package: "swift-nio-extras"),
+                .product(name: "NIOHTTPTypesHTTP1", package: "swift-nio-extras"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
             ],
             path: "Tests/TestSupport",
             swiftSettings: strictSwift

@@ -40,6 +40,16 @@ struct EngineHarness {
         return (task, outcome)
     }
 
+    /// An upload task of `body` with a completion handler, resumed at once.
+    func upload(_ path: String, body: Data) -> (SessionTask, Outcome) {
+        var request = URLRequest(url: Self.url(path))
+        request.httpMethod = "POST"
+        let outcome = Outcome()
+        let task = session.uploadTask(with: request, from: body) { data, response, error in outcome.set(data, response, error) }
+        task.resume()
+        return (task, outcome)
+    }
+
     /// A task resumed at once.
     func start(_ path: String, configure: (inout URLRequest) -> Void = { _ in }) -> (SessionTask, Outcome) {
         let (task, outcome) = task(path, configure: configure)

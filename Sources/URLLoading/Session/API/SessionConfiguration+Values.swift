@@ -136,6 +136,8 @@ extension SessionConfiguration {
         var protocolClasses: [URLProtocol.Type] = []
         /// Whether responses carry an RFC 9211 `Cache-Status` field.
         var sendsCacheStatus = true
+        /// The resumable uploads' interop version upload tasks announce; nil for none.
+        var resumableUploadVersion: Int? = ResumableUpload.Version.v6.rawValue
 
         var cacheChoice: StoreChoice<ResponseCache>
         var cookieChoice: StoreChoice<CookieStore>

@@ -257,6 +257,17 @@ public final class SessionConfiguration: Sendable, CustomStringConvertible {
         get { value(\.protocolClasses) }
         set { update(\.protocolClasses, (newValue ?? []).compactMap { $0 as? URLProtocol.Type }) }
     }
+    /// The interop version of resumable uploads (draft-ietf-httpbis-resumable-upload)
+    /// that upload tasks from data or a file announce, as Apple's sessions
+    /// do since iOS 17: `6` (the default, iOS 18.1's), `5` (iOS 18.0's) or
+    /// `3` (iOS 17's). A server that answers with a `104` and a resumption
+    /// URL on the request's origin lets a task whose connection fails
+    /// mid-body ask how much arrived and send only the rest. Nil (or any
+    /// other number) announces nothing and never resumes.
+    public var resumableUploadVersion: Int? {
+        get { value(\.resumableUploadVersion) }
+        set { update(\.resumableUploadVersion, newValue) }
+    }
     /// Whether responses carry an RFC 9211 `Cache-Status` field. Ours alone.
     public var sendsCacheStatus: Bool {
         get { value(\.sendsCacheStatus) }

@@ -59,6 +59,14 @@ extension SessionTask {
         /// until its response is stored; `fleetClaimEnded` once let go.
         var fleetClaim: (any FleetClaim)?
         var fleetClaimEnded = false
+        /// An upload that can go on after a dropped connection (`ResumableUpload`).
+        var resumableUpload: ResumableUpload?
+        /// The current hop's body when it is not the task's (a resumed
+        /// upload's `HEAD` has none, its `PATCH` the rest).
+        var hopBody: TransferRequest.Body?
+        /// The body bytes the server had before the current hop (a resumed
+        /// upload's offset): progress counts on from there.
+        var sendBase: Int64 = 0
     }
 }
 

@@ -268,8 +268,14 @@ extension SessionTask {
         let taskDelegate: (any SessionDelegate)?
         /// What the hop carries for a challenge answered.
         let pendingAuthorization: SentAuthorization?
+        /// The hop's body when it is not the task's (a resumed upload's).
+        let hopBody: TransferRequest.Body?
+        /// The fields a resumable upload announces itself with.
+        let resumableFields: [(name: String, value: String)]?
 
         init(_ inner: inout Inner, hop: Int) {
+            hopBody = inner.hopBody
+            resumableFields = SessionTask.resumableFields(&inner)
             pendingAuthorization = inner.authentication.beginHop(hop)
             session = inner.session
             request = inner.currentRequest
@@ -295,10 +301,15 @@ extension SessionTask {
             return
         }
         // Refusals first (scheme, CR/LF, the deadline), then what the stores give, then the plan's completion.
-        let base = HopPlan.base(request, body: sendsBody(hop: hop, request: request) ? body : .none, settings: session.settings, deadline: inputs.deadline, now: Date())
+        let hopBody = inputs.hopBody ?? body
+        let base = HopPlan.base(
+            request, body: sendsBody(hop: hop, request: request) ? hopBody : .none, settings: session.settings, deadline: inputs.deadline, now: Date())
         guard case .success(var transfer) = base, let url = request.url else {
             if case .failure(let refusal) = base { perform(locked.withLock { $0.machine.fail(refusal) }) }
             return
+        }
+        for field in inputs.resumableFields ?? [] where !transfer.headers.contains(where: { HeaderFields.namesEqual($0.name, field.name) }) {
+            transfer.headers.append(field)
         }
         if inputs.streamed == false, awaitsBodyStream(hop: hop, request: request, session: session) { return }
         let cookie = Self.cookieHeader(for: request, headers: transfer.headers, session: session)

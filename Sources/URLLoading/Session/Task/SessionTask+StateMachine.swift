@@ -92,6 +92,8 @@ extension SessionTask {
         enum FollowReason: Equatable {
             case redirect
             case authentication
+            /// A resumable upload goes on at its resumption URL (`ResumableUpload`).
+            case resumption
         }
 
         private(set) var phase: Phase = .suspended
@@ -271,26 +273,44 @@ extension SessionTask {
             if reason == .redirect, redirects >= maximumRedirects {
                 return finish(.failure(SessionError(.httpTooManyRedirects, failingURL: url, message: "more than \(maximumRedirects) redirects")))
             }
-            guard hop + 1 < SessionTask.maximumHops else {
-                let error =
-                    reason == .redirect
-                    ? SessionError(.httpTooManyRedirects, failingURL: url, message: "more than \(SessionTask.maximumHops) requests for one task")
-                    : SessionError(
-                        .userAuthenticationRequired, failingURL: url,
-                        message: "the server kept challenging: more than \(SessionTask.maximumHops) requests for one task")
-                return finish(.failure(error))
-            }
+            guard hop + 1 < SessionTask.maximumHops else { return finish(.failure(Self.tooManyHops(reason, url: url))) }
             var actions = Actions()
             if let transfer = exchange.transfer { actions.append(.cancelTransfer(transfer)) }
             switch reason {
             case .redirect: redirects += 1
             case .authentication: authentications += 1
+            case .resumption: break
             }
             hop += 1
             phase = .awaitingHead(Exchange())
             record = HopRecord()
             actions.append(.startTransfer(hop: hop))
             return actions
+        }
+
+        /// The hop's transfer failed and the task goes on with another
+        /// request (a resumable upload asks the server how much it has),
+        /// within `maximumHops`.
+        mutating func resend(after hop: Int, url: URL?) -> Actions {
+            guard hop == self.hop, !isFinished else { return Actions() }
+            switch phase {
+            case .awaitingHead, .deciding, .receiving: break
+            default: return impossible("resend")
+            }
+            guard hop + 1 < SessionTask.maximumHops else { return finish(.failure(Self.tooManyHops(.resumption, url: url))) }
+            self.hop += 1
+            phase = .awaitingHead(Exchange())
+            record = HopRecord()
+            return Actions(.startTransfer(hop: self.hop))
+        }
+
+        private static func tooManyHops(_ reason: FollowReason, url: URL?) -> SessionError {
+            let limit = "more than \(SessionTask.maximumHops) requests for one task"
+            switch reason {
+            case .redirect: return SessionError(.httpTooManyRedirects, failingURL: url, message: limit)
+            case .authentication: return SessionError(.userAuthenticationRequired, failingURL: url, message: "the server kept challenging: \(limit)")
+            case .resumption: return SessionError(.networkConnectionLost, failingURL: url, message: "the upload kept failing: \(limit)")
+            }
         }
 
         /// The response is accepted: receive its body.

@@ -16,9 +16,15 @@ extension SessionTask {
     /// response's calls (they are queued after it). swift-http-types' form
     /// first; Foundation's is built only for a delegate without that one.
     func receivedInterim(_ head: ResponseHead, hop: Int) {
-        guard hasDelegate, let session, let url = currentRequest?.url,
-            locked.withLock({ hop == $0.machine.hop && !$0.machine.isFinished })
-        else { return }
+        // A resumable upload's 104 names where it goes on (on the request's origin only).
+        let (url, ignored) = locked.withLock { inner -> (URL?, Bool) in
+            guard hop == inner.machine.hop, !inner.machine.isFinished, let url = inner.currentRequest?.url else { return (nil, false) }
+            let location = head.headers.first { HeaderFields.namesEqual($0.name, "Location") }?.value
+            let refused = inner.resumableUpload?.informational(status: head.status, location: location, requestURL: url)
+            return (url, refused != nil)
+        }
+        if ignored { Self.logIgnoredResumption(task: taskIdentifier) }
+        guard hasDelegate, let session, let url else { return }
         events.enqueueSync { [self] in
             if let fields = HTTPResponse(head),
                 self.callDelegateIfImplemented({ $0.urlSession(session, task: self, didReceiveInformationalResponse: fields) })
@@ -52,6 +58,7 @@ extension SessionTask {
             inner -> (StateMachine.Actions, DecisionInputs?, Bool, (url: URL, session: Session, kind: Kind, published: Published?)?) in
             let actions = inner.machine.head(head, hop: hop, at: Date())
             guard actions.contains(where: { if case .decide = $0 { true } else { false } }) else { return (actions, nil, false, nil) }
+            if inner.resumableUpload != nil, let next = resumableStep(&inner, head) { return (next, nil, false, nil) }
             let inputs = DecisionInputs(&inner, status: head.status)
             let touchesStores = decisionTouchesStores(head, inputs)
             guard !touchesStores, inputs.revalidating == nil, let session = inputs.session,
@@ -151,27 +158,32 @@ extension SessionTask {
     }
 
     func sent(_ sent: Int64, total: Int64, hop: Int) {
-        let report = locked.withLock { inner -> (Session, Int64)? in
+        let report = locked.withLock { inner -> (Session, delta: Int64, sent: Int64, total: Int64)? in
             guard hop == inner.machine.hop else { return nil }
             if hop != inner.sendingHop {
-                // The body is sent anew (after a challenge or redirect): count from 0.
+                // The body is sent anew (after a challenge or redirect): count from 0,
+                // or from what the server had (a resumed upload).
                 inner.sendingHop = hop
-                inner.bytesSent = 0
+                inner.bytesSent = inner.sendBase
             }
+            let sent = inner.sendBase + sent
             guard sent > inner.bytesSent else { return nil }
             let delta = sent - inner.bytesSent
             inner.bytesSent = sent
             inner.updateProgress()
             guard let session = inner.session, inner.delegate != nil || session.delegate != nil else { return nil }
-            return (session, delta)
+            return (session, delta, sent, inner.resumableUpload == nil ? total : inner.bytesExpectedToSend)
         }
-        guard let (session, delta) = report else { return }
+        guard let (session, delta, sent, total) = report else { return }
         events.enqueueSync { [self] in
             self.callDelegate { $0.urlSession(session, task: self, didSendBodyData: delta, totalBytesSent: sent, totalBytesExpectedToSend: total) }
         }
     }
 
     func completed(_ result: Result<TransferMetrics, TransferError>, hop: Int) {
+        if case .failure(let error) = result, resumeUpload(after: error, hop: hop) {
+            return
+        }
         if case .failure(let error) = result, error.kind != .cancelled, hop == 0, serveStaleIfError(reason: "fwd-status=error") {
             return
         }

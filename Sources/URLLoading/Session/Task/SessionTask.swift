@@ -98,6 +98,7 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
         case .file(_, _, let length): inner.bytesExpectedToSend = length
         case .stream(_, let length): inner.bytesExpectedToSend = length
         }
+        inner.resumableUpload = Self.resumableUpload(kind: kind, body: body, version: session.settings.resumableUploadVersion)
         if let streamedBody {
             inner.streamedBody = streamedBody
             inner.bytesExpectedToSend = streamedBody.length

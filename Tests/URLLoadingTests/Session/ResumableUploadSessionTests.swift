@@ -1,0 +1,62 @@
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import Testing
+import TestSupport
+@testable import URLLoading
+
+/// Resumable uploads end to end against Apple's server side (SwiftNIO's
+/// `NIOResumableUpload`) on loopback, whose first connection is cut mid-body.
+@Suite(.timeLimit(.minutes(Sanitizer.minutes(2)))) struct ResumableUploadSessionTests {
+    static let size = 8 << 20
+
+    static func body() -> Data {
+        var bytes = [UInt8](repeating: 0, count: size)
+        for index in bytes.indices { bytes[index] = UInt8(truncatingIfNeeded: index &* 2_654_435_761 >> 13) }
+        return Data(bytes)
+    }
+
+    @Test("A cut upload goes on from the server's offset (interop 6 and 3): the file arrives whole, the wire carries it about once", arguments: [6, 3])
+    func resumesAfterACut(version: Int) async throws {
+        let server = try await TestResumableUploadServer.start(cutAfter: Self.size / 3)
+        let configuration = SessionConfiguration.ephemeral
+        configuration.resumableUploadVersion = version
+        let session = Session(configuration: configuration)
+        var request = URLRequest(url: try #require(URL(string: "\(server.origin)/files/one")))
+        request.httpMethod = "PUT"
+        let body = Self.body()
+        let (data, response) = try await session.upload(for: request, from: body)
+        #expect((response as? HTTPURLResponse)?.statusCode == 201)
+        #expect(String(decoding: data, as: UTF8.self) == "stored \(Self.size)")
+        #expect(server.upload("/files/one") == body, "the server's copy differs from the body")
+        let requests = server.requests
+        #expect(requests.first == "PUT /files/one" && requests.count == 3, "\(requests)")
+        #expect(requests.dropFirst().first?.hasPrefix("HEAD /resumable_upload/") == true, "\(requests)")
+        #expect(requests.last?.hasPrefix("PATCH /resumable_upload/") == true && requests.last?.contains(" offset ") == true, "\(requests)")
+        #expect(Double(server.bodyBytes) <= Double(Self.size) * 1.05, "\(server.bodyBytes) body bytes for a \(Self.size)-byte file")
+        session.finishTasksAndInvalidate()
+        try await server.shutdown()
+    }
+
+    @Test("A server that does not speak the draft gets a plain upload; resumable uploads off send no field")
+    func plainServer() async throws {
+        let origin = try await TestOrigin.start()
+        origin.route("/plain", response: ScriptedResponse(status: 201, body: "ok"))
+        var request = URLRequest(url: origin.url("/plain"))
+        request.httpMethod = "POST"
+        let session = Session(configuration: .ephemeral)
+        let (data, response) = try await session.upload(for: request, from: Data("hello".utf8))
+        #expect((response as? HTTPURLResponse)?.statusCode == 201 && data == Data("ok".utf8))
+        let first = try #require(origin.requests(to: "/plain").first)
+        #expect(first.header("Upload-Draft-Interop-Version") == "6" && first.header("Upload-Complete") == "?1")
+        let configuration = SessionConfiguration.ephemeral
+        configuration.resumableUploadVersion = nil
+        let quiet = Session(configuration: configuration)
+        _ = try await quiet.upload(for: request, from: Data("hello".utf8))
+        #expect(origin.requests(to: "/plain").last?.header("Upload-Draft-Interop-Version") == nil)
+        session.finishTasksAndInvalidate()
+        quiet.finishTasksAndInvalidate()
+        try await origin.shutdown()
+    }
+}
