@@ -158,12 +158,12 @@ extension Daemon {
             }
             running = RunningTransfer(id: id, kind: .download, descriptor: fd, offset: from)
             state.withLock { $0.running[id] = running }
-            running.start(runner.session(for: record.spec.proxies).dataTask(with: request), runner: runner)
+            running.start(runner.session(for: record.spec).dataTask(with: request), runner: runner)
         case .upload:
             let body = bodyCopy(id)
             running = RunningTransfer(id: id, kind: .upload, descriptor: -1, offset: 0)
             state.withLock { $0.running[id] = running }
-            running.start(runner.session(for: record.spec.proxies).uploadTask(with: request, fromFile: URL(fileURLWithPath: body)), runner: runner)
+            running.start(runner.session(for: record.spec).uploadTask(with: request, fromFile: URL(fileURLWithPath: body)), runner: runner)
         }
     }
 

@@ -153,21 +153,30 @@ final class TransferRunner: SessionDataDelegate, SessionTaskDelegate {
     let daemon = Lock<Daemon?>(nil)
     /// Running transfers by their task (tasks of different sessions share identifiers).
     let transfers = Lock<[ObjectIdentifier: RunningTransfer]>([:])
-    /// One session per set of proxy rules the apps chose (nil: none), made on first use.
-    private let sessions = Lock<[ProxyRules?: Session]>([:])
+    /// What a task's transfers need of their session, as the app's configuration chose it.
+    private struct SessionChoice: Hashable {
+        var proxies: ProxyRules?
+        var trustRootsFile: String?
+    }
+    /// One session per choice the apps made (proxies, trust roots), made on first use.
+    private let sessions = Lock<[SessionChoice: Session]>([:])
 
-    /// The session for transfers through `proxies`: never transferd's own
-    /// environment's, which may not be the app's.
-    func session(for proxies: ProxyRules?) -> Session {
-        sessions.withLock { sessions in
-            if let session = sessions[proxies] { return session }
+    /// The session for `spec`'s transfers: the app's proxies and trust
+    /// roots, never transferd's own environment's. A roots path that is
+    /// not absolute (or holds a NUL) is not read: the system's roots apply.
+    func session(for spec: TaskSpec) -> Session {
+        let roots = spec.trustRootsFile.flatMap { $0.hasPrefix("/") && !$0.utf8.contains(0) ? $0 : nil }
+        let choice = SessionChoice(proxies: spec.proxies, trustRootsFile: roots)
+        return sessions.withLock { sessions in
+            if let session = sessions[choice] { return session }
             let configuration = SessionConfiguration.ephemeral
             configuration.urlCache = nil
             configuration.requestCachePolicy = .reloadIgnoringLocalCacheData
             configuration.proxiesFromEnvironment = false
-            configuration.presetProxyRules = proxies
+            configuration.presetProxyRules = choice.proxies
+            configuration.trustRootsFile = choice.trustRootsFile
             let session = Session(configuration: configuration, delegate: self)
-            sessions[proxies] = session
+            sessions[choice] = session
             return session
         }
     }

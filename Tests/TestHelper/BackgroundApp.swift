@@ -37,9 +37,10 @@ import Tracing
 //     bootstraps swift-metrics' test backend and prints, before "bye",
 //     "queue <values>": what the session's gauge of transferd's unfinished
 //     tasks recorded, in order. "--proxy URL" sets the configuration's
-//     proxyURL. "--trace" bootstraps a tracer (swift-distributed-tracing's
-//     in-memory one, propagating W3C traceparent) and prints, before "bye",
-//     "span <name> <status attribute> <traceparent>" for each span ended.
+//     proxyURL; "--trust-roots PEM" its trustRootsFile. "--trace"
+//     bootstraps a tracer (swift-distributed-tracing's in-memory one,
+//     propagating W3C traceparent) and prints, before "bye", "span <name>
+//     <status attribute> <traceparent>" for each span ended.
 
 /// Where the lines go: standard output unless `--output` said a file.
 nonisolated(unsafe) var sayTo = FileHandle.standardOutput
@@ -239,6 +240,10 @@ func runBackgroundApp(_ given: [String]) -> Never {
         let parts = arguments[at + 1].split(separator: ":", maxSplits: 1).map(String.init)
         guard parts.count == 2 else { fail("--header NAME:VALUE") }
         headers.append((parts[0], parts[1].trimmingCharacters(in: .whitespaces)))
+        arguments.removeSubrange(at...(at + 1))
+    }
+    if let at = arguments.firstIndex(of: "--trust-roots"), at + 1 < arguments.count {
+        configuration.trustRootsFile = arguments[at + 1]
         arguments.removeSubrange(at...(at + 1))
     }
     if let at = arguments.firstIndex(of: "--proxy"), at + 1 < arguments.count {

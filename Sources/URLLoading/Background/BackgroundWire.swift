@@ -109,12 +109,17 @@ package struct TaskSpec: Codable, Sendable, Equatable {
     /// journals written before they were carried). A proxy holding a
     /// password is sealed in the journal.
     package var proxies: ProxyRules?
+    /// The PEM file of trust roots the app's configuration verifies
+    /// servers against instead of the system's (`trustRootsFile`); nil
+    /// for the system's.
+    package var trustRootsFile: String?
 
     package init(
         task: Int, kind: Kind, request: RequestSpec, bodyFile: String?, earliestBeginDate: Date?, isDiscretionary: Bool,
-        taskDescription: String?, proxies: ProxyRules? = nil
+        taskDescription: String?, proxies: ProxyRules? = nil, trustRootsFile: String? = nil
     ) {
         self.proxies = proxies
+        self.trustRootsFile = trustRootsFile
         self.task = task
         self.kind = kind
         self.request = request
