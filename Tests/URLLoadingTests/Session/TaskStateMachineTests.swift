@@ -133,6 +133,41 @@ import Transport
         #expect(machine.redirects == 1, "a challenge is no redirect")
     }
 
+    @Test("A failed transfer sent again (a resumable upload's resumption) is a new hop: the old hop's events are dropped, the bound holds")
+    func resend() {
+        var machine = Machine()
+        _ = machine.resume()
+        _ = machine.proceed()
+        _ = machine.started(Self.id, hop: 0)
+        #expect(machine.resend(after: 0, url: Self.url) == [.startTransfer(hop: 1)], "the failed transfer ended: nothing to cancel")
+        #expect(machine.hop == 1 && machine.redirects == 0 && machine.authentications == 0)
+        #expect(machine.transferCompleted(.failure(.cancelled), hop: 0) == [], "the old hop's end")
+        #expect(machine.resend(after: 0, url: Self.url) == [], "a second resend of the old hop")
+        _ = machine.started(Self.other, hop: 1)
+        #expect(machine.head(Self.head, hop: 1) == [.decide(Self.head, hop: 1)])
+        #expect(machine.follow(.resumption, url: Self.url) == [.cancelTransfer(Self.other), .startTransfer(hop: 2)])
+        #expect(machine.redirects == 0 && machine.authentications == 0, "a resumption counts as neither")
+
+        var suspended = Machine()
+        guard case .impossible = suspended.resend(after: 0, url: Self.url).first else {
+            Issue.record("a task never resumed was sent again")
+            return
+        }
+        var bounded = Machine()
+        _ = bounded.resume()
+        _ = bounded.proceed()
+        var last = Machine.Actions()
+        for hop in 0..<SessionTask.maximumHops {
+            last = bounded.resend(after: hop, url: Self.url)
+            if bounded.isFinished { break }
+        }
+        guard case .complete(.failure(let error)) = last.last else {
+            Issue.record("resends are unbounded")
+            return
+        }
+        #expect(error.code == .networkConnectionLost && bounded.hop == SessionTask.maximumHops - 1)
+    }
+
     @Test("The redirect limit and the one bound on all hops end the task with a clear error")
     func bounds() {
         var limited = Self.deciding()
