@@ -53,7 +53,7 @@ import TestSupport
         return try handle.read(upToCount: 1)?.isEmpty ?? true
     }
 
-    @Test("S4: a 1 GiB download streams to its file with peak RSS under 64 MiB; progress only grows and its totals are exact")
+    @Test("A 1 GiB download streams to its file with peak RSS under 64 MiB; progress only grows and its totals are exact")
     func download() async throws {
         let origin = try await TestOrigin.start(ownThread: true)
         origin.route(
@@ -74,7 +74,7 @@ import TestSupport
         try await origin.shutdown()
     }
 
-    @Test("S4: a 1 GiB file uploads with peak RSS under 64 MiB; progress only grows and the origin gets every byte")
+    @Test("A 1 GiB file uploads with peak RSS under 64 MiB; progress only grows and the origin gets every byte")
     func upload() async throws {
         let origin = try await TestOrigin.start(ownThread: true)
         let directory = TemporaryDirectory()

@@ -60,7 +60,7 @@ import TestSupport
 
     static let body = Data(TestOrigin.pattern(offset: 0, count: 300_000))
 
-    @Test("S6: a streamed upload gets its first stream from the delegate and a new one to send again after a 401")
+    @Test("A streamed upload gets its first stream from the delegate and a new one to send again after a 401")
     func streamedUploadAfterChallenge() async throws {
         let origin = try await TestOrigin.start()
         origin.route("/upload", Routes.basicAuth(realm: "r", user: "user", password: "secret", then: ScriptedResponse(body: "stored")))
@@ -88,7 +88,7 @@ import TestSupport
         try await origin.shutdown()
     }
 
-    @Test("S6: a data task's httpBodyStream is its first body; a 307 that keeps POST asks the delegate for another")
+    @Test("A data task's httpBodyStream is its first body; a 307 that keeps POST asks the delegate for another")
     func requestStreamThenRedirect() async throws {
         let origin = try await TestOrigin.start()
         origin.route("/old", Routes.redirect(to: "/new", status: 307))
@@ -113,7 +113,7 @@ import TestSupport
         try await origin.shutdown()
     }
 
-    @Test("S6: when the body must be sent again and the delegate has no new stream, the task fails with requestBodyStreamExhausted")
+    @Test("When the body must be sent again and the delegate has no new stream, the task fails with requestBodyStreamExhausted")
     func noNewStream() async throws {
         let origin = try await TestOrigin.start()
         origin.route("/upload", Routes.basicAuth(realm: "r", user: "user", password: "secret", then: ScriptedResponse(body: "stored")))
@@ -128,7 +128,7 @@ import TestSupport
         try await origin.shutdown()
     }
 
-    @Test("S6: a stream whose bytes come slowly (a FIFO written in pieces) is sent whole, the transfer pausing while it waits")
+    @Test("A stream whose bytes come slowly (a FIFO written in pieces) is sent whole, the transfer pausing while it waits")
     func slowStream() async throws {
         let origin = try await TestOrigin.start()
         origin.route("/upload") { request in ScriptedResponse(body: "got \(request.body.count)") }
@@ -225,7 +225,7 @@ import TestSupport
                 parts: parts, framing: .chunked))
     }
 
-    @Test("S6: a three-part x-mixed-replace response gives three didReceiveResponse calls, each followed by its part's bytes")
+    @Test("A three-part x-mixed-replace response gives three didReceiveResponse calls, each followed by its part's bytes")
     func threeParts() async throws {
         let origin = try await TestOrigin.start()
         Self.route(origin)
@@ -242,7 +242,7 @@ import TestSupport
         try await origin.shutdown()
     }
 
-    @Test("S6: cancelling at the second part's response ends the task; no byte of the second part is delivered")
+    @Test("Cancelling at the second part's response ends the task; no byte of the second part is delivered")
     func cancelAtSecondPart() async throws {
         let origin = try await TestOrigin.start()
         Self.route(origin)

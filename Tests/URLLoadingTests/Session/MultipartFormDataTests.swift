@@ -37,7 +37,7 @@ import TestSupport
 
     static func hex(_ data: Data) -> String { Hex.string(SHA256.hash(Array(data))) }
 
-    @Test("S6: fields, in-memory and on-disk files, escaped names; Python's email parser reads back every part; an upload task sends it")
+    @Test("Fields, in-memory and on-disk files, escaped names; Python's email parser reads back every part; an upload task sends it")
     func builderParsedBack() async throws {
         let directory = TemporaryDirectory()
         let onDisk = directory.url.appendingPathComponent("photo.jpg")

@@ -60,7 +60,7 @@ import TestSupport
         #expect(await eventually(within: .seconds(30)) { task.countOfBytesReceived >= count }, "fewer than \(count) bytes arrived")
     }
 
-    @Test("S7: cancel(byProducingResumeData:), then a task from the data sends Range and If-Range and appends the rest")
+    @Test("Cancel(byProducingResumeData:), then a task from the data sends Range and If-Range and appends the rest")
     func cancelAndResume() async throws {
         let origin = try await TestOrigin.start()
         let etag = Tag("\"v1\"")
@@ -90,7 +90,7 @@ import TestSupport
         try await origin.shutdown()
     }
 
-    @Test("S7: a changed resource (If-Range fails) starts the file over at offset 0")
+    @Test("A changed resource (If-Range fails) starts the file over at offset 0")
     func changedResourceStartsOver() async throws {
         let origin = try await TestOrigin.start()
         let etag = Tag("\"v1\"")
@@ -113,7 +113,7 @@ import TestSupport
         try await origin.shutdown()
     }
 
-    @Test("S7: a download that loses its connection after bytes arrived fails with resume data in its error")
+    @Test("A download that loses its connection after bytes arrived fails with resume data in its error")
     func lostConnectionCarriesResumeData() async throws {
         let origin = try await TestOrigin.start()
         let etag = Tag("\"v1\"")
@@ -162,7 +162,7 @@ import TestSupport
     }
 
     @Test(
-        "S7: resumed after the server dropped the connection, or after a cancel, at several offsets: the file is the original, byte for byte",
+        "Resumed after the server dropped the connection, or after a cancel, at several offsets: the file is the original, byte for byte",
         arguments: [(1, true), (65_536, true), (1_000_003, true), (3_999_999, true), (1, false), (2_500_000, false)])
     func resumeAtOffsets(offset: Int, drop: Bool) async throws {
         let origin = try await TestOrigin.start()
@@ -196,7 +196,7 @@ import TestSupport
         try await origin.shutdown()
     }
 
-    @Test("S7: truncated, forged and foreign resume data are refused with a clear error")
+    @Test("Truncated, forged and foreign resume data are refused with a clear error")
     func badResumeData() async throws {
         // Made as the library makes it (0700): a folder this test made with
         // FileManager's 0755 would be refused to every download test after it.

@@ -130,7 +130,7 @@ import TestSupport
         try await origin.shutdown()
     }
 
-    @Test("S1: an ephemeral session's cache is private; a default session persists to its directory")
+    @Test("An ephemeral session's cache is private; a default session persists to its directory")
     func privateAndPersistent() async throws {
         let origin = try await TestOrigin.start()
         origin.route("/p", response: ScriptedResponse(headers: [HeaderField("Cache-Control", "max-age=600")], body: "p"))
@@ -250,7 +250,7 @@ extension ScriptedResponse {
     }
 
     @Test(
-        "S6: willCacheResponse comes after all data, before metrics; its answer is what the cache keeps",
+        "WillCacheResponse comes after all data, before metrics; its answer is what the cache keeps",
         arguments: [
             CachingDelegate.Answer.proposed, .modified, .none,
         ])

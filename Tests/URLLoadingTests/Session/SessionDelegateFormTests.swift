@@ -10,7 +10,7 @@ import TestSupport
 // Content codings, progress, the completion-handler forms of delegate
 // methods and becomeDownload: how a task's body reaches its delegate.
 extension SessionTests {
-    @Test("S4: gzip bodies are decoded; a body in a coding libcurl does not know arrives as it was sent, with its Content-Encoding")
+    @Test("Gzip bodies are decoded; a body in a coding libcurl does not know arrives as it was sent, with its Content-Encoding")
     func contentCodings() async throws {
         let origin = try await TestOrigin.start()
         let gzipped: [UInt8] = [
@@ -34,7 +34,7 @@ extension SessionTests {
 }
 
 extension SessionTests {
-    @Test("S3: a task's Progress follows the bytes received against Content-Length and is whole at the end")
+    @Test("A task's Progress follows the bytes received against Content-Length and is whole at the end")
     func progress() async throws {
         let origin = try await TestOrigin.start()
         origin.route(
@@ -78,7 +78,7 @@ extension SessionTests {
         }
     }
 
-    @Test("S6: delegates may answer through completion handlers, as Apple's do")
+    @Test("Delegates may answer through completion handlers, as Apple's do")
     func completionHandlerDelegateForms() async throws {
         let origin = try await TestOrigin.start()
         origin.route("/redirect", Routes.redirect(to: "/elsewhere"))
@@ -102,7 +102,7 @@ extension SessionTests {
 }
 
 extension SessionTests {
-    @Test("S6: becomeDownload turns a data task into a download task; no byte is lost and no data call follows")
+    @Test("BecomeDownload turns a data task into a download task; no byte is lost and no data call follows")
     func becomeDownload() async throws {
         let origin = try await TestOrigin.start()
         let body = (0..<200_000).map { UInt8($0 % 251) }

@@ -9,7 +9,7 @@ import TestSupport
 
 /// bytes(for:), TLS through the session, metrics.
 @Suite(.timeLimit(.minutes(Sanitizer.minutes(1)))) struct SessionStreamingAndTLSTests {
-    @Test("S5: bytes(for:) streams a large body with back-pressure, every byte in order")
+    @Test("Bytes(for:) streams a large body with back-pressure, every byte in order")
     func byteStream() async throws {
         let origin = try await TestOrigin.start()
         let size = 8_000_000
@@ -68,7 +68,7 @@ import TestSupport
         try await origin.shutdown()
     }
 
-    @Test("S3: the request timeout counts the server's silence, not a slow reader's back-pressure")
+    @Test("The request timeout counts the server's silence, not a slow reader's back-pressure")
     func slowReaderIsNotATimeout() async throws {
         let origin = try await TestOrigin.start(ownThread: true)
         let size = 4_000_000
@@ -115,7 +115,7 @@ import TestSupport
         }
     }
 
-    @Test("S4: metrics in Apple's shape: one transaction per hop with request, response, ordered dates, byte counts, reuse, the path's members")
+    @Test("Metrics in Apple's shape: one transaction per hop with request, response, ordered dates, byte counts, reuse, the path's members")
     func metrics() async throws {
         let origin = try await TestOrigin.start()
         origin.route("/r", Routes.redirect(to: "/m"))
@@ -267,7 +267,7 @@ import TestSupport
         func urlSession(_ session: Session, taskIsWaitingForConnectivity task: SessionTask) { signal.yield() }
     }
 
-    @Test("S3: with waitsForConnectivity a task waits for an unreachable host and completes once it is up")
+    @Test("With waitsForConnectivity a task waits for an unreachable host and completes once it is up")
     func waitsForConnectivity() async throws {
         // Refused until the origin listens; no parallel test's server can take the port meanwhile.
         let reserved = try ReservedPort()

@@ -17,7 +17,7 @@ import TestSupport
         return Session(configuration: configuration, delegate: delegate)
     }
 
-    @Test("S5: async data(for:) returns the body and response; a 404 is a response, not an error")
+    @Test("Async data(for:) returns the body and response; a 404 is a response, not an error")
     func asyncData() async throws {
         let origin = try await TestOrigin.start()
         origin.route("/hello", response: ScriptedResponse(headers: [HeaderField("Content-Type", "text/plain")], body: "hello"))
@@ -48,7 +48,7 @@ import TestSupport
         try await origin.shutdown()
     }
 
-    @Test("S6: every delegate call of one exchange, in order: redirect, response, data, metrics, complete")
+    @Test("Every delegate call of one exchange, in order: redirect, response, data, metrics, complete")
     func delegateOrder() async throws {
         let origin = try await TestOrigin.start()
         origin.route("/start", Routes.redirect(to: "/end", status: 301))
@@ -69,7 +69,7 @@ import TestSupport
         try await origin.shutdown()
     }
 
-    @Test("S5: a completion handler gets the body and the end; the delegate gets metrics, no response, data or completion calls")
+    @Test("A completion handler gets the body and the end; the delegate gets metrics, no response, data or completion calls")
     func completionHandlerSuppressesDelegate() async throws {
         let origin = try await TestOrigin.start()
         origin.route("/x", response: ScriptedResponse(body: "body"))
@@ -86,7 +86,7 @@ import TestSupport
         try await origin.shutdown()
     }
 
-    @Test("S6: didReceiveResponse .cancel ends the task with cancelled, and no data arrives")
+    @Test("DidReceiveResponse .cancel ends the task with cancelled, and no data arrives")
     func responseCancel() async throws {
         let origin = try await TestOrigin.start()
         origin.route("/x", response: ScriptedResponse(body: String(repeating: "z", count: 100_000)))
@@ -100,7 +100,7 @@ import TestSupport
         try await origin.shutdown()
     }
 
-    @Test("S6: a redirect the delegate refuses (nil) is the task's response")
+    @Test("A redirect the delegate refuses (nil) is the task's response")
     func redirectRefused() async throws {
         let origin = try await TestOrigin.start()
         origin.route("/r", { _ in ScriptedResponse(status: 302, headers: [HeaderField("Location", "/elsewhere")], body: "moved") })
@@ -115,7 +115,7 @@ import TestSupport
         try await origin.shutdown()
     }
 
-    @Test("S6: the delegate may follow a different request")
+    @Test("The delegate may follow a different request")
     func redirectChanged() async throws {
         let origin = try await TestOrigin.start()
         origin.route("/r", Routes.redirect(to: "/a"))
@@ -136,7 +136,7 @@ import TestSupport
         try await origin.shutdown()
     }
 
-    @Test("S6: a redirect loop ends with too many redirects")
+    @Test("A redirect loop ends with too many redirects")
     func redirectLimit() async throws {
         let origin = try await TestOrigin.start()
         origin.route("/loop", Routes.redirect(to: "/loop"))
@@ -150,7 +150,7 @@ import TestSupport
         try await origin.shutdown()
     }
 
-    @Test("S6: 301/302/303 turn POST into GET; 307/308 keep the method and body")
+    @Test("301/302/303 turn POST into GET; 307/308 keep the method and body")
     func redirectMethods() async throws {
         let origin = try await TestOrigin.start()
         for status in [301, 302, 303, 307, 308] { origin.route("/\(status)", Routes.redirect(to: "/target", status: status)) }
@@ -192,7 +192,7 @@ import TestSupport
         try await second.shutdown()
     }
 
-    @Test("S6: client-side failures are errors with codes; a server that lies or closes early too")
+    @Test("Client-side failures are errors with codes; a server that lies or closes early too")
     func errors() async throws {
         let origin = try await TestOrigin.start()
         origin.route("/short", response: ScriptedResponse(parts: [.bytes([1, 2, 3]), .closeConnection], framing: .declaredLength(1000)))
@@ -220,7 +220,7 @@ import TestSupport
         try await origin.shutdown()
     }
 
-    @Test("S4: cancel during the head and during the body")
+    @Test("Cancel during the head and during the body")
     func cancelling() async throws {
         let origin = try await TestOrigin.start()
         let asked = CompletionLatch()
@@ -249,7 +249,7 @@ import TestSupport
         try await origin.shutdown()
     }
 
-    @Test("S5: cancelling the Swift task cancels the transfer")
+    @Test("Cancelling the Swift task cancels the transfer")
     func asyncCancellation() async throws {
         let origin = try await TestOrigin.start()
         origin.route("/slow", response: ScriptedResponse(body: "x").with(delayBeforeHead: .seconds(30)))
@@ -271,7 +271,7 @@ import TestSupport
         try await origin.shutdown()
     }
 
-    @Test("S5: work handed to an async call after it returned runs where it is delivered and is not kept")
+    @Test("Work handed to an async call after it returned runs where it is delivered and is not kept")
     func stepsAfterResult() async throws {
         final class Token: Sendable {}
         let steps = TaskSteps<Int>()
@@ -294,7 +294,7 @@ import TestSupport
         #expect(weakToken == nil, "work delivered after close is kept (a cycle through the task's runner)")
     }
 
-    @Test("S5: steps delivered before the awaiting task asks are taken in the order they came; work left at close runs then")
+    @Test("Steps delivered before the awaiting task asks are taken in the order they came; work left at close runs then")
     func stepsKeepTheirOrder() async throws {
         let steps = TaskSteps<Int>()
         let order = Lock<[Int]>([])
@@ -311,7 +311,7 @@ import TestSupport
         #expect(order.withLock { $0 } == [1, 2, 3, 5])
     }
 
-    @Test("S4: 200 concurrent tasks on 6 connections per host, every body intact")
+    @Test("200 concurrent tasks on 6 connections per host, every body intact")
     func twoHundredConcurrent() async throws {
         let origin = try await TestOrigin.start()
         origin.route("/n") { request in ScriptedResponse(body: String(repeating: request.query ?? "?", count: 100)) }
@@ -332,7 +332,7 @@ import TestSupport
         try await origin.shutdown()
     }
 
-    @Test("S4: over plain http a second request to a host does not wait for the first's response (no HTTP/2 to wait for)")
+    @Test("Over plain http a second request to a host does not wait for the first's response (no HTTP/2 to wait for)")
     func noWaitBehindFirstConnection() async throws {
         let origin = try await TestOrigin.start()
         // Never answered within the test: whether /fast waited cannot depend on
@@ -353,7 +353,7 @@ import TestSupport
         try await origin.shutdown()
     }
 
-    @Test("S4: uploads from data and from a file; a download to a file deleted after the delegate returns")
+    @Test("Uploads from data and from a file; a download to a file deleted after the delegate returns")
     func uploadsAndDownloads() async throws {
         let origin = try await TestOrigin.start()
         origin.route("/echo") { request in ScriptedResponse(body: request.body) }
@@ -384,7 +384,7 @@ import TestSupport
         try await origin.shutdown()
     }
 
-    @Test("S8: finishTasksAndInvalidate lets tasks finish; invalidateAndCancel cancels them; no task runs after")
+    @Test("FinishTasksAndInvalidate lets tasks finish; invalidateAndCancel cancels them; no task runs after")
     func invalidation() async throws {
         let origin = try await TestOrigin.start()
         origin.route("/slow", response: ScriptedResponse(body: "done").with(delayBeforeHead: .milliseconds(200)))
@@ -409,7 +409,7 @@ import TestSupport
         try await origin.shutdown()
     }
 
-    @Test("S2: a session copies its configuration; copies are independent; a configuration can be changed through a let, as Apple's")
+    @Test("A session copies its configuration; copies are independent; a configuration can be changed through a let, as Apple's")
     func configurationCopies() throws {
         let configuration = SessionConfiguration.ephemeral
         configuration.httpAdditionalHeaders = ["X-A": "1"]
@@ -435,7 +435,7 @@ import TestSupport
         other.finishTasksAndInvalidate()
     }
 
-    @Test("S3: interceptors answer without the network, or change the request")
+    @Test("Interceptors answer without the network, or change the request")
     func interceptors() async throws {
         struct Local: Interceptor {
             func intercept(_ request: URLRequest) async -> InterceptorResult {
@@ -460,7 +460,7 @@ import TestSupport
         try await origin.shutdown()
     }
 
-    @Test("S3: additional headers are added unless the request sets them")
+    @Test("Additional headers are added unless the request sets them")
     func additionalHeaders() async throws {
         let origin = try await TestOrigin.start()
         origin.route("/h") { request in ScriptedResponse(body: "\(request.header("X-A") ?? "-") \(request.header("X-B") ?? "-")") }

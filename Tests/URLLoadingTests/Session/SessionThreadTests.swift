@@ -26,7 +26,7 @@ import Transport
         }
     }
 
-    @Test("S9: a completion handler that blocks delays no other task of the session")
+    @Test("A completion handler that blocks delays no other task of the session")
     func blockingHandlerDelaysOnlyItself() async throws {
         let origin = try await TestOrigin.start()
         defer { Task { try await origin.shutdown() } }
@@ -54,7 +54,7 @@ import Transport
         #expect(sawOther.withLock { $0 } == true, "the second task could not complete while the first one's handler blocked")
     }
 
-    @Test("S9: a cache hit's completion handler runs after resume() returns, never inside it")
+    @Test("A cache hit's completion handler runs after resume() returns, never inside it")
     func cacheHitNotInsideResume() async throws {
         let origin = try await TestOrigin.start()
         defer { Task { try await origin.shutdown() } }
@@ -110,7 +110,7 @@ import Transport
         #expect(taskDelegate.metrics.withLock { $0 } == 1)
     }
 
-    @Test("S9: another process holding the cookie store's write lock delays only the task whose response sets a cookie")
+    @Test("Another process holding the cookie store's write lock delays only the task whose response sets a cookie")
     func lockedCookieStoreDelaysOnlyItsTask() async throws {
         let directory = TemporaryDirectory()
         let origin = try await TestOrigin.start()
