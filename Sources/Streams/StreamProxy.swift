@@ -197,8 +197,9 @@ enum StreamProxy {
 }
 
 /// An IP literal's bytes (4 or 16), or nil for a name.
-enum StreamSocketAddress {
-    static func bytes(_ host: String) -> [UInt8]? {
+package enum StreamSocketAddress {
+    /// `host`'s bytes when it is an IPv4 or IPv6 address (in brackets or not).
+    package static func bytes(_ host: String) -> [UInt8]? {
         var literal = host
         if literal.hasPrefix("["), literal.hasSuffix("]") { literal = String(literal.dropFirst().dropLast()) }
         guard !literal.isEmpty, literal.utf8.count < 64 else { return nil }

@@ -1,8 +1,5 @@
 import Foundation
-
-#if canImport(Glibc)
-import Glibc
-#endif
+import Streams
 
 /// Which proxy a request goes through, from Apple's proxy dictionary
 /// (`SessionConfiguration.connectionProxyDictionary`) or, by default, from
@@ -138,14 +135,7 @@ package struct ProxyRules: Sendable, Hashable, Codable {
     }
 
     /// The bytes of an IPv4 or IPv6 address written as text, or nil.
-    static func address(_ text: String) -> [UInt8]? {
-        guard !text.isEmpty, text.utf8.count < 64 else { return nil }
-        var v4 = [UInt8](repeating: 0, count: 4)
-        if inet_pton(AF_INET, text, &v4) == 1 { return v4 }
-        var v6 = [UInt8](repeating: 0, count: 16)
-        if inet_pton(AF_INET6, text, &v6) == 1 { return v6 }
-        return nil
-    }
+    static func address(_ text: String) -> [UInt8]? { StreamSocketAddress.bytes(text) }
 
     private static func matches(_ address: [UInt8], _ network: [UInt8], _ prefixLength: Int) -> Bool {
         var left = prefixLength
