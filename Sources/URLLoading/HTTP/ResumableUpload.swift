@@ -69,6 +69,15 @@ struct ResumableUpload: Equatable {
         self.maximumResumptions = maximumResumptions
     }
 
+    /// An upload that stopped earlier (its resume data): the first request
+    /// asks `url` for the server's offset.
+    init(version: Version, length: Int64, resumingAt url: URL, confirmed: Int64, maximumResumptions: Int = 5) {
+        self.init(version: version, length: length, maximumResumptions: maximumResumptions)
+        resumptionURL = url
+        current = .offset(url)
+        self.confirmed = confirmed
+    }
+
     /// The fields the draft asks of `request` (the caller's own stay).
     func fields(for request: Request) -> [(name: String, value: String)] {
         var fields = [(name: "Upload-Draft-Interop-Version", value: "\(version.rawValue)")]

@@ -108,7 +108,7 @@ final class Outcome: Sendable {
     private let state = Lock<(data: Data?, response: HTTPURLResponse?, error: URLError?, calls: Int)>((nil, nil, nil, 0))
     private let latch = CompletionLatch()
 
-    fileprivate func set(_ data: Data?, _ response: URLResponse?, _ error: (any Error)?) {
+    func set(_ data: Data?, _ response: URLResponse?, _ error: (any Error)?) {
         state.withLock { state in
             state.calls += 1
             state.data = data

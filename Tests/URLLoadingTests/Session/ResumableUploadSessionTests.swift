@@ -2,6 +2,7 @@ import Foundation
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
+import Locking
 import Testing
 import TestSupport
 @testable import URLLoading
@@ -37,6 +38,65 @@ import TestSupport
         #expect(Double(server.bodyBytes) <= Double(Self.size) * 1.05, "\(server.bodyBytes) body bytes for a \(Self.size)-byte file")
         session.finishTasksAndInvalidate()
         try await server.shutdown()
+    }
+
+    /// Notes the server's `104` (the task heard it before its delegate does).
+    final class Listener: SessionTaskDelegate, Sendable {
+        let named = CompletionLatch()
+
+        func urlSession(_ session: Session, task: SessionTask, didReceiveInformationalResponse response: HTTPURLResponse) {
+            if response.statusCode == 104 { named.open() }
+        }
+    }
+
+    @Test(
+        "An upload cancelled with resume data goes on in a new task (uploadTask(withResumeData:)): HEAD, then PATCH of the rest; the server's copy is the body, a changed file is refused",
+        arguments: [true, false])
+    func resumeData(fromFile: Bool) async throws {
+        // The first connection stops being read at a third: the upload cannot finish before its cancel.
+        let server = try await TestResumableUploadServer.start(holdAfter: Self.size / 3)
+        let directory = TemporaryDirectory()
+        let body = Self.body()
+        let file = directory.url.appendingPathComponent("body.bin")
+        try body.write(to: file)
+        var request = URLRequest(url: try #require(URL(string: "\(server.origin)/files/two")))
+        request.httpMethod = "PUT"
+        let listener = Listener()
+        let session = Session(configuration: .ephemeral, delegate: listener)
+        let task = fromFile ? session.uploadTask(with: request, fromFile: file) : session.uploadTask(with: request, from: body)
+        task.resume()
+        #expect(await bounded(listener.named, "the 104"))
+        let held = try #require(await eventually { server.heldBodyBytes != nil } ? server.heldBodyBytes : nil, "the server never held the upload")
+        let blob = try #require(await task.cancelByProducingResumeData(), "no resume data")
+        #expect(server.upload("/files/two") == nil, "the upload ended before its cancel")
+        // The resumable handler hands what it read to the application lazily;
+        // a HEAD before that is done gets an offset the server then outgrows.
+        #expect(await eventually { server.received("/files/two") == held }, "the server never processed what it read")
+
+        let (data, response) = try await session.upload(resumeFrom: blob)
+        #expect((response as? HTTPURLResponse)?.statusCode == 201)
+        #expect(String(decoding: data, as: UTF8.self) == "stored \(Self.size)")
+        #expect(server.upload("/files/two") == body, "the server's copy differs from the body")
+        let requests = server.requests
+        #expect(requests.count == 3 && requests.first == "PUT /files/two", "\(requests)")
+        #expect(requests.dropFirst().first?.hasPrefix("HEAD /resumable_upload/") == true, "\(requests)")
+        #expect(requests.last?.hasPrefix("PATCH /resumable_upload/") == true, "\(requests)")
+        #expect(Double(server.bodyBytes) <= Double(Self.size) * 1.05, "\(server.bodyBytes) body bytes for a \(Self.size)-byte body")
+
+        if fromFile {
+            // The same blob again, the file changed since: refused before any request.
+            try Data("changed".utf8).write(to: file)
+            do {
+                _ = try await session.upload(resumeFrom: blob)
+                Issue.record("a changed file was uploaded")
+            } catch let error as URLError {
+                #expect(error.sessionError?.code == .cannotDecodeResumeData && error.sessionError?.message.contains("changed") == true, "\(error)")
+            }
+            #expect(server.requests.count == 3)
+        }
+        session.finishTasksAndInvalidate()
+        try await server.shutdown()
+        withExtendedLifetime(directory) {}
     }
 
     @Test("A server that does not speak the draft gets a plain upload; resumable uploads off send no field")

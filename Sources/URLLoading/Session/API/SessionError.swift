@@ -89,9 +89,13 @@ public struct SessionError: Error, CustomStringConvertible, Sendable, Equatable 
     /// Details, free of secrets.
     public let message: String
     /// For a download that failed after bytes arrived from a server that
-    /// allows resuming: pass it to `Session.downloadTask(withResumeData:)`.
+    /// allows resuming: pass it to `Session.downloadTask(withResumeData:)`;
+    /// for a resumable upload that failed after the server named its
+    /// resumption URL: to `Session.uploadTask(withResumeData:)`.
     /// Never part of `description`.
     public internal(set) var resumeData: Data?
+    /// `resumeData` is an upload's (Apple's `uploadTaskResumeData`).
+    var resumesUpload = false
     /// The `URLError` code a `URLProtocol` class failed with, which
     /// `urlError` gives back as it was (ours may have none as precise).
     var reportedURLErrorCode: Int?

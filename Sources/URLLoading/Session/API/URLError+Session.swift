@@ -39,11 +39,13 @@ extension SessionError {
     static let userInfoKey = "URLLoadingSessionError"
     /// Apple's key for a failed download's resume data.
     static let resumeDataKey = "NSURLSessionDownloadTaskResumeData"
+    /// Apple's key for a failed upload's resume data.
+    static let uploadResumeDataKey = "NSURLSessionUploadTaskResumeData"
 
     /// The error as tasks deliver it and async calls throw it (Apple's
     /// `URLError`): Apple's code, the failing URL (without its password or
     /// query values), this error's message as the localized description,
-    /// and a download's resume data.
+    /// and a download's or upload's resume data.
     public var urlError: URLError {
         // A cancelled task says so as Apple's does; the detail stays in `sessionError`.
         let text = code == .cancelled ? "cancelled" : description
@@ -53,7 +55,7 @@ extension SessionError {
             // NSURLErrorFailingURLStringErrorKey's value: the constant is deprecated, code being ported still reads it.
             userInfo["NSErrorFailingURLStringKey"] = failingURL.absoluteString
         }
-        if let resumeData { userInfo[Self.resumeDataKey] = resumeData }
+        if let resumeData { userInfo[resumesUpload ? Self.uploadResumeDataKey : Self.resumeDataKey] = resumeData }
         return URLError(reportedURLErrorCode.flatMap(URLError.Code.init(rawValue:)) ?? code.urlErrorCode, userInfo: userInfo)
     }
 }
@@ -63,6 +65,10 @@ extension URLError {
     /// `Session.downloadTask(withResumeData:)` (Apple's `downloadTaskResumeData`,
     /// which swift-corelibs-foundation lacks).
     public var downloadTaskResumeData: Data? { userInfo[SessionError.resumeDataKey] as? Data }
+
+    /// A failed resumable upload's resume data: pass it to
+    /// `Session.uploadTask(withResumeData:)` (Apple's `uploadTaskResumeData`).
+    public var uploadTaskResumeData: Data? { userInfo[SessionError.uploadResumeDataKey] as? Data }
 
     /// The session's own account of the failure, with codes Apple lacks
     /// (`cannotDecodeResumeData`, `sessionInvalidated`, ...). Ours alone.

@@ -29,10 +29,11 @@ enum DownloadFiles {
         return url
     }
 
-    /// A new, empty file for a download, open for writing.
-    static func create() throws(SessionError) -> (handle: FileHandle, url: URL) {
+    /// A new, empty file for a download (or, named `upload-<uuid>.body`,
+    /// the copy of an upload's body its resume data names), open for writing.
+    static func create(prefix: String = "download", suffix: String = ".tmp") throws(SessionError) -> (handle: FileHandle, url: URL) {
         let folder = try privateDirectory()
-        let url = folder.appendingPathComponent("download-\(UUID().uuidString).tmp")
+        let url = folder.appendingPathComponent("\(prefix)-\(UUID().uuidString)\(suffix)")
         let descriptor = open(url.path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
         guard descriptor >= 0 else {
             throw failure("cannot create a download file in \(folder.path): \(String(cString: strerror(errno)))")
@@ -58,6 +59,25 @@ enum DownloadFiles {
             throw failure("the partial download \(name) is not a regular file of this user")
         }
         return (FileHandle(fileDescriptor: descriptor, closeOnDealloc: true), url)
+    }
+
+    /// Writes `data` to a new private file in the folder; its bare name.
+    static func spill(_ data: Data) throws(SessionError) -> String {
+        let (handle, url) = try create(prefix: "upload", suffix: ".body")
+        do {
+            try handle.write(contentsOf: data)
+            try handle.close()
+        } catch {
+            try? FileManager.default.removeItem(at: url)
+            throw failure("cannot keep the upload's body for its resume data: \(error.localizedDescription)")
+        }
+        return url.lastPathComponent
+    }
+
+    /// Removes the file `name` (a bare name) from the folder, if it is there.
+    static func remove(_ name: String) {
+        guard !name.contains("/"), !name.hasPrefix(".") else { return }
+        unlink(directory.appendingPathComponent(name).path)
     }
 
     private static func failure(_ message: String) -> SessionError {

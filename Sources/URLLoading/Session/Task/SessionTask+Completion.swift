@@ -48,15 +48,20 @@ extension SessionTask {
         }
         var failure = end.error
         try? contents.file?.handle.close()
-        if let resume, let sessionFailure = failure, resumeHandler == nil {
+        let uploadResume = end.uploadResume?.make()
+        // A copy of the body that no resume data names any more goes.
+        if let spill = end.spill, uploadResume?.spill != spill { DownloadFiles.remove(spill) }
+        let resumeData = resume?.encoded() ?? uploadResume?.encoded()
+        if let resumeData, let sessionFailure = failure, resumeHandler == nil {
             var carrying = sessionFailure
-            carrying.resumeData = resume.encoded()
+            carrying.resumeData = resumeData
+            carrying.resumesUpload = uploadResume != nil
             failure = carrying
             locked.withLock { $0.error = carrying }
         }
         // Apple's form from here on: what handlers, delegates and async calls get.
         let error: (any Error)? = failure?.urlError
-        if let resumeHandler { resumeHandler(resume?.encoded()) }
+        if let resumeHandler { resumeHandler(resumeData) }
         guard let session else { return }
         if let meters = session.meters {
             let status = end.shown.head?.head.status ?? end.shown.response?.statusCode
@@ -139,6 +144,9 @@ extension SessionTask {
         let metrics: TaskMetrics
         let error: SessionError?
         let resume: ResumeData?
+        let uploadResume: UploadResumeDraft?
+        /// The session's copy of the body this upload was resumed with.
+        let spill: String?
         let resumeHandler: (@Sendable (Data?) -> Void)?
         let sink: any ResponseSink
         /// The cache key this task led for, to let identical requests go.
@@ -170,6 +178,8 @@ extension SessionTask {
             contents = inner.sink.close()
             error = inner.error
             resume = task.resumeData(&inner, file: contents.file)
+            uploadResume = task.uploadResumeDraft(&inner)
+            spill = inner.uploadResumeFrom?.spill
             resumeHandler = inner.resumeDataHandler
             sink = inner.sink
             ledKey = inner.machine.endLead()

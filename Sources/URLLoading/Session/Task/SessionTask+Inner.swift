@@ -49,6 +49,8 @@ extension SessionTask {
         var resumeDataHandler: (@Sendable (Data?) -> Void)?
         /// The task goes on from this resume data.
         var resumeFrom: ResumeData?
+        /// The upload goes on from this resume data.
+        var uploadResumeFrom: UploadResumeData?
         /// A failure known before the task starts (resume data refused).
         var startupError: SessionError?
         /// The request body comes from streams (`httpBodyStream`, `needNewBodyStream`).

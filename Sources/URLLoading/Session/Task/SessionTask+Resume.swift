@@ -14,18 +14,18 @@ import Transport
 /// starts the file over (`didResumeAtOffset` with 0).
 extension SessionTask {
     /// Cancels a download, producing resume data when the server allows
-    /// resuming and bytes arrived; nil otherwise (and for other tasks).
+    /// resuming and bytes arrived, or a resumable upload, producing resume
+    /// data once the server named its resumption URL
+    /// (`Session.uploadTask(withResumeData:)`); nil otherwise. Any other
+    /// task is cancelled too, with nil.
     public func cancel(byProducingResumeData completionHandler: @escaping @Sendable (Data?) -> Void) {
         let accepted = locked.withLock { inner -> Bool in
-            guard inner.kind == .download, !inner.machine.isFinished else { return false }
+            guard inner.kind == .download || inner.resumableUpload != nil, !inner.machine.isFinished else { return false }
             inner.resumeDataHandler = completionHandler
             return true
         }
-        guard accepted else {
-            completionHandler(nil)
-            return
-        }
         cancel()
+        if !accepted { completionHandler(nil) }
     }
 
     /// `cancel(byProducingResumeData:)` for async code.
@@ -120,12 +120,18 @@ extension Session {
             task.locked.withLock { $0.resumeFrom = resume }
             return task
         } catch {
-            // Force-unwrap: a literal URL.
-            let task = makeTask(
-                .download, URLRequest(url: URL(string: "http://resume-data.invalid/")!), body: .none, sink: sink,
-                completionRunner: completionRunner)
-            task.locked.withLock { $0.startupError = error as? SessionError }
-            return task
+            return refusedResumeTask(.download, error, sink: sink, completionRunner: completionRunner)
         }
+    }
+
+    /// A task made from resume data that was refused: it fails with `error` when resumed.
+    func refusedResumeTask(
+        _ kind: SessionTask.Kind, _ error: any Error, sink: any ResponseSink, completionRunner: (@Sendable (@escaping @Sendable () -> Void) -> Void)?
+    ) -> SessionTask {
+        // Force-unwrap: a literal URL.
+        let task = makeTask(
+            kind, URLRequest(url: URL(string: "http://resume-data.invalid/")!), body: .none, sink: sink, completionRunner: completionRunner)
+        task.locked.withLock { $0.startupError = error as? SessionError }
+        return task
     }
 }
