@@ -104,6 +104,7 @@ let package = Package(
                 .embedInCode("0001_credentials_create.sql"),
                 .embedInCode("0001_transfers_create.sql"),
                 .embedInCode("0002_transfers_launches.sql"),
+                .embedInCode("0003_transfers_upload_resume.sql"),
             ],
             swiftSettings: strictSwift
         ),

@@ -26,6 +26,7 @@ package enum Schema {
     package static let transfers: [Migration] = [
         Migration(version: 1, name: "transfers_create", sql: text(PackageResources._001_transfers_create_sql)),
         Migration(version: 2, name: "transfers_launches", sql: text(PackageResources._002_transfers_launches_sql)),
+        Migration(version: 3, name: "transfers_upload_resume", sql: text(PackageResources._003_transfers_upload_resume_sql)),
     ]
 
     private static func text(_ bytes: [UInt8]) -> String {

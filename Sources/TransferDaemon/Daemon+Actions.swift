@@ -163,7 +163,23 @@ extension Daemon {
             let body = bodyCopy(id)
             running = RunningTransfer(id: id, kind: .upload, descriptor: -1, offset: 0)
             state.withLock { $0.running[id] = running }
-            running.start(runner.session(for: record.spec).uploadTask(with: request, fromFile: URL(fileURLWithPath: body)), runner: runner)
+            let session = runner.session(for: record.spec)
+            // Known to the server already: it says how much it has, the rest follows.
+            let task =
+                record.uploadResume.map { session.uploadTask(withResumeData: $0, originalRequest: request) }
+                ?? session.uploadTask(with: request, fromFile: URL(fileURLWithPath: body))
+            running.start(task, runner: runner)
+        }
+    }
+
+    /// A running upload's server named its resumption URL: kept in the journal.
+    func uploadResumable(_ id: Int64, _ blob: Data) {
+        owner.async { [self] in
+            guard state.withLock({ $0.running[id] }) != nil else { return }
+            change(id: id) { record in
+                record.uploadResume = blob
+                return []
+            }
         }
     }
 
@@ -237,6 +253,13 @@ extension Daemon {
                     return record.machine.completed(status: record.response?.status ?? 0)
                 }
                 let failure = (error as? URLError)?.sessionError ?? SessionError(.unknown, failingURL: nil, message: "\(error)")
+                if let blob = (error as? URLError)?.uploadTaskResumeData { record.uploadResume = blob }
+                if failure.code == .cannotDecodeResumeData, record.uploadResume != nil {
+                    // The resume data no longer fits the body: the whole upload, at once.
+                    logger.warning("task \(record.spec.task) of \(record.session): \(failure.message); sending the whole body")
+                    record.uploadResume = nil
+                    return record.machine.failed(reason: failure.message, retryable: true, retryAfter: 0, now: Date())
+                }
                 record.errorCode = failure.code.description
                 record.errorMessage = failure.message
                 let actions = record.machine.failed(

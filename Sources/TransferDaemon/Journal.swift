@@ -17,6 +17,8 @@ package struct TransferRecord: Sendable, Equatable {
     package var expected: Int64 = -1
     package var response: ResponseSpec?
     package var responseBody: Data?
+    /// An upload's resume data, once its server named a resumption URL.
+    package var uploadResume: Data?
     package var errorCode: String?
     package var errorMessage: String?
     package var created: Date
@@ -72,7 +74,7 @@ package final class Journal: Sendable {
     }
 
     private static let columns =
-        "id, session, task, spec, phase, phase_date, outcome, suspended, attempts, bytes, expected, validator, response, response_body, error_code, error_message, created, finished"
+        "id, session, task, spec, phase, phase_date, outcome, suspended, attempts, bytes, expected, validator, response, response_body, error_code, error_message, created, finished, upload_resume"
 
     /// Every task, delivered ones included when `delivered`.
     package func records(delivered: Bool = false) throws -> [TransferRecord] {
@@ -123,6 +125,7 @@ package final class Journal: Sendable {
         record.errorCode = row.text(14)
         record.errorMessage = row.text(15)
         record.finished = row.isNull(17) ? nil : Date(timeIntervalSince1970: row.double(17))
+        record.uploadResume = row.data(18)
         return record
     }
 
@@ -157,7 +160,8 @@ package final class Journal: Sendable {
 
     private static let updateSQL = """
         UPDATE transfers SET spec = ?, phase = ?, phase_date = ?, outcome = coalesce(?, outcome), suspended = ?, attempts = ?,
-            bytes = ?, expected = ?, validator = ?, response = ?, response_body = ?, error_code = ?, error_message = ?, finished = ?
+            bytes = ?, expected = ?, validator = ?, response = ?, response_body = ?, error_code = ?, error_message = ?, finished = ?,
+            upload_resume = ?
         WHERE id = ?
         """
 
@@ -182,7 +186,8 @@ package final class Journal: Sendable {
             .integer(record.expected), record.machine.validator.map { .text($0) } ?? .null,
             try record.response.map { .text(try Self.json(seal.sealed($0))) } ?? .null, record.responseBody.map { .blob($0) } ?? .null,
             record.errorCode.map { .text($0) } ?? .null, record.errorMessage.map { .text($0) } ?? .null,
-            record.finished.map { .real($0.timeIntervalSince1970) } ?? .null, .integer(record.id),
+            record.finished.map { .real($0.timeIntervalSince1970) } ?? .null, record.uploadResume.map { .blob($0) } ?? .null,
+            .integer(record.id),
         ]
     }
 

@@ -24,6 +24,13 @@ package enum TransferListing {
         var created: Date
         var finished: Date?
         var headers: [[String]]
+        /// An upload's resumption URL (redacted), once its server named one.
+        var resumption: String?
+    }
+
+    /// What a listing shows of an upload's resume data.
+    private struct Resumption: Decodable {
+        var resumptionURL: String
     }
 
     static func row(_ record: TransferRecord) -> Row {
@@ -40,7 +47,8 @@ package enum TransferListing {
             url: redacted(record.spec.request.url), method: record.spec.request.method, bytes: record.machine.bytes, expected: record.expected,
             attempts: record.machine.attempts, suspended: record.suspended, status: record.response?.status,
             error: record.errorCode.map { "\($0): \(record.errorMessage ?? "")" }, created: record.created, finished: record.finished,
-            headers: record.spec.request.redactedHeaders)
+            headers: record.spec.request.redactedHeaders,
+            resumption: record.uploadResume.map { (try? JSONDecoder().decode(Resumption.self, from: $0)).map { redacted($0.resumptionURL) } ?? "(unreadable)" })
     }
 
     /// The records with each running download's bytes as its partial file
@@ -91,6 +99,7 @@ package enum TransferListing {
             "attempts: \(row.attempts)",
         ]
         lines += row.headers.filter { $0.count == 2 }.map { "header: \($0[0]): \($0[1])" }
+        if let resumption = row.resumption { lines.append("resumes at: \(resumption)") }
         if let outcome = row.outcome { lines.append("outcome: \(outcome)") }
         if let status = row.status { lines.append("status: \(status)") }
         if let error = row.error { lines.append("error: \(error)") }

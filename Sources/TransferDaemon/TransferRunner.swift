@@ -157,6 +157,7 @@ final class TransferRunner: SessionDataDelegate, SessionTaskDelegate {
     private struct SessionChoice: Hashable {
         var proxies: ProxyRules?
         var trustRootsFile: String?
+        var resumableUploadVersion: Int?
     }
     /// One session per choice the apps made (proxies, trust roots), made on first use.
     private let sessions = Lock<[SessionChoice: Session]>([:])
@@ -166,7 +167,9 @@ final class TransferRunner: SessionDataDelegate, SessionTaskDelegate {
     /// not absolute (or holds a NUL) is not read: the system's roots apply.
     func session(for spec: TaskSpec) -> Session {
         let roots = spec.trustRootsFile.flatMap { $0.hasPrefix("/") && !$0.utf8.contains(0) ? $0 : nil }
-        let choice = SessionChoice(proxies: spec.proxies, trustRootsFile: roots)
+        // 0: the app turned resumable uploads off; absent: the default.
+        let version = spec.resumableUploadVersion.map { $0 == 0 ? nil : $0 } ?? SessionConfiguration.ephemeral.resumableUploadVersion
+        let choice = SessionChoice(proxies: spec.proxies, trustRootsFile: roots, resumableUploadVersion: version)
         return sessions.withLock { sessions in
             if let session = sessions[choice] { return session }
             let configuration = SessionConfiguration.ephemeral
@@ -175,6 +178,7 @@ final class TransferRunner: SessionDataDelegate, SessionTaskDelegate {
             configuration.proxiesFromEnvironment = false
             configuration.presetProxyRules = choice.proxies
             configuration.trustRootsFile = choice.trustRootsFile
+            configuration.resumableUploadVersion = choice.resumableUploadVersion
             let session = Session(configuration: configuration, delegate: self)
             sessions[choice] = session
             return session
@@ -213,6 +217,13 @@ final class TransferRunner: SessionDataDelegate, SessionTaskDelegate {
             return
         }
         if let (bytes, expected) = running.progressDue() { daemon.withLock { $0 }?.reportProgress(running, bytes: bytes, expected: expected) }
+    }
+
+    /// A `104` named an upload's resumption URL: its resume data goes to
+    /// the journal, so that a restarted transferd sends only the rest.
+    func urlSession(_ session: Session, task: SessionTask, didReceiveInformationalResponse response: HTTPURLResponse) {
+        guard response.statusCode == 104, let running = transfer(task), running.kind == .upload, let blob = task.uploadResumeData() else { return }
+        daemon.withLock { $0 }?.uploadResumable(running.id, blob)
     }
 
     func urlSession(_ session: Session, task: SessionTask, didSendBodyData bytesSent: Int64, totalBytesSent: Int64, totalBytesExpectedToSend: Int64) {

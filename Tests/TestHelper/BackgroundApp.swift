@@ -37,7 +37,8 @@ import Tracing
 //     bootstraps swift-metrics' test backend and prints, before "bye",
 //     "queue <values>": what the session's gauge of transferd's unfinished
 //     tasks recorded, in order. "--proxy URL" sets the configuration's
-//     proxyURL; "--trust-roots PEM" its trustRootsFile. "--trace"
+//     proxyURL; "--trust-roots PEM" its trustRootsFile; "--no-resumable-upload"
+//     sets resumableUploadVersion to nil. "--trace"
 //     bootstraps a tracer (swift-distributed-tracing's in-memory one,
 //     propagating W3C traceparent) and prints, before "bye", "span <name>
 //     <status attribute> <traceparent>" for each span ended.
@@ -245,6 +246,10 @@ func runBackgroundApp(_ given: [String]) -> Never {
     if let at = arguments.firstIndex(of: "--trust-roots"), at + 1 < arguments.count {
         configuration.trustRootsFile = arguments[at + 1]
         arguments.removeSubrange(at...(at + 1))
+    }
+    if let at = arguments.firstIndex(of: "--no-resumable-upload") {
+        configuration.resumableUploadVersion = nil
+        arguments.remove(at: at)
     }
     if let at = arguments.firstIndex(of: "--proxy"), at + 1 < arguments.count {
         guard let proxy = URL(string: arguments[at + 1]) else { fail("--proxy URL") }

@@ -49,6 +49,10 @@ import URLLoading
         }
         let read = try #require(try Journal(path: path).records().first)
         #expect(read.spec == record.spec && read.response == record.response, "unsealed as written")
+        #expect(read.uploadResume == nil)
+        record.uploadResume = Data("{\"resumptionURL\":\"https://example.com/uploads/1\"}".utf8)
+        try journal.save(record)
+        #expect(try Journal(path: path).records().first?.uploadResume == record.uploadResume, "an upload's resume data kept as written")
         var info = stat()
         #expect(lstat(directory.path("Journal.key"), &info) == 0 && info.st_mode & 0o777 == 0o600)
         // A reader without the key sees no secret either.
@@ -83,12 +87,14 @@ import URLLoading
         #expect(throws: (any Error).self) { try Journal(path: directory.path("Journal.sqlite")) }
     }
 
-    @Test("Listings never show a secret: Authorization and Cookie values, the URL's password and query values")
+    @Test("Listings never show a secret: Authorization and Cookie values, the URL's password and query values, an upload's resumption token")
     func listings() throws {
         var record = Self.record()
         record.expected = 10
+        record.uploadResume = Data("{\"resumptionURL\":\"https://example.com/uploads/9?token=r3sum3tok\",\"offset\":0}".utf8)
         let text = TransferListing.table([record]) + TransferListing.details(record) + (try TransferListing.json([record]))
-        for secret in ["tok-3f9a1c77e2", "c0ffee5ecret", "pa55word", "qq77zz"] { #expect(!text.contains(secret), "\(secret)") }
+        for secret in ["tok-3f9a1c77e2", "c0ffee5ecret", "pa55word", "qq77zz", "r3sum3tok"] { #expect(!text.contains(secret), "\(secret)") }
         #expect(text.contains("example.com/file"))
+        #expect(TransferListing.details(record).contains("resumes at: https://example.com/uploads/9?token="))
     }
 }

@@ -129,7 +129,8 @@ final class BackgroundHost: RemoteTaskHost {
             task: 0, kind: kind == .download ? .download : .upload,
             request: RequestSpec(url: url.absoluteString, method: request.httpMethod ?? "GET", headers: headers, timeout: timeout),
             bodyFile: bodyFile, earliestBeginDate: nil, isDiscretionary: settings.isDiscretionary, taskDescription: nil,
-            proxies: settings.chosenProxies, trustRootsFile: settings.trustRootsFile)
+            proxies: settings.chosenProxies, trustRootsFile: settings.trustRootsFile,
+            resumableUploadVersion: settings.resumableUploadVersion ?? 0)
         return .success(
             BackgroundEngine(link: link, spec: spec, created: false, running: false) { [weak self, weak session] task in
                 guard let self, let session else { return }

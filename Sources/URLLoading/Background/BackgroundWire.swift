@@ -113,13 +113,18 @@ package struct TaskSpec: Codable, Sendable, Equatable {
     /// servers against instead of the system's (`trustRootsFile`); nil
     /// for the system's.
     package var trustRootsFile: String?
+    /// The resumable uploads' interop version the app's configuration
+    /// chose (`resumableUploadVersion`), 0 for none; nil (journals written
+    /// before it was carried) for the default.
+    package var resumableUploadVersion: Int?
 
     package init(
         task: Int, kind: Kind, request: RequestSpec, bodyFile: String?, earliestBeginDate: Date?, isDiscretionary: Bool,
-        taskDescription: String?, proxies: ProxyRules? = nil, trustRootsFile: String? = nil
+        taskDescription: String?, proxies: ProxyRules? = nil, trustRootsFile: String? = nil, resumableUploadVersion: Int? = nil
     ) {
         self.proxies = proxies
         self.trustRootsFile = trustRootsFile
+        self.resumableUploadVersion = resumableUploadVersion
         self.task = task
         self.kind = kind
         self.request = request

@@ -51,14 +51,25 @@ extension SessionTask {
         }
     }
 
-    /// The draft of a failed or cancelled upload's resume data, when the
-    /// server named a resumption URL and the failure leaves the upload
-    /// where it can go on.
-    func uploadResumeDraft(_ inner: inout Inner) -> UploadResumeDraft? {
-        guard inner.kind == .upload, let upload = inner.resumableUpload, let resumption = upload.resumptionURL, let failure = inner.error,
-            failure.code == .timedOut || failure.code == .networkConnectionLost || (failure.code == .cancelled && inner.resumeDataHandler != nil),
+    /// The resume data of this upload as it stands, while it runs (a
+    /// background session's daemon keeps it in its journal once the
+    /// server named a resumption URL); nil before, and for other tasks.
+    package func uploadResumeData() -> Data? {
+        locked.withLock { uploadResumeDraft(&$0, ended: false) }?.make()?.encoded()
+    }
+
+    /// The draft of an upload's resume data, when the server named a
+    /// resumption URL and, for an upload that `ended`, the failure leaves
+    /// it where it can go on.
+    func uploadResumeDraft(_ inner: inout Inner, ended: Bool = true) -> UploadResumeDraft? {
+        guard inner.kind == .upload, let upload = inner.resumableUpload, let resumption = upload.resumptionURL,
             let request = originalRequest, let url = request.url
         else { return nil }
+        if ended {
+            guard let failure = inner.error,
+                failure.code == .timedOut || failure.code == .networkConnectionLost || (failure.code == .cancelled && inner.resumeDataHandler != nil)
+            else { return nil }
+        }
         let source: UploadResumeDraft.Source
         if let spill = inner.uploadResumeFrom?.spill {
             source = .spill(spill)
@@ -106,13 +117,25 @@ extension Session {
         return (data, response)
     }
 
+    /// An upload task from resume data whose request is `originalRequest`
+    /// (with the fields the blob does not keep, such as `Authorization`),
+    /// when it is to the blob's URL: a background session's daemon, which
+    /// keeps its requests' secrets sealed apart from the blob.
+    package func uploadTask(withResumeData resumeData: Data, originalRequest: URLRequest) -> SessionTask {
+        resumedUpload(resumeData, sink: DelegateDataSink(), originalRequest: originalRequest)
+    }
+
     func resumedUpload(
-        _ data: Data, sink: any ResponseSink, completionRunner: (@Sendable (@escaping @Sendable () -> Void) -> Void)? = nil
+        _ data: Data, sink: any ResponseSink, completionRunner: (@Sendable (@escaping @Sendable () -> Void) -> Void)? = nil,
+        originalRequest: URLRequest? = nil
     ) -> SessionTask {
         let directory = DownloadFiles.directory
         do {
             let resume = try UploadResumeData.decode(data, directory: directory)
-            guard let request = resume.request, let resumption = URL(string: resume.resumptionURL),
+            if let given = originalRequest?.url, UploadResumeData.withoutUserInfo(given) != resume.url {
+                throw SessionError(.cannotDecodeResumeData, failingURL: nil, message: "upload resume data refused: it is another request's")
+            }
+            guard let request = originalRequest ?? resume.request, let resumption = URL(string: resume.resumptionURL),
                 let version = ResumableUpload.Version(rawValue: resume.interopVersion)
             else {
                 throw SessionError(.cannotDecodeResumeData, failingURL: nil, message: "upload resume data refused: no request")
