@@ -125,7 +125,7 @@ package final class Journal: Sendable {
         record.errorCode = row.text(14)
         record.errorMessage = row.text(15)
         record.finished = row.isNull(17) ? nil : Date(timeIntervalSince1970: row.double(17))
-        record.uploadResume = row.data(18)
+        record.uploadResume = row.data(18).flatMap { unsealedUploadResume($0, task: spec.task, session: record.session) }
         return record
     }
 
@@ -186,9 +186,32 @@ package final class Journal: Sendable {
             .integer(record.expected), record.machine.validator.map { .text($0) } ?? .null,
             try record.response.map { .text(try Self.json(seal.sealed($0))) } ?? .null, record.responseBody.map { .blob($0) } ?? .null,
             record.errorCode.map { .text($0) } ?? .null, record.errorMessage.map { .text($0) } ?? .null,
-            record.finished.map { .real($0.timeIntervalSince1970) } ?? .null, record.uploadResume.map { .blob($0) } ?? .null,
+            record.finished.map { .real($0.timeIntervalSince1970) } ?? .null, try record.uploadResume.map { .blob(try Self.sealed($0, seal)) } ?? .null,
             .integer(record.id),
         ]
+    }
+
+    /// An upload's resume data as stored: sealed whole when one of its URLs
+    /// holds a password or a secret query value.
+    private static func sealed(_ blob: Data, _ seal: JournalSeal) throws -> Data {
+        struct URLs: Decodable {
+            var url: String?
+            var resumptionURL: String?
+        }
+        let urls = try? JSONDecoder().decode(URLs.self, from: blob)
+        guard [urls?.url, urls?.resumptionURL].contains(where: { $0.map(JournalSeal.holdsSecret) ?? false }) else { return blob }
+        return Data(try seal.seal(String(decoding: blob, as: UTF8.self)).utf8)
+    }
+
+    /// Stored resume data as written; nil (logged) when it was sealed and cannot be unsealed.
+    private func unsealedUploadResume(_ stored: Data, task: Int, session: String) -> Data? {
+        let text = String(decoding: stored, as: UTF8.self)
+        guard JournalSeal.isSealed(text) else { return stored }
+        guard let seal, let plain = seal.unseal(text) else {
+            if seal != nil { logger.warning("task \(task) of \(session): cannot unseal its upload resume data; the upload starts over") }
+            return nil
+        }
+        return Data(plain.utf8)
     }
 
     /// The next task identifier of a session (1 for a new one).

@@ -53,6 +53,11 @@ import URLLoading
         record.uploadResume = Data("{\"resumptionURL\":\"https://example.com/uploads/1\"}".utf8)
         try journal.save(record)
         #expect(try Journal(path: path).records().first?.uploadResume == record.uploadResume, "an upload's resume data kept as written")
+        // One whose resumption URL holds a secret query value is sealed on disk.
+        record.uploadResume = Data("{\"resumptionURL\":\"https://example.com/uploads/1?upload_token=upt0ken77\"}".utf8)
+        try journal.save(record)
+        #expect(try Self.bytes(in: directory.url.path).range(of: Data("upt0ken77".utf8)) == nil, "the resumption token is in the journal's files")
+        #expect(try Journal(path: path).records().first?.uploadResume == record.uploadResume, "unsealed as written")
         var info = stat()
         #expect(lstat(directory.path("Journal.key"), &info) == 0 && info.st_mode & 0o777 == 0o600)
         // A reader without the key sees no secret either.

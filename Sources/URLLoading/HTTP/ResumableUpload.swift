@@ -60,8 +60,11 @@ struct ResumableUpload: Equatable {
     private(set) var resumptions = 0
     /// The body was sent whole a second time (the server lost the first).
     private(set) var restarted = false
-    /// A `409` was answered: the next `HEAD` that finds nothing restarts.
-    private var conflicted = false
+    /// A `409` answered the append from this offset: the next `HEAD` that
+    /// finds nothing restarts, and one that names the same offset again
+    /// ends the upload (the server refuses what it asks for: sending the
+    /// rest again and again would put the body on the wire many times).
+    private var conflictedAt: Int64?
 
     init(version: Version, length: Int64, maximumResumptions: Int = 5) {
         self.version = version
@@ -120,15 +123,15 @@ struct ResumableUpload: Equatable {
     mutating func response(status: Int, fields: [(name: String, value: String)]) -> Step {
         switch current {
         case .upload, .append:
-            if status == 409, case .append = current, let resumptionURL {
+            if status == 409, case .append(_, let offset) = current, let resumptionURL {
                 // The server's offset is not ours: ask again (on some servers a 409 ends the upload).
-                conflicted = true
+                conflictedAt = offset
                 return askAgain(resumptionURL)
             }
             if (status == 404 || status == 410), case .append = current { return restart() }
             return .answer
         case .offset(let url):
-            if status == 404 || status == 410 || (status == 409 && conflicted) { return restart() }
+            if status == 404 || status == 410 || (status == 409 && conflictedAt != nil) { return restart() }
             guard (200...299).contains(status) else { return .fail(reason: nil) }
             guard let offset = Self.offset(in: fields) else {
                 return .fail(reason: "the resumable upload's offset answer has no readable Upload-Offset")
@@ -136,8 +139,11 @@ struct ResumableUpload: Equatable {
             guard offset <= length, offset >= confirmed else {
                 return .fail(reason: "the server claims \(offset) bytes of a \(length)-byte upload, having confirmed \(confirmed)")
             }
+            if let refused = conflictedAt, offset == refused {
+                return .fail(reason: "the server answered 409 to the upload's append at offset \(offset), then asked for that offset again")
+            }
             confirmed = offset
-            conflicted = false
+            conflictedAt = nil
             if offset == length, Self.complete(in: fields, version: version) == true {
                 // The upload ended there, but its answer was lost with the connection.
                 return .fail(reason: nil)
@@ -158,7 +164,7 @@ struct ResumableUpload: Equatable {
     private mutating func restart() -> Step {
         guard !restarted else { return .fail(reason: nil) }
         restarted = true
-        conflicted = false
+        conflictedAt = nil
         resumptionURL = nil
         confirmed = 0
         current = .upload

@@ -136,4 +136,27 @@ import Transport
             #expect(harness.executor.started.count == 2, "\(answer ?? "no field"): a PATCH went out")
         }
     }
+
+    @Test("A server that answers every append with 409: one PATCH, then the task fails with badServerResponse; the body is on the wire at most twice")
+    func conflictsEnd() async throws {
+        let harness = EngineHarness()
+        let (_, outcome) = harness.upload("/files", body: Self.body)
+        let first = try #require(await harness.executor.transfer(0))
+        first.interim(104, [("Location", "/uploads/4")])
+        first.fail(Self.lost)
+        var bodyBytes = Int64(Self.body.count)
+        for index in 1...3 {
+            let transfer = try #require(await harness.executor.transfer(index))
+            if transfer.request.method == "HEAD" {
+                await Self.respond(transfer, 204, [("Upload-Offset", "300")])
+            } else {
+                if case .data(let rest) = transfer.request.body { bodyBytes += Int64(rest.count) }
+                await Self.respond(transfer, 409, [("Upload-Offset", "300")])
+            }
+        }
+        #expect(await outcome.wait())
+        #expect(outcome.code == .badServerResponse, "\(String(describing: outcome.error))")
+        #expect(harness.executor.started.count == 4, "upload, HEAD, PATCH, HEAD: \(harness.executor.started.count) transfers")
+        #expect(bodyBytes <= 2 * Int64(Self.body.count), "\(bodyBytes) body bytes for a \(Self.body.count)-byte upload")
+    }
 }

@@ -82,6 +82,24 @@ import Testing
         _ = appendLost.failed()
         _ = appendLost.response(status: 204, fields: [("Upload-Offset", "10")])
         #expect(appendLost.response(status: 404, fields: []) == .send(.upload))
+        // A server that answers every append with 409 and asks for the same offset again: the upload ends there.
+        var refusing = ResumableUpload(version: .v6, length: 50)
+        _ = refusing.informational(status: 104, location: Self.resume.absoluteString, requestURL: Self.upload)
+        _ = refusing.failed()
+        _ = refusing.response(status: 204, fields: [("Upload-Offset", "10")])
+        #expect(refusing.response(status: 409, fields: []) == .send(.offset(Self.resume)))
+        guard case .fail(let reason?) = refusing.response(status: 204, fields: [("Upload-Offset", "10")]) else {
+            Issue.record("a second append at a refused offset was sent")
+            return
+        }
+        #expect(reason.contains("409") && reason.contains("offset 10"))
+        // A 409 after which the server has more is progress: the rest goes from there.
+        var moving = ResumableUpload(version: .v6, length: 50)
+        _ = moving.informational(status: 104, location: Self.resume.absoluteString, requestURL: Self.upload)
+        _ = moving.failed()
+        _ = moving.response(status: 204, fields: [("Upload-Offset", "10")])
+        _ = moving.response(status: 409, fields: [])
+        #expect(moving.response(status: 204, fields: [("Upload-Offset", "30")]) == .send(.append(Self.resume, offset: 30)))
         // The first request's own 409 or 404 is the server's answer, not a lost upload.
         var first = ResumableUpload(version: .v6, length: 50)
         #expect(first.response(status: 409, fields: []) == .answer)

@@ -73,7 +73,9 @@ import TestSupport
         // a HEAD before that is done gets an offset the server then outgrows.
         #expect(await eventually { server.received("/files/two") == held }, "the server never processed what it read")
 
-        let (data, response) = try await session.upload(resumeFrom: blob)
+        // Another session goes on with it, as an app started again would.
+        let next = Session(configuration: .ephemeral)
+        let (data, response) = try await next.upload(resumeFrom: blob)
         #expect((response as? HTTPURLResponse)?.statusCode == 201)
         #expect(String(decoding: data, as: UTF8.self) == "stored \(Self.size)")
         #expect(server.upload("/files/two") == body, "the server's copy differs from the body")
@@ -87,7 +89,7 @@ import TestSupport
             // The same blob again, the file changed since: refused before any request.
             try Data("changed".utf8).write(to: file)
             do {
-                _ = try await session.upload(resumeFrom: blob)
+                _ = try await next.upload(resumeFrom: blob)
                 Issue.record("a changed file was uploaded")
             } catch let error as URLError {
                 #expect(error.sessionError?.code == .cannotDecodeResumeData && error.sessionError?.message.contains("changed") == true, "\(error)")
@@ -95,6 +97,7 @@ import TestSupport
             #expect(server.requests.count == 3)
         }
         session.finishTasksAndInvalidate()
+        next.finishTasksAndInvalidate()
         try await server.shutdown()
         withExtendedLifetime(directory) {}
     }
