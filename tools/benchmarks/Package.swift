@@ -18,6 +18,9 @@ let package = Package(
         // `observed-get`'s tracer and metrics backend (already in the graph through URLLoading).
         .package(url: "https://github.com/apple/swift-distributed-tracing", from: "1.7.0"),
         .package(url: "https://github.com/apple/swift-metrics", from: "2.5.0"),
+        // `upload-resume-1g`'s server: Apple's side of resumable uploads (already in the graph through URLLoading's tests).
+        .package(url: "https://github.com/apple/swift-nio-extras", from: "1.35.0"),
+        .package(url: "https://github.com/apple/swift-http-types", from: "1.8.0"),
     ],
     targets: [
         // The raw-SQLite reference: libsqlite3 straight, one table, one statement.
@@ -41,6 +44,10 @@ let package = Package(
                 .product(name: "NIOWebSocket", package: "swift-nio"),
                 .product(name: "Tracing", package: "swift-distributed-tracing"),
                 .product(name: "CoreMetrics", package: "swift-metrics"),
+                .product(name: "NIOResumableUpload", package: "swift-nio-extras"),
+                .product(name: "NIOHTTPTypes", package: "swift-nio-extras"),
+                .product(name: "NIOHTTPTypesHTTP1", package: "swift-nio-extras"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
             ]
         ),
     ],

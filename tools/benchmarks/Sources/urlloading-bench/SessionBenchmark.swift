@@ -202,6 +202,7 @@ enum SessionBenchmark {
         bigTransfers(base: base, work: work, sink: sink, c: c, into: &table, lines: &lines)
         WebSocketBenchmark.run(wsBench: wsBench, into: &table, lines: &lines)
         UploadBenchmark.run(work: work, into: &table, lines: &lines)
+        ResumableUploadBenchmark.run(work: work, into: &table, lines: &lines)
 
         print("urlloading-bench session: against nginx on loopback\n")
         lines.forEach { print($0) }

@@ -35,6 +35,7 @@
 //   urlloading-bench locks-child <url> <count>            (task lock acquisitions per GET; a counting build)
 //   urlloading-bench ws-child <port> <messages> <size>    (WebSocket echo)
 //   urlloading-bench session-ws <ws-bench>                 (only the WebSocket figures)
+//   urlloading-bench session-uploads <work-dir>            (only upload-64m and upload-resume-1g)
 //   urlloading-bench background-child download|enqueue|attach <url> <count>
 //   urlloading-bench fleet-child <conninfo> <base-url> <urls> <concurrency>
 import Foundation
@@ -85,6 +86,15 @@ case "session-ws":
     var table: [(figure: String, reference: String, ratio: Double)] = []
     var lines: [String] = []
     WebSocketBenchmark.run(wsBench: arguments[1], into: &table, lines: &lines)
+    lines.forEach { print($0) }
+    for row in table { print("bench session \(row.figure): \(String(format: "%.2f", row.ratio))x \(row.reference)") }
+case "session-uploads":
+    // Only the upload figures of `session` (servers of their own, no nginx).
+    guard arguments.count == 2 else { fail("usage: urlloading-bench session-uploads <work-dir>") }
+    var table: [(figure: String, reference: String, ratio: Double)] = []
+    var lines: [String] = []
+    UploadBenchmark.run(work: arguments[1], into: &table, lines: &lines)
+    ResumableUploadBenchmark.run(work: arguments[1], into: &table, lines: &lines)
     lines.forEach { print($0) }
     for row in table { print("bench session \(row.figure): \(String(format: "%.2f", row.ratio))x \(row.reference)") }
 case "ws-child":
