@@ -165,6 +165,9 @@ extension Daemon {
             state.withLock { $0.running[id] = running }
             let session = runner.session(for: record.spec)
             // Known to the server already: it says how much it has, the rest follows.
+            if record.uploadResume != nil {
+                logger.notice("task \(record.spec.task) of \(record.session): the upload goes on at its resumption URL (HEAD for the offset, PATCH of the rest)")
+            }
             let task =
                 record.uploadResume.map { session.uploadTask(withResumeData: $0, originalRequest: request) }
                 ?? session.uploadTask(with: request, fromFile: URL(fileURLWithPath: body))

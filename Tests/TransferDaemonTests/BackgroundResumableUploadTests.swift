@@ -39,6 +39,7 @@ extension BackgroundSessionProcessTests {
         #expect(requests.dropFirst().first?.hasPrefix("HEAD /resumable_upload/") == true, "\(requests)")
         #expect(requests.last?.hasPrefix("PATCH /resumable_upload/") == true, "\(requests)")
         #expect(Double(server.bodyBytes) <= Double(size) * 1.05, "\(server.bodyBytes) body bytes for a \(size)-byte file")
+        #expect(world.log.contains("the upload goes on at its resumption URL"), "\(world.log)")
         try await server.shutdown()
     }
 

@@ -26,7 +26,7 @@ import Testing
         #expect(Self.names(v3.fields(for: .upload)) == ["Upload-Draft-Interop-Version: 3", "Upload-Incomplete: ?0"])
     }
 
-    @Test("A 104's Location on the request's origin (relative or absolute) is the resumption URL; another origin's is refused and given back; other answers name none")
+    @Test("A 104's Location on the request's origin (relative or absolute) is the resumption URL; another origin's, or one that is not a URL, is refused and given back; other answers name none")
     func resumptionURL() throws {
         var machine = ResumableUpload(version: .v6, length: 100)
         #expect(machine.informational(status: 103, location: "/v1/uploads/x", requestURL: Self.upload) == nil)
@@ -34,6 +34,9 @@ import Testing
         #expect(machine.informational(status: 104, location: "https://evil.example/steal", requestURL: Self.upload) == "https://evil.example/steal")
         #expect(machine.informational(status: 104, location: "http://files.example/v1/uploads/7f3a", requestURL: Self.upload) != nil, "another scheme")
         #expect(machine.informational(status: 104, location: "https://files.example:8443/x", requestURL: Self.upload) != nil, "another port")
+        for unreadable in ["https://[files.example", "http://files.example:99999/x", ""] {
+            #expect(machine.informational(status: 104, location: unreadable, requestURL: Self.upload) == unreadable, "not a URL: \(unreadable)")
+        }
         #expect(machine.resumptionURL == nil)
         #expect(machine.informational(status: 104, location: "uploads/7f3a", requestURL: Self.upload) == nil)
         #expect(machine.resumptionURL == Self.resume)
