@@ -102,6 +102,79 @@ import TestSupport
         withExtendedLifetime(directory) {}
     }
 
+    /// What a streamed upload's delegate gave and heard.
+    final class StreamLog: Sendable {
+        let body: Data
+        let asked = Lock<[String]>([])
+        let received = Lock<(status: Int?, data: Data, error: (any Error)?)>((nil, Data(), nil))
+        let done = CompletionLatch()
+        init(body: Data) { self.body = body }
+
+        func whole() -> InputStream {
+            asked.withLock { $0.append("whole") }
+            return InputStream(data: body)
+        }
+
+        func heard(_ data: Data) { received.withLock { $0.data.append(data) } }
+
+        func ended(_ task: SessionTask, _ error: (any Error)?) {
+            received.withLock {
+                $0.status = (task.response as? HTTPURLResponse)?.statusCode
+                $0.error = error
+            }
+            done.open()
+        }
+    }
+
+    /// Gives a streamed upload its whole body each time (`needNewBodyStream` only).
+    final class WholeStreams: SessionDataDelegate {
+        let log: StreamLog
+        init(_ log: StreamLog) { self.log = log }
+        func urlSession(_ session: Session, needNewBodyStreamForTask task: SessionTask) async -> InputStream? { log.whole() }
+        func urlSession(_ session: Session, dataTask: SessionTask, didReceive data: Data) { log.heard(data) }
+        func urlSession(_ session: Session, task: SessionTask, didCompleteWithError error: (any Error)?) { log.ended(task, error) }
+    }
+
+    /// The same, and a stream from the offset an append goes on from (Apple's `needNewBodyStreamFrom`).
+    final class OffsetStreams: SessionDataDelegate {
+        let log: StreamLog
+        init(_ log: StreamLog) { self.log = log }
+        func urlSession(_ session: Session, needNewBodyStreamForTask task: SessionTask) async -> InputStream? { log.whole() }
+        func urlSession(_ session: Session, needNewBodyStreamForTask task: SessionTask, from offset: Int64) async -> InputStream? {
+            log.asked.withLock { $0.append("from \(offset)") }
+            return InputStream(data: log.body.subdata(in: Int(offset)..<log.body.count))
+        }
+        func urlSession(_ session: Session, dataTask: SessionTask, didReceive data: Data) { log.heard(data) }
+        func urlSession(_ session: Session, task: SessionTask, didCompleteWithError error: (any Error)?) { log.ended(task, error) }
+    }
+
+    @Test(
+        "A streamed upload of a known length goes on after a cut with a new stream: from the offset when the delegate gives one, else the whole with the offset skipped",
+        arguments: [true, false])
+    func streamedResumes(fromOffset: Bool) async throws {
+        let server = try await TestResumableUploadServer.start(cutAfter: Self.size / 3)
+        let body = Self.body()
+        let giver = StreamLog(body: body)
+        let delegate: any SessionDelegate = fromOffset ? OffsetStreams(giver) : WholeStreams(giver)
+        let session = Session(configuration: .ephemeral, delegate: delegate)
+        var request = URLRequest(url: try #require(URL(string: "\(server.origin)/files/streamed")))
+        request.httpMethod = "PUT"
+        request.setValue("\(Self.size)", forHTTPHeaderField: "Content-Length")
+        session.uploadTask(withStreamedRequest: request).resume()
+        #expect(await bounded(giver.done, "the upload's end"))
+        let (status, data, error) = giver.received.withLock { ($0.status, $0.data, $0.error) }
+        #expect(error == nil && status == 201, "\(String(describing: error))")
+        #expect(String(decoding: data, as: UTF8.self) == "stored \(Self.size)")
+        #expect(server.upload("/files/streamed") == body, "the server's copy differs from the body")
+        let requests = server.requests
+        #expect(requests.count == 3 && requests.last?.hasPrefix("PATCH /resumable_upload/") == true, "\(requests)")
+        let offset = try #require(requests.last?.split(separator: " ").last.map(String.init))
+        #expect(giver.asked.withLock { $0 } == (fromOffset ? ["whole", "from \(offset)"] : ["whole", "whole"]))
+        #expect(Double(server.bodyBytes) <= Double(Self.size) * 1.05, "\(server.bodyBytes) body bytes for a \(Self.size)-byte body")
+        session.finishTasksAndInvalidate()
+        try await server.shutdown()
+    }
+
     @Test("A server that does not speak the draft gets a plain upload; resumable uploads off send no field")
     func plainServer() async throws {
         let origin = try await TestOrigin.start()

@@ -134,6 +134,16 @@ public protocol SessionDelegate: AnyObject, Sendable {
     /// The body stream method's completion-handler form.
     func urlSession(
         _ session: Session, task: SessionTask, needNewBodyStream completionHandler: @escaping @Sendable (InputStream?) -> Void)
+    /// A resumable upload whose body comes from streams goes on from
+    /// `offset`, the bytes the server has (<doc:ResumableUploads>): return
+    /// a new, unopened stream that starts there. Without this method the
+    /// session asks `needNewBodyStreamForTask` for the whole body and skips
+    /// `offset` bytes of it.
+    func urlSession(_ session: Session, needNewBodyStreamForTask task: SessionTask, from offset: Int64) async -> InputStream?
+    /// The offset body stream method's completion-handler form.
+    func urlSession(
+        _ session: Session, task: SessionTask, needNewBodyStreamFrom offset: Int64,
+        completionHandler: @escaping @Sendable (InputStream?) -> Void)
     /// Request body bytes sent.
     func urlSession(
         _ session: Session, task: SessionTask, didSendBodyData bytesSent: Int64,
@@ -304,6 +314,19 @@ extension SessionDelegate {
     }
     public func urlSession(
         _ session: Session, task: SessionTask, needNewBodyStream completionHandler: @escaping @Sendable (InputStream?) -> Void
+    ) {
+        DelegateFallback.unhandled()
+        completionHandler(nil)
+    }
+    public func urlSession(_ session: Session, needNewBodyStreamForTask task: SessionTask, from offset: Int64) async -> InputStream? {
+        let box = await withCheckedContinuation { (continuation: CheckedContinuation<OwnedInputStream?, Never>) in
+            self.urlSession(session, task: task, needNewBodyStreamFrom: offset) { stream in continuation.resume(returning: stream.map(OwnedInputStream.init)) }
+        }
+        return box?.stream
+    }
+    public func urlSession(
+        _ session: Session, task: SessionTask, needNewBodyStreamFrom offset: Int64,
+        completionHandler: @escaping @Sendable (InputStream?) -> Void
     ) {
         DelegateFallback.unhandled()
         completionHandler(nil)

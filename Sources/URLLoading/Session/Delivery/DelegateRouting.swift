@@ -105,6 +105,18 @@ extension SessionTask {
         return implemented ? answer : nil
     }
 
+    /// The answer of the first delegate (the task's, then the session's)
+    /// that implements the method; nil when neither does.
+    func askFirstImplemented<Answer>(_ call: (any SessionDelegate) async -> Answer) async -> Answer? {
+        let (taskDelegate, sessionDelegate) = delegates
+        for delegate in [taskDelegate, sessionDelegate] {
+            guard let delegate else { continue }
+            let (answer, implemented) = await Self.probing(delegate, call)
+            if implemented { return answer }
+        }
+        return nil
+    }
+
     /// The answer, and whether the delegate's own method gave it.
     private static func probing<Answer>(
         _ delegate: any SessionDelegate, _ call: (any SessionDelegate) async -> Answer

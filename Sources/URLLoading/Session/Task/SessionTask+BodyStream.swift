@@ -32,6 +32,12 @@ extension SessionTask {
         /// Makes the body anew; nil when it can be sent only once. Unused
         /// (`.delegate`) for bodies the delegate gives.
         var remake: Remake = .delegate
+        /// Where the next transfer's body starts in the whole body (a
+        /// resumable upload's append goes on from the server's offset).
+        var from: Int64 = 0
+        /// Bytes at the start of the next stream that are not sent: the
+        /// delegate gave the whole body for an append from `from`.
+        var skip: Int64 = 0
 
         enum Remake: Sendable {
             case delegate
@@ -76,10 +82,21 @@ extension SessionTask {
             return true
         case .delegate?: break
         }
-        guard locked.withLock({ $0.machine.wait(.bodyStream, hop: hop) }) else { return true }
+        guard let from = locked.withLock({ $0.machine.wait(.bodyStream, hop: hop) ? $0.streamedBody?.from ?? 0 : nil }) else { return true }
         events.enqueue { [self] in
-            let owned = await self.askDelegate { delegate -> OwnedInputStream? in
-                await delegate.urlSession(session, needNewBodyStreamForTask: self).map(OwnedInputStream.init)
+            var owned: OwnedInputStream?? = nil
+            var skip: Int64 = 0
+            if from > 0 {
+                // An append: a stream from the server's offset, else the whole body with that much skipped.
+                owned = await self.askFirstImplemented { delegate -> OwnedInputStream? in
+                    await delegate.urlSession(session, needNewBodyStreamForTask: self, from: from).map(OwnedInputStream.init)
+                }
+                if owned == nil { skip = from }
+            }
+            if owned == nil {
+                owned = await self.askDelegate { delegate -> OwnedInputStream? in
+                    await delegate.urlSession(session, needNewBodyStreamForTask: self).map(OwnedInputStream.init)
+                }
             }
             let stream = owned??.stream
             guard let stream else {
@@ -97,6 +114,7 @@ extension SessionTask {
                 self.locked.withLock { inner in
                     guard hop == inner.machine.hop, !inner.machine.isFinished else { return [] }
                     inner.streamedBody?.next = .stream(OwnedInputStream(stream: stream))
+                    inner.streamedBody?.skip = skip
                     return inner.machine.proceedHop(hop)
                 })
         }
@@ -104,24 +122,25 @@ extension SessionTask {
     }
 
     /// Whether this hop sends the task's body: the first, and any that
-    /// keeps a method with a body.
+    /// keeps a method with a body (never a resumable upload's `HEAD`).
     func sendsBody(hop: Int, request: URLRequest) -> Bool {
-        hop == 0 || request.httpMethod != "GET"
+        request.httpMethod != "HEAD" && (hop == 0 || request.httpMethod != "GET")
     }
 
     /// Takes the stream at hand and starts reading it into a pipe the
     /// transfer sends from; nil when the task has no streamed body.
     func takeBodyStream() -> TransferRequest.Body? {
         guard
-            let (source, length) = locked.withLock({ inner -> (BodySource, Int64)? in
+            let (source, length, skip) = locked.withLock({ inner -> (BodySource, Int64, Int64)? in
                 guard let streamed = inner.streamedBody, let source = streamed.next else { return nil }
                 inner.streamedBody?.next = nil
-                return (source, streamed.length)
+                inner.streamedBody?.skip = 0
+                return (source, streamed.length >= 0 ? max(0, streamed.length - streamed.from) : -1, streamed.skip)
             })
         else { return nil }
         let pipe = BodyPipe()
         switch source {
-        case .stream(let stream): BodyStreamReader.start(stream, into: pipe)
+        case .stream(let stream): BodyStreamReader.start(stream, into: pipe, skipping: skip)
         case .producer(let produce): Task.detached { await produce(pipe) }
         }
         return .stream(pipe, length: length)
@@ -136,12 +155,15 @@ extension SessionTask {
 enum BodyStreamReader {
     static let chunkSize = 64 * 1024
 
-    static func start(_ owned: OwnedInputStream, into pipe: BodyPipe) {
+    /// - Parameter skipping: Bytes at the stream's start that are read and
+    ///   not sent (an append from an offset, from a whole-body stream).
+    static func start(_ owned: OwnedInputStream, into pipe: BodyPipe, skipping: Int64 = 0) {
         let thread = Thread {
             let stream = owned.stream
             if stream.streamStatus == .notOpen { stream.open() }
             defer { stream.close() }
             var buffer = [UInt8](repeating: 0, count: chunkSize)
+            var left = max(0, skipping)
             while true {
                 let count = buffer.withUnsafeMutableBufferPointer { bytes in
                     stream.read(bytes.baseAddress!, maxLength: bytes.count)
@@ -151,10 +173,17 @@ enum BodyStreamReader {
                     return
                 }
                 if count == 0 {
-                    pipe.finish()
+                    if left > 0 {
+                        pipe.finish(error: "the body stream ended before the offset the upload goes on from")
+                    } else {
+                        pipe.finish()
+                    }
                     return
                 }
-                guard pipe.write(Data(buffer[0..<count])) else { return }
+                let skipped = Int(min(left, Int64(count)))
+                left -= Int64(skipped)
+                guard skipped < count else { continue }
+                guard pipe.write(Data(buffer[skipped..<count])) else { return }
             }
         }
         thread.name = "urlloading.body-stream"

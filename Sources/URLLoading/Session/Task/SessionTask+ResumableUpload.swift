@@ -11,10 +11,16 @@ import Transport
 /// `PATCH` with the rest) under the task's one deadline. Only the final
 /// response reaches the delegate; the metrics list every exchange.
 extension SessionTask {
-    /// The machine of an upload whose body can be sent from any offset
-    /// (data or a file; not a stream), when the session announces a version.
-    static func resumableUpload(kind: Kind, body: TransferRequest.Body, version: Int?) -> ResumableUpload? {
+    /// The machine of an upload whose body can be sent from any offset,
+    /// when the session announces a version: data, a file, or streams of
+    /// a known length that the delegate gives again (`needNewBodyStream`,
+    /// or its form with an offset); not a stream that can be sent once.
+    static func resumableUpload(kind: Kind, body: TransferRequest.Body, streamed: StreamedBody?, version: Int?) -> ResumableUpload? {
         guard kind == .upload, let version = version.flatMap(ResumableUpload.Version.init(rawValue:)) else { return nil }
+        if let streamed {
+            guard streamed.length >= 0, case .delegate = streamed.remake else { return nil }
+            return ResumableUpload(version: version, length: streamed.length)
+        }
         switch body {
         case .data(let data): return ResumableUpload(version: version, length: Int64(data.count))
         case .file(_, _, let length): return ResumableUpload(version: version, length: length)
@@ -39,6 +45,9 @@ extension SessionTask {
             inner.currentRequest = originalRequest
             inner.hopBody = nil
             inner.sendBase = 0
+            // A streamed body is asked for again, whole.
+            inner.streamedBody?.next = nil
+            inner.streamedBody?.from = 0
         case .offset(let url), .append(let url, _):
             var next = URLRequest(url: url)
             next.timeoutInterval = originalRequest?.timeoutInterval ?? next.timeoutInterval
@@ -50,6 +59,9 @@ extension SessionTask {
                 next.httpMethod = "PATCH"
                 inner.hopBody = Self.slice(body, from: offset)
                 inner.sendBase = offset
+                // A streamed body: a new stream, from the offset.
+                inner.streamedBody?.next = nil
+                inner.streamedBody?.from = offset
             } else {
                 next.httpMethod = "HEAD"
                 inner.hopBody = TransferRequest.Body.none

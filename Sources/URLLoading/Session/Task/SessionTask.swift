@@ -98,7 +98,6 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
         case .file(_, _, let length): inner.bytesExpectedToSend = length
         case .stream(_, let length): inner.bytesExpectedToSend = length
         }
-        inner.resumableUpload = Self.resumableUpload(kind: kind, body: body, version: session.settings.resumableUploadVersion)
         if let streamedBody {
             inner.streamedBody = streamedBody
             inner.bytesExpectedToSend = streamedBody.length
@@ -106,6 +105,8 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
             inner.streamedBody = StreamedBody(length: length, next: request.httpBodyStream.map { .stream(OwnedInputStream(stream: $0)) })
             inner.bytesExpectedToSend = length
         }
+        inner.resumableUpload = Self.resumableUpload(
+            kind: kind, body: body, streamed: inner.streamedBody, version: session.settings.resumableUploadVersion)
         locked = TaskLock(inner)
     }
 
