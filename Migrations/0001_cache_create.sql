@@ -1,4 +1,4 @@
--- The disk tier of ResponseCache (SPEC C2).
+-- The disk tier of ResponseCache.
 -- One row per stored response; (key, variant) is the cache key of RFC 9111 §2
 -- plus the secondary key of §4.1 (the request's values of the Vary fields).
 CREATE TABLE entries(

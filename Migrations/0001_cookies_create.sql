@@ -1,4 +1,4 @@
--- The persistent cookie store (SPEC K4).
+-- The persistent cookie store.
 -- One row per cookie; a cookie's identity is (name, domain, host_only, path),
 -- as in RFC 6265bis §5.7: a new cookie with the same four replaces the row.
 -- Lookups are served from memory (the store loads every row when it opens),

@@ -1,4 +1,4 @@
--- The persistent credential store (SPEC A1): permanent credentials only.
+-- The persistent credential store: permanent credentials only.
 -- The file has mode 0600 in a 0700 directory and is refused when others
 -- can read it. Passwords are stored as given (like ~/.netrc): the file's
 -- mode is their protection.

@@ -1,4 +1,4 @@
--- transferd's journal (issue 20, SPEC B1-B3): one row per background task,
+-- transferd's journal: one row per background task,
 -- written before transferd acts on a change, so a transferd killed at any
 -- moment finds each task where it was. The file is 0600 in a 0700 folder
 -- and refused when others can read it: requests keep their Authorization

@@ -1,4 +1,4 @@
--- Issue 24: the row id is the LRU order. A store takes the next id and a
+-- The row id is the LRU order. A store takes the next id and a
 -- touch (written in batches, at most once a minute per entry) moves its row
 -- to the next id, so eviction reads the table from its first row and no
 -- index on last_used is written with every store: one page fewer in each

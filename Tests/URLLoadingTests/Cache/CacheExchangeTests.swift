@@ -24,7 +24,7 @@ import Testing
             body: Data(body.utf8), requestTime: now - age, responseTime: now - age, storedAt: now - age)
     }
 
-    @Test("C6: the request cache policies before the network, with Apple's meanings")
+    @Test("The request cache policies before the network, with Apple's meanings")
     func policies() {
         let fresh = Self.stored([("Cache-Control", "max-age=100")])
         #expect(
@@ -68,7 +68,7 @@ import Testing
         #expect(CacheExchange.byteRange("bytes=-3", length: 10) == 7..<10)
     }
 
-    @Test("C5: a 304 refreshes the entry it selects; one with another validator changes nothing")
+    @Test("A 304 refreshes the entry it selects; one with another validator changes nothing")
     func notModified() {
         let stored = Self.stored([("Cache-Control", "max-age=5"), ("ETag", "\"v1\""), ("X-Old", "1")], age: 100)
         let (served, refreshed) = CacheExchange.notModified(

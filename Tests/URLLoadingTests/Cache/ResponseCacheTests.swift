@@ -26,7 +26,7 @@ import TestSupport
 
     static func key(_ url: String) -> String { CachePolicy.primaryKey(URL(string: url)!)! }
 
-    @Test("C7: store, look up, remove one, remove all — through URLRequest and HTTPURLResponse", arguments: CacheBackend.allCases)
+    @Test("Store, look up, remove one, remove all — through URLRequest and HTTPURLResponse", arguments: CacheBackend.allCases)
     func foundationAPI(_ backend: CacheBackend) throws {
         let place = try backend.place()
         let cache = try place.open(memoryCapacity: 1 << 20, diskCapacity: 1 << 24)
@@ -176,7 +176,7 @@ import TestSupport
         withExtendedLifetime(cache) {}
     }
 
-    @Test("C2: entries survive a restart, large bodies included, with exact usage", arguments: CacheBackend.allCases)
+    @Test("Entries survive a restart, large bodies included, with exact usage", arguments: CacheBackend.allCases)
     func survivesRestart(_ backend: CacheBackend) throws {
         let place = try backend.place()
         let small = Data(repeating: 1, count: 1000)
@@ -201,7 +201,7 @@ import TestSupport
         }
     }
 
-    @Test("C3: a tier stores a response only up to 5% of its capacity; capacity 0 stores nothing", arguments: CacheBackend.allCases)
+    @Test("A tier stores a response only up to 5% of its capacity; capacity 0 stores nothing", arguments: CacheBackend.allCases)
     func fivePercentRule(_ backend: CacheBackend) throws {
         let place = try backend.place()
         defer { withExtendedLifetime(place) {} }
@@ -219,7 +219,7 @@ import TestSupport
         #expect(none.lookup(key: fits.key, requestHeaders: []) == nil)
     }
 
-    @Test("C1: the least recently used entries go first, on disk and in memory; shrinking evicts", arguments: CacheBackend.allCases)
+    @Test("The least recently used entries go first, on disk and in memory; shrinking evicts", arguments: CacheBackend.allCases)
     func lruEviction(_ backend: CacheBackend) throws {
         let place = try backend.place()
         let responses = (0..<21).map { Self.stored("https://example.com/\($0 + 10)", body: Data(count: 900)) }
@@ -254,7 +254,7 @@ import TestSupport
         #expect(memory.usage == 5 * cost)
     }
 
-    @Test("C7: storage policies: memory only, and not allowed", arguments: CacheBackend.allCases)
+    @Test("Storage policies: memory only, and not allowed", arguments: CacheBackend.allCases)
     func storagePolicies(_ backend: CacheBackend) throws {
         let place = try backend.place()
         defer { withExtendedLifetime(place) {} }
@@ -266,7 +266,7 @@ import TestSupport
         #expect(try cache.diskListing().isEmpty)
     }
 
-    @Test("C7: remove responses stored since a date", arguments: CacheBackend.allCases)
+    @Test("Remove responses stored since a date", arguments: CacheBackend.allCases)
     func removeSince(_ backend: CacheBackend) throws {
         let place = try backend.place()
         defer { withExtendedLifetime(place) {} }
@@ -301,7 +301,7 @@ import TestSupport
         #expect(try !place.rawContains(Data("secret-token-1".utf8)))
     }
 
-    @Test("C2: a damaged cache database is recreated empty and works")
+    @Test("A damaged cache database is recreated empty and works")
     func damagedDatabaseIsRecreated() throws {
         let directory = TemporaryDirectory()
         try Data("garbage, not a database".utf8).write(to: directory.url.appendingPathComponent("Cache.sqlite"))
@@ -312,7 +312,7 @@ import TestSupport
         #expect(cache.lookup(key: Self.key("https://example.com/x"), requestHeaders: []) != nil)
     }
 
-    @Test("C2: a body file lost behind the cache's back is a miss, never a partial body")
+    @Test("A body file lost behind the cache's back is a miss, never a partial body")
     func lostBodyFileIsAMiss() throws {
         let directory = TemporaryDirectory()
         let cache = try ResponseCache.open(memoryCapacity: 0, diskCapacity: 100 << 20, directory: directory.url)
@@ -328,7 +328,7 @@ import TestSupport
 
     // MARK: Several processes, crashes
 
-    @Test("C2: two processes and this one store into one cache at once; nothing is lost")
+    @Test("Two processes and this one store into one cache at once; nothing is lost")
     func threeWritersAtOnce() async throws {
         let directory = TemporaryDirectory()
         let count = 150
@@ -356,7 +356,7 @@ import TestSupport
         #expect(try cache.diskUsage() == (3 * count, bytes))
     }
 
-    @Test("C2: SIGKILL while storing, 20 times: the cache opens, passes integrity_check, and serves only whole entries")
+    @Test("SIGKILL while storing, 20 times: the cache opens, passes integrity_check, and serves only whole entries")
     func crashWhileStoring() async throws {
         let directory = TemporaryDirectory()
         var survivors = 0

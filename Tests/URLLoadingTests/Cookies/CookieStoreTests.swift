@@ -17,7 +17,7 @@ import TestSupport
         var now: @Sendable () -> Date { { [self] in current.withLock { $0 } } }
     }
 
-    @Test("K3: header order is longer paths first, then earlier creation; path and domain matching")
+    @Test("Header order is longer paths first, then earlier creation; path and domain matching")
     func orderAndMatching() {
         let clock = Clock()
         let store = CookieStore(clock: clock.now)
@@ -31,7 +31,7 @@ import TestSupport
         #expect(store.cookieHeader(for: URL(string: "ftp://www.example.com/docs/x")!) == nil)
     }
 
-    @Test("K1: Expires and Max-Age (Max-Age wins), expiry on read, deletion by an expired cookie, the 400-day cap")
+    @Test("Expires and Max-Age (Max-Age wins), expiry on read, deletion by an expired cookie, the 400-day cap")
     func expiry() {
         let clock = Clock()
         let store = CookieStore(clock: clock.now)
@@ -52,7 +52,7 @@ import TestSupport
         #expect(store.cookieHeader(for: Self.page) == "both=3; session=5")
     }
 
-    @Test("K1: Secure only over https and never set from http; an http cookie may not shadow a Secure one")
+    @Test("Secure only over https and never set from http; an http cookie may not shadow a Secure one")
     func secure() {
         let store = CookieStore(clock: Clock().now)
         let http = URL(string: "http://www.example.com/")!
@@ -64,7 +64,7 @@ import TestSupport
         #expect(store.cookieHeader(for: Self.page) == "s=1")
     }
 
-    @Test("K1: __Secure- and __Host- prefixes; Domain attributes that are public suffixes or other sites are refused")
+    @Test("__Secure- and __Host- prefixes; Domain attributes that are public suffixes or other sites are refused")
     func prefixesAndDomains() {
         let store = CookieStore(clock: Clock().now)
         #expect(store.setCookies(["__Secure-a=1"], for: Self.page).isEmpty)
@@ -81,7 +81,7 @@ import TestSupport
         #expect(store.setCookies(["d=1; Domain=EXAMPLE.com"], for: Self.page).first?.domain == ".example.com")
     }
 
-    @Test("K2: accept policies always, never and only from the main document's domain")
+    @Test("Accept policies always, never and only from the main document's domain")
     func acceptPolicies() {
         let store = CookieStore(clock: Clock().now)
         let tracker = URL(string: "https://tracker.test/pixel")!
@@ -94,7 +94,7 @@ import TestSupport
         #expect(store.setCookies(["d=1"], for: tracker).isEmpty)
     }
 
-    @Test("K1: SameSite Lax and Strict neither sent to nor set by another site's requests")
+    @Test("SameSite Lax and Strict neither sent to nor set by another site's requests")
     func sameSite() {
         let store = CookieStore(clock: Clock().now)
         store.setCookies(["n=1; SameSite=None; Secure", "l=2; SameSite=Lax", "s=3; SameSite=Strict", "u=4"], for: Self.page)
@@ -105,7 +105,7 @@ import TestSupport
         #expect(store.allCookies.first { $0.name == "s" }?.sameSite == .strict)
     }
 
-    @Test("K1: at most 50 per domain and the total limit; expired first, then least recently used")
+    @Test("At most 50 per domain and the total limit; expired first, then least recently used")
     func eviction() {
         let clock = Clock()
         let store = CookieStore(limits: (perDomain: 50, total: 120), clock: clock.now)
@@ -144,7 +144,7 @@ import TestSupport
         #expect(!all.contains { $0.name == "c2" })
     }
 
-    @Test("K3: delete one, remove since a date, remove all; programmatic cookies replace by name, domain and path")
+    @Test("Delete one, remove since a date, remove all; programmatic cookies replace by name, domain and path")
     func deletion() {
         let clock = Clock()
         let store = CookieStore(clock: clock.now)
@@ -182,7 +182,7 @@ import TestSupport
 
     // MARK: Persistence
 
-    @Test("K4: the SQLite store keeps persistent cookies across reopening, drops session cookies unless told, at mode 0600")
+    @Test("The SQLite store keeps persistent cookies across reopening, drops session cookies unless told, at mode 0600")
     func persistence() throws {
         let directory = TemporaryDirectory()
         let clock = Clock()
@@ -206,7 +206,7 @@ import TestSupport
         #expect(store.cookieHeader(for: Self.page) == "keep=1")
     }
 
-    @Test("K4: changes reach the store's file or database before the call returns; deletions too", arguments: CacheBackend.allCases)
+    @Test("Changes reach the store's file or database before the call returns; deletions too", arguments: CacheBackend.allCases)
     func writeThrough(_ backend: CacheBackend) throws {
         let place = try CookiePlace(backend)
         let first = try place.open(clock: Clock().now)
@@ -220,7 +220,7 @@ import TestSupport
         _ = first
     }
 
-    @Test("K4: last-access times reach the store on flush (lookups themselves never write)", arguments: CacheBackend.allCases)
+    @Test("Last-access times reach the store on flush (lookups themselves never write)", arguments: CacheBackend.allCases)
     func lastAccessPersisted(_ backend: CacheBackend) throws {
         let place = try CookiePlace(backend)
         let clock = Clock()

@@ -66,7 +66,7 @@ import TestSupport
         try await plain.shutdown()
     }
 
-    @Test("K2: the configuration's accept policy decides what responses may set")
+    @Test("The configuration's accept policy decides what responses may set")
     func acceptPolicy() async throws {
         let origin = try await TestOrigin.start()
         origin.route("/set", response: Self.setting("a=1"))
@@ -126,7 +126,7 @@ import TestSupport
         try await origin.shutdown()
     }
 
-    @Test("K4: a default session's cookies persist across a process restart; session cookies do not")
+    @Test("A default session's cookies persist across a process restart; session cookies do not")
     func persistenceAcrossProcesses() async throws {
         let origin = try await TestOrigin.start()
         origin.route("/set", response: Self.setting("persistent=1; Max-Age=3600", "session=2"))

@@ -40,7 +40,7 @@ import TestSupport
         }
     }
 
-    @Test("A1: the default credential of a space survives reopening, and a new default demotes the old one on disk")
+    @Test("The default credential of a space survives reopening, and a new default demotes the old one on disk")
     func defaultsPersist() throws {
         let directory = TemporaryDirectory()
         do {

@@ -10,7 +10,7 @@ import TestSupport
 @Suite struct CredentialStoreTests {
     static let space = ProtectionSpace(host: "API.example.com", port: 443, protocol: "https", realm: "api", authenticationMethod: .httpBasic)
 
-    @Test("A1: permanent credentials survive reopening; forSession ones stay in memory; none are never stored")
+    @Test("Permanent credentials survive reopening; forSession ones stay in memory; none are never stored")
     func persistence() throws {
         let parent = TemporaryDirectory()
         // A directory the store creates gets mode 0700.
@@ -37,7 +37,7 @@ import TestSupport
         #expect(try CredentialStore(directory: directory.url).allCredentials.isEmpty)
     }
 
-    @Test("A1: a credential file that others can read is refused with a clear error")
+    @Test("A credential file that others can read is refused with a clear error")
     func refusesReadableFile() throws {
         let directory = TemporaryDirectory()
         _ = try CredentialStore(directory: directory.url)
@@ -69,7 +69,7 @@ import TestSupport
         }
     }
 
-    @Test("A1: ~/.netrc entries become permanent credentials for their hosts; default and macdef entries are skipped")
+    @Test("~/.netrc entries become permanent credentials for their hosts; default and macdef entries are skipped")
     func netrc() throws {
         let directory = TemporaryDirectory()
         let file = directory.url.appendingPathComponent("netrc")

@@ -30,7 +30,7 @@ import TestSupport
         return ((response as? HTTPURLResponse)?.statusCode ?? 0, String(decoding: data, as: UTF8.self))
     }
 
-    @Test("A3: default handling uses the store's default credential, then sends it pre-emptively to the same origin")
+    @Test("Default handling uses the store's default credential, then sends it pre-emptively to the same origin")
     func defaultHandlingFromStore() async throws {
         let origin = try await TestOrigin.start()
         origin.route("/private", Routes.basicAuth(realm: "r", user: "ann", password: "pw", then: Self.ok))
@@ -46,7 +46,7 @@ import TestSupport
         try await origin.shutdown()
     }
 
-    @Test("A3: default handling falls back to the URL's user and password; without any credential the 401 is the response")
+    @Test("Default handling falls back to the URL's user and password; without any credential the 401 is the response")
     func defaultHandlingFromURLAndNone() async throws {
         let origin = try await TestOrigin.start()
         origin.route("/private", Routes.basicAuth(realm: "r", user: "bob", password: "p w", then: Self.ok))
@@ -61,7 +61,7 @@ import TestSupport
         try await origin.shutdown()
     }
 
-    @Test("A2: Basic goes to the task-level method only; a delegate with only the session-level method gets default handling")
+    @Test("Basic goes to the task-level method only; a delegate with only the session-level method gets default handling")
     func routing() async throws {
         let origin = try await TestOrigin.start()
         origin.route("/private", Routes.basicAuth(realm: "r", user: "ann", password: "pw", then: Self.ok))
@@ -86,7 +86,7 @@ import TestSupport
         try await origin.shutdown()
     }
 
-    @Test("A3: useCredential(nil) delivers the 401; cancel fails the task; reject tries the next offered scheme")
+    @Test("UseCredential(nil) delivers the 401; cancel fails the task; reject tries the next offered scheme")
     func dispositions() async throws {
         let origin = try await TestOrigin.start()
         origin.route("/two") { request in
@@ -118,7 +118,7 @@ import TestSupport
         try await origin.shutdown()
     }
 
-    @Test("A3: a wrong password is offered back with a growing failure count until the limit, then the 401 is the response")
+    @Test("A wrong password is offered back with a growing failure count until the limit, then the 401 is the response")
     func failureLimit() async throws {
         let origin = try await TestOrigin.start()
         origin.route("/private", Routes.basicAuth(realm: "r", user: "ann", password: "pw", then: Self.ok))
@@ -138,7 +138,7 @@ import TestSupport
         try await origin.shutdown()
     }
 
-    @Test("A4: Digest with qop=auth; the next request reuses the nonce with the next nonce count")
+    @Test("Digest with qop=auth; the next request reuses the nonce with the next nonce count")
     func digestAcrossRequests() async throws {
         let origin = try await TestOrigin.start()
         let nonce = "dcd98b7102dd2f0e8b11d0f600bfb0c093"
@@ -157,7 +157,7 @@ import TestSupport
         try await origin.shutdown()
     }
 
-    @Test("A5: Authorization never follows a redirect to another origin, set by the caller or pre-emptive")
+    @Test("Authorization never follows a redirect to another origin, set by the caller or pre-emptive")
     func crossOriginRedirect() async throws {
         let origin = try await TestOrigin.start()
         let other = try await TestOrigin.start()
@@ -178,7 +178,7 @@ import TestSupport
         try await other.shutdown()
     }
 
-    @Test("A1: a permanent credential a delegate gave is kept on disk; a forSession one only in memory")
+    @Test("A permanent credential a delegate gave is kept on disk; a forSession one only in memory")
     func persistenceOfUsedCredentials() async throws {
         let origin = try await TestOrigin.start()
         origin.route("/a", Routes.basicAuth(realm: "a", user: "ann", password: "pw", then: Self.ok))
@@ -200,7 +200,7 @@ import TestSupport
         try await origin.shutdown()
     }
 
-    @Test("I1: an ephemeral session's credentials are gone after invalidation")
+    @Test("An ephemeral session's credentials are gone after invalidation")
     func ephemeralCredentialsWiped() async throws {
         let origin = try await TestOrigin.start()
         origin.route("/private", Routes.basicAuth(realm: "r", user: "ann", password: "pw", then: Self.ok))

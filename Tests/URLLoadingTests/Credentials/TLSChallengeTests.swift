@@ -32,7 +32,7 @@ import TestSupport
         return result.standardOutput.trimmingCharacters(in: .whitespacesAndNewlines)
     }
 
-    @Test("A4: a server the roots do not trust is accepted by the delegate; nothing is sent before it decides")
+    @Test("A server the roots do not trust is accepted by the delegate; nothing is sent before it decides")
     func acceptedByDelegate() async throws {
         let certificates = try TestCertificates.shared()
         let origin = try await TestOrigin.start(tls: certificates.server)
@@ -55,7 +55,7 @@ import TestSupport
         try await origin.shutdown()
     }
 
-    @Test("A4: pinning by public key hash: the matching pin is accepted, another one cancels before any request")
+    @Test("Pinning by public key hash: the matching pin is accepted, another one cancels before any request")
     func pinning() async throws {
         let certificates = try TestCertificates.shared()
         let origin = try await TestOrigin.start(tls: certificates.server)
@@ -105,7 +105,7 @@ import TestSupport
         try await origin.shutdown()
     }
 
-    @Test("A4: a server that requires a client certificate gets the identity the delegate gives; without one the task fails clearly")
+    @Test("A server that requires a client certificate gets the identity the delegate gives; without one the task fails clearly")
     func clientCertificate() async throws {
         let certificates = try TestCertificates.shared()
         let origin = try await TestOrigin.start(tls: certificates.server.requiringClientCertificate(issuedBy: certificates.caCertificatePath))

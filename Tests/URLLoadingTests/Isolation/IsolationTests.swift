@@ -132,7 +132,7 @@ import TestSupport
         return (violations, written)
     }
 
-    @Test("I1: an ephemeral session run through every feature under strace writes no file but the downloads the caller takes")
+    @Test("An ephemeral session run through every feature under strace writes no file but the downloads the caller takes")
     func nothingOnDisk() async throws {
         let origin = try await Self.startOrigin()
         let (violations, written) = try await Self.tracedRun("ephemeral", origin: origin)
@@ -172,7 +172,7 @@ extension IsolationTests {
     }
 
     @Test(
-        "I1: sessions of two ephemeral configurations and a default one, same origin and URLs: each sees only its own cookies, cache and credentials; the default stores on disk hold nothing of the others"
+        "Sessions of two ephemeral configurations and a default one, same origin and URLs: each sees only its own cookies, cache and credentials; the default stores on disk hold nothing of the others"
     )
     func noSharing() async throws {
         let origin = try await Self.startOrigin()
@@ -234,7 +234,7 @@ extension IsolationTests {
     // MARK: 3. Gone after invalidation
 
     @Test(
-        "I1: after invalidateAndCancel or finishTasksAndInvalidate an ephemeral session's stores (its configuration's) are empty and released with the configuration; a new session starts empty",
+        "After invalidateAndCancel or finishTasksAndInvalidate an ephemeral session's stores (its configuration's) are empty and released with the configuration; a new session starts empty",
         arguments: [true, false])
     func goneAfterInvalidation(cancel: Bool) async throws {
         let origin = try await Self.startOrigin()

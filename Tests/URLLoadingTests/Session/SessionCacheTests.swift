@@ -20,7 +20,7 @@ import TestSupport
         return (String(decoding: data, as: UTF8.self), try #require(response as? HTTPURLResponse))
     }
 
-    @Test("C5: a fresh response is served from the cache, with Age and Cache-Status")
+    @Test("A fresh response is served from the cache, with Age and Cache-Status")
     func freshHit() async throws {
         let origin = try await TestOrigin.start()
         origin.route("/fresh", response: ScriptedResponse(headers: [HeaderField("Cache-Control", "max-age=600")], body: "fresh body"))
@@ -38,7 +38,7 @@ import TestSupport
         try await origin.shutdown()
     }
 
-    @Test("C4: no-store responses are not stored; non-GET responses are not stored")
+    @Test("No-store responses are not stored; non-GET responses are not stored")
     func notStored() async throws {
         let origin = try await TestOrigin.start()
         origin.route("/nostore", response: ScriptedResponse(headers: [HeaderField("Cache-Control", "max-age=600, no-store")], body: "x"))
@@ -50,7 +50,7 @@ import TestSupport
         try await origin.shutdown()
     }
 
-    @Test("C5: a stale entry is revalidated; a 304 refreshes it and its body is delivered as 200")
+    @Test("A stale entry is revalidated; a 304 refreshes it and its body is delivered as 200")
     func revalidation() async throws {
         let origin = try await TestOrigin.start()
         origin.route(
@@ -71,7 +71,7 @@ import TestSupport
         try await origin.shutdown()
     }
 
-    @Test("C6: returnCacheDataDontLoad fails without an entry and serves a stale one without the network")
+    @Test("ReturnCacheDataDontLoad fails without an entry and serves a stale one without the network")
     func dontLoad() async throws {
         let origin = try await TestOrigin.start()
         origin.route(
@@ -274,7 +274,7 @@ extension ScriptedResponse {
         try await origin.shutdown()
     }
 
-    @Test("C4: a response that may not be stored never reaches willCacheResponse")
+    @Test("A response that may not be stored never reaches willCacheResponse")
     func notOffered() async throws {
         let origin = try await TestOrigin.start()
         origin.route("/n", response: ScriptedResponse(headers: [HeaderField("Cache-Control", "no-store")], body: "x"))

@@ -87,7 +87,7 @@ import TestSupport
         try await origin.shutdown()
     }
 
-    @Test("A4: custom trust roots from the configuration; the system's roots reject the test CA")
+    @Test("Custom trust roots from the configuration; the system's roots reject the test CA")
     func tlsTrustRoots() async throws {
         let certificates = try TestCertificates.shared()
         let origin = try await TestOrigin.start(tls: certificates.server)

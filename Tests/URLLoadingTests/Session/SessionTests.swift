@@ -167,7 +167,7 @@ import TestSupport
         try await origin.shutdown()
     }
 
-    @Test("A5: a cross-origin redirect drops Authorization and Cookie; a same-origin one keeps them")
+    @Test("A cross-origin redirect drops Authorization and Cookie; a same-origin one keeps them")
     func crossOriginRedirectDropsCredentials() async throws {
         let first = try await TestOrigin.start()
         let second = try await TestOrigin.start()
