@@ -54,12 +54,26 @@ extension Daemon {
         let startable = state.withLock { state -> [Int64] in
             let free = settings.maximumRunning - state.running.count
             guard free > 0 else { return [] }
-            return state.records.values
-                .filter { $0.machine.phase == .queued && !$0.suspended && state.running[$0.id] == nil }
-                .sorted { ($0.spec.isDiscretionary ? 1 : 0, $0.id) < ($1.spec.isDiscretionary ? 1 : 0, $1.id) }
-                .prefix(free).map(\.id)
+            // The `free` first by (discretionary last, oldest first): a pass
+            // over the waiting tasks' ids, not a sort of every record.
+            var chosen: [(discretionary: Bool, id: Int64)] = []
+            chosen.reserveCapacity(free + 1)
+            for (id, discretionary) in state.startable where state.running[id] == nil {
+                let key = (discretionary: discretionary, id: id)
+                guard chosen.count < free || Self.startsBefore(key, chosen[chosen.count - 1]) else { continue }
+                let at = chosen.firstIndex { Self.startsBefore(key, $0) } ?? chosen.count
+                chosen.insert(key, at: at)
+                if chosen.count > free { chosen.removeLast() }
+            }
+            return chosen.map(\.id)
         }
         for id in startable { change(id: id) { $0.machine.start() } }
+    }
+
+    /// Which of two waiting tasks starts first: not discretionary before
+    /// discretionary, then the older (its journal row id is smaller).
+    static func startsBefore(_ a: (discretionary: Bool, id: Int64), _ b: (discretionary: Bool, id: Int64)) -> Bool {
+        a.discretionary != b.discretionary ? !a.discretionary : a.id < b.id
     }
 
     // MARK: Files

@@ -57,7 +57,12 @@ package final class Daemon: Sendable {
     let runner: TransferRunner
 
     struct State {
-        var records: [Int64: TransferRecord] = [:]
+        /// Every task; written through `put`, which keeps `startable` true.
+        private(set) var records: [Int64: TransferRecord] = [:]
+        /// The tasks waiting for a transfer slot (queued, not suspended),
+        /// with whether each is discretionary: what `schedule` chooses from
+        /// without reading every record.
+        private(set) var startable: [Int64: Bool] = [:]
         /// The attached session of each identifier.
         var clients: [String: Client] = [:]
         var running: [Int64: RunningTransfer] = [:]
@@ -71,6 +76,16 @@ package final class Daemon: Sendable {
         var challenges: [Int64: PendingChallenge] = [:]
         /// Sessions' persistent credential stores, opened when first needed.
         var credentialStores: [String: CredentialStore] = [:]
+
+        /// Stores a task's record, and whether it waits for a slot.
+        mutating func put(_ record: TransferRecord) {
+            records[record.id] = record
+            if record.machine.phase == .queued, !record.suspended {
+                startable[record.id] = record.spec.isDiscretionary
+            } else {
+                startable.removeValue(forKey: record.id)
+            }
+        }
     }
 
     /// A connected app or tool.
@@ -101,7 +116,7 @@ package final class Daemon: Sendable {
         for var record in records {
             let fileBytes = fileSize(partialFile(record.id))
             let actions = record.machine.recovered(now: now, fileBytes: fileBytes)
-            state.withLock { $0.records[record.id] = record }
+            state.withLock { $0.put(record) }
             persist(record)
             apply(actions, to: record.id)
         }
@@ -226,12 +241,12 @@ package final class Daemon: Sendable {
             if record.id != 0 {
                 persist(record)
                 // Kept for delivery: the app may be gone before it hears this.
-                state.withLock { $0.records[record.id] = record }
+                state.withLock { $0.put(record) }
             }
             send(.finished(result(of: record)), to: client)
             return
         }
-        state.withLock { $0.records[record.id] = record }
+        state.withLock { $0.put(record) }
         apply(record.machine.initialActions, to: record.id)
     }
 
@@ -251,7 +266,7 @@ package final class Daemon: Sendable {
         guard var record = state.withLock({ $0.records[id] }) else { return }
         let actions = body(&record)
         if record.machine.isFinished, record.finished == nil { record.finished = Date() }
-        state.withLock { $0.records[id] = record }
+        state.withLock { $0.put(record) }
         persist(record)
         apply(actions, to: id)
     }

@@ -1,0 +1,45 @@
+import Foundation
+import Testing
+@testable import TransferDaemon
+import URLLoading
+
+/// What transferd starts next: the waiting tasks' index and their order,
+/// without reading every record (a pass over the waiting ids).
+@Suite struct DaemonScheduleTests {
+    static func record(_ id: Int64, discretionary: Bool = false, suspended: Bool = false) -> TransferRecord {
+        let spec = TaskSpec(
+            task: Int(id), kind: .download, request: RequestSpec(url: "http://example.com/\(id)", method: "GET", headers: [], timeout: 30),
+            bodyFile: nil, earliestBeginDate: nil, isDiscretionary: discretionary, taskDescription: nil)
+        return TransferRecord(
+            id: id, session: "s", spec: spec, machine: BackgroundTransferMachine(earliestBeginDate: nil, now: Date()), suspended: suspended,
+            created: Date())
+    }
+
+    @Test("Only queued, unsuspended tasks wait for a slot; a task leaves the index when it starts, is suspended or ends")
+    func startableIndex() {
+        var state = Daemon.State()
+        state.put(Self.record(1))
+        state.put(Self.record(2, discretionary: true))
+        state.put(Self.record(3, suspended: true))
+        #expect(state.startable == [1: false, 2: true])
+        var started = Self.record(1)
+        _ = started.machine.start()
+        state.put(started)
+        #expect(state.startable == [2: true] && state.records.count == 3)
+        var resumed = Self.record(3)
+        resumed.suspended = false
+        state.put(resumed)
+        #expect(state.startable == [2: true, 3: false])
+        var cancelled = Self.record(2, discretionary: true)
+        _ = cancelled.machine.cancel()
+        state.put(cancelled)
+        #expect(state.startable == [3: false])
+    }
+
+    @Test("Tasks start the app's own before discretionary ones, the oldest first")
+    func order() {
+        let keys: [(discretionary: Bool, id: Int64)] = [(true, 1), (false, 9), (false, 4), (true, 2), (false, 5)]
+        let sorted = keys.sorted(by: Daemon.startsBefore).map(\.id)
+        #expect(sorted == [4, 5, 9, 1, 2])
+    }
+}
