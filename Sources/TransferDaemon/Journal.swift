@@ -1,4 +1,5 @@
 package import Foundation
+import Locking
 package import Logging
 import Migrations
 import Storage
@@ -54,6 +55,21 @@ package final class Journal: Sendable {
     /// Seals secrets before they are written; nil for a reader without the key.
     let seal: JournalSeal?
     let logger: Logger
+    /// What was last written of each task's rarely changing parts: a save
+    /// that changes only the phase, the counts or the outcome neither
+    /// encodes nor seals them again, nor writes them.
+    private let written = Lock<[Int64: Written]>([:])
+
+    private struct Written: Equatable {
+        var spec: TaskSpec
+        var response: ResponseSpec?
+        var responseBody: Data?
+        var uploadResume: Data?
+
+        init(_ record: TransferRecord) {
+            (spec, response, responseBody, uploadResume) = (record.spec, record.response, record.responseBody, record.uploadResume)
+        }
+    }
 
     /// Opens or creates the journal at `path` (0600 in a 0700 folder) and
     /// its key (`Journal.key` beside it; made when `writer` and missing).
@@ -135,7 +151,7 @@ package final class Journal: Sendable {
     package func insert(_ record: TransferRecord) throws -> TransferRecord {
         // Sealed and encoded before the transaction: inside it only SQLite can fail.
         var values = try columns(of: record)
-        return try database.write { (connection: Connection) throws(SQLiteError) in
+        let inserted = try database.write { (connection: Connection) throws(SQLiteError) in
             try connection.run(
                 """
                 INSERT INTO sessions(identifier, next_task) VALUES (?, ?)
@@ -150,13 +166,32 @@ package final class Journal: Sendable {
             try connection.run(Self.updateSQL, values)
             return saved
         }
+        written.withLock { $0[inserted.id] = Written(inserted) }
+        return inserted
     }
 
     /// Writes a record's current state.
     package func save(_ record: TransferRecord) throws {
+        let parts = Written(record)
+        // A delivered task changes no more: what was written of it is forgotten.
+        let delivered = record.machine.phase == .delivered
+        if written.withLock({ $0[record.id] == parts }) {
+            let values = try columns(of: record, whole: false)
+            try database.write { (connection: Connection) throws(SQLiteError) in try connection.run(Self.stateSQL, values) }
+            if delivered { written.withLock { _ = $0.removeValue(forKey: record.id) } }
+            return
+        }
         let values = try columns(of: record)
         try database.write { (connection: Connection) throws(SQLiteError) in try connection.run(Self.updateSQL, values) }
+        written.withLock { $0[record.id] = delivered ? nil : parts }
     }
+
+    /// `updateSQL` without the parts `Written` holds.
+    private static let stateSQL = """
+        UPDATE transfers SET phase = ?, phase_date = ?, outcome = coalesce(?, outcome), suspended = ?, attempts = ?,
+            bytes = ?, expected = ?, validator = ?, error_code = ?, error_message = ?, finished = ?
+        WHERE id = ?
+        """
 
     private static let updateSQL = """
         UPDATE transfers SET spec = ?, phase = ?, phase_date = ?, outcome = coalesce(?, outcome), suspended = ?, attempts = ?,
@@ -165,8 +200,9 @@ package final class Journal: Sendable {
         WHERE id = ?
         """
 
-    /// The values of `updateSQL` for a record, its secrets sealed; the row id last.
-    private func columns(of record: TransferRecord) throws -> [SQLiteValue] {
+    /// The values of `updateSQL` for a record, its secrets sealed (of
+    /// `stateSQL` when not `whole`); the row id last.
+    private func columns(of record: TransferRecord, whole: Bool = true) throws -> [SQLiteValue] {
         guard let seal else { throw BackgroundWireError("the journal was opened to read; its key is not at hand") }
         var date: SQLiteValue = .null
         var outcome: SQLiteValue = .null
@@ -179,6 +215,14 @@ package final class Journal: Sendable {
             case .cancelled: outcome = .text("cancelled")
             }
         default: break
+        }
+        if !whole {
+            return [
+                .text(record.phaseName), date, outcome, .integer(record.suspended ? 1 : 0), .integer(Int64(record.machine.attempts)),
+                .integer(record.machine.bytes), .integer(record.expected), record.machine.validator.map { .text($0) } ?? .null,
+                record.errorCode.map { .text($0) } ?? .null, record.errorMessage.map { .text($0) } ?? .null,
+                record.finished.map { .real($0.timeIntervalSince1970) } ?? .null, .integer(record.id),
+            ]
         }
         return [
             .text(try Self.json(seal.sealed(record.spec))), .text(record.phaseName), date, outcome,

@@ -102,4 +102,30 @@ import URLLoading
         #expect(text.contains("example.com/file"))
         #expect(TransferListing.details(record).contains("resumes at: https://example.com/uploads/9?token="))
     }
+
+    @Test("Saves that change only the state keep the spec and response as last written; a changed response or spec is written whole")
+    func stateOnlySaves() throws {
+        let directory = TemporaryDirectory()
+        let path = directory.path("Journal.sqlite")
+        let journal = try Journal(path: path)
+        var record = try journal.insert(Self.record())
+        record.machine = BackgroundTransferMachine(phase: .running(attempt: 1), bytes: 10, validator: "\"v1\"", attempts: 1)
+        try journal.save(record)
+        record.response = ResponseSpec(url: Self.secretURL, status: 200, httpVersion: "HTTP/1.1", headers: [["ETag", "\"v1\""]])
+        try journal.save(record)
+        record.machine.noteBytes(500)
+        record.expected = 900
+        try journal.save(record)
+        var read = try #require(try Journal(path: path).records().first)
+        // (`created` goes through a Double: compared apart, to the microsecond.)
+        #expect(abs(read.created.timeIntervalSince(record.created)) < 1e-5)
+        read.created = record.created
+        #expect(read == record, "the state-only save lost or changed something")
+        record.spec.request.headers.append(["X-Late", "1"])
+        record.response?.status = 206
+        record.machine = BackgroundTransferMachine(phase: .finished(.succeeded(status: 206)), bytes: 900, validator: nil, attempts: 1)
+        try journal.save(record)
+        read = try #require(try Journal(path: path).records().first)
+        #expect(read.spec == record.spec && read.response?.status == 206 && read.phaseName == "finished")
+    }
 }
