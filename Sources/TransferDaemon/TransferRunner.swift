@@ -161,6 +161,8 @@ final class TransferRunner: SessionDataDelegate, SessionTaskDelegate {
     }
     /// One session per choice the apps made (proxies, trust roots), made on first use.
     private let sessions = Lock<[SessionChoice: Session]>([:])
+    /// A configuration's resumable uploads version when the app's journal entry names none.
+    private static let defaultResumableUploadVersion = SessionConfiguration.ephemeral.resumableUploadVersion
 
     /// The session for `spec`'s transfers: the app's proxies and trust
     /// roots, never transferd's own environment's. A roots path that is
@@ -168,7 +170,7 @@ final class TransferRunner: SessionDataDelegate, SessionTaskDelegate {
     func session(for spec: TaskSpec) -> Session {
         let roots = spec.trustRootsFile.flatMap { $0.hasPrefix("/") && !$0.utf8.contains(0) ? $0 : nil }
         // 0: the app turned resumable uploads off; absent: the default.
-        let version = spec.resumableUploadVersion.map { $0 == 0 ? nil : $0 } ?? SessionConfiguration.ephemeral.resumableUploadVersion
+        let version = spec.resumableUploadVersion.map { $0 == 0 ? nil : $0 } ?? Self.defaultResumableUploadVersion
         let choice = SessionChoice(proxies: spec.proxies, trustRootsFile: roots, resumableUploadVersion: version)
         return sessions.withLock { sessions in
             if let session = sessions[choice] { return session }
