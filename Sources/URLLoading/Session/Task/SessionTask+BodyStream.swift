@@ -59,7 +59,7 @@ extension SessionTask {
     /// (again, through `startTransfer`) once it answered. Returns true when
     /// the caller must stop here.
     func awaitsBodyStream(hop: Int, request: URLRequest, session: Session) -> Bool {
-        guard sendsBody(hop: hop, request: request) else { return false }
+        guard sendsStreamedBody(hop: hop, request: request) else { return false }
         let missing = locked.withLock { inner -> StreamedBody.Remake? in
             guard let streamed = inner.streamedBody, streamed.next == nil else { return nil }
             return streamed.remake
@@ -122,9 +122,15 @@ extension SessionTask {
     }
 
     /// Whether this hop sends the task's body: the first, and any that
-    /// keeps a method with a body (never a resumable upload's `HEAD`).
+    /// keeps a method with a body.
     func sendsBody(hop: Int, request: URLRequest) -> Bool {
-        request.httpMethod != "HEAD" && (hop == 0 || request.httpMethod != "GET")
+        hop == 0 || request.httpMethod != "GET"
+    }
+
+    /// Whether this hop sends a streamed body: as `sendsBody`, never for a
+    /// resumable upload's `HEAD` (whose other bodies are `.none` already).
+    func sendsStreamedBody(hop: Int, request: URLRequest) -> Bool {
+        sendsBody(hop: hop, request: request) && request.httpMethod != "HEAD"
     }
 
     /// Takes the stream at hand and starts reading it into a pipe the

@@ -406,7 +406,7 @@ extension SessionTask {
             return
         }
         if prepareServerTrust(&transfer, url: url, hop: hop, session: session) { return }
-        if inputs.streamed != nil, sendsBody(hop: hop, request: request), let stream = takeBodyStream() { transfer.body = stream }
+        if inputs.streamed != nil, sendsStreamedBody(hop: hop, request: request), let stream = takeBodyStream() { transfer.body = stream }
         let (startedAt, viaProxy) = (Date(), transfer.proxy != nil)
         let executor: any TransferExecutor = runsOnOwnConnection(transfer, kind: inputs.kind, taskDelegate: inputs.taskDelegate, session: session) ? session.ownedTransfers : transport
         // The cache keys its entry by what the hop sent: recorded before the
