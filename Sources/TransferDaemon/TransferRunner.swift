@@ -158,6 +158,8 @@ final class TransferRunner: SessionDataDelegate, SessionTaskDelegate {
         var proxies: ProxyRules?
         var trustRootsFile: String?
         var resumableUploadVersion: Int?
+        var tlsMinimumVersion: [Int]?
+        var tlsMaximumVersion: [Int]?
     }
     /// One session per choice the apps made (proxies, trust roots), made on first use.
     private let sessions = Lock<[SessionChoice: Session]>([:])
@@ -171,7 +173,9 @@ final class TransferRunner: SessionDataDelegate, SessionTaskDelegate {
         let roots = spec.trustRootsFile.flatMap { $0.hasPrefix("/") && !$0.utf8.contains(0) ? $0 : nil }
         // 0: the app turned resumable uploads off; absent: the default.
         let version = spec.resumableUploadVersion.map { $0 == 0 ? nil : $0 } ?? Self.defaultResumableUploadVersion
-        let choice = SessionChoice(proxies: spec.proxies, trustRootsFile: roots, resumableUploadVersion: version)
+        let choice = SessionChoice(
+            proxies: spec.proxies, trustRootsFile: roots, resumableUploadVersion: version, tlsMinimumVersion: Self.tlsVersion(spec.tlsMinimumVersion),
+            tlsMaximumVersion: Self.tlsVersion(spec.tlsMaximumVersion))
         return sessions.withLock { sessions in
             if let session = sessions[choice] { return session }
             let configuration = SessionConfiguration.ephemeral
@@ -181,10 +185,19 @@ final class TransferRunner: SessionDataDelegate, SessionTaskDelegate {
             configuration.presetProxyRules = choice.proxies
             configuration.trustRootsFile = choice.trustRootsFile
             configuration.resumableUploadVersion = choice.resumableUploadVersion
+            configuration.tlsMinimumSupportedVersion = choice.tlsMinimumVersion.map { ($0[0], $0[1]) }
+            configuration.tlsMaximumSupportedVersion = choice.tlsMaximumVersion.map { ($0[0], $0[1]) }
             let session = Session(configuration: configuration, delegate: self)
             sessions[choice] = session
             return session
         }
+    }
+
+    /// A TLS version read back from the journal: `[major, minor]` of TLS
+    /// 1.0 to 1.3 (major 1, minor 0...3), else none.
+    static func tlsVersion(_ pair: [Int]?) -> [Int]? {
+        guard let pair, pair.count == 2, pair[0] == 1, (0...3).contains(pair[1]) else { return nil }
+        return pair
     }
 
     private func transfer(_ task: SessionTask) -> RunningTransfer? {

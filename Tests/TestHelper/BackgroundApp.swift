@@ -38,7 +38,8 @@ import Tracing
 //     "queue <values>": what the session's gauge of transferd's unfinished
 //     tasks recorded, in order. "--proxy URL" sets the configuration's
 //     proxyURL; "--trust-roots PEM" its trustRootsFile; "--no-resumable-upload"
-//     sets resumableUploadVersion to nil. "--trace"
+//     sets resumableUploadVersion to nil; "--tls-max 1.2" the
+//     configuration's tlsMaximumSupportedVersion. "--trace"
 //     bootstraps a tracer (swift-distributed-tracing's in-memory one,
 //     propagating W3C traceparent) and prints, before "bye", "span <name>
 //     <status attribute> <traceparent>" for each span ended.
@@ -245,6 +246,12 @@ func runBackgroundApp(_ given: [String]) -> Never {
     }
     if let at = arguments.firstIndex(of: "--trust-roots"), at + 1 < arguments.count {
         configuration.trustRootsFile = arguments[at + 1]
+        arguments.removeSubrange(at...(at + 1))
+    }
+    if let at = arguments.firstIndex(of: "--tls-max"), at + 1 < arguments.count {
+        let parts = arguments[at + 1].split(separator: ".").compactMap { Int($0) }
+        guard parts.count == 2 else { fail("--tls-max MAJOR.MINOR") }
+        configuration.tlsMaximumSupportedVersion = (parts[0], parts[1])
         arguments.removeSubrange(at...(at + 1))
     }
     if let at = arguments.firstIndex(of: "--no-resumable-upload") {

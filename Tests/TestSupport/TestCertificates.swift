@@ -16,10 +16,21 @@ public struct TestCertificates: Sendable {
         /// Whether the server asks for and verifies a client certificate
         /// issued by `clientCAPath`.
         public let clientCAPath: String?
+        /// Whether the server refuses every TLS version before 1.3.
+        public var requiresTLS13 = false
 
         /// The same identity, requiring a client certificate from the test CA.
         public func requiringClientCertificate(issuedBy caPath: String) -> ServerIdentity {
-            ServerIdentity(certificatePath: certificatePath, privateKeyPath: privateKeyPath, clientCAPath: caPath)
+            var identity = ServerIdentity(certificatePath: certificatePath, privateKeyPath: privateKeyPath, clientCAPath: caPath)
+            identity.requiresTLS13 = requiresTLS13
+            return identity
+        }
+
+        /// The same identity, speaking TLS 1.3 only.
+        public func requiringTLS13() -> ServerIdentity {
+            var identity = self
+            identity.requiresTLS13 = true
+            return identity
         }
 
         func makeServerContext() throws -> NIOSSLContext {
@@ -30,6 +41,7 @@ public struct TestCertificates: Sendable {
                 configuration.certificateVerification = .noHostnameVerification
                 configuration.trustRoots = .file(clientCAPath)
             }
+            if requiresTLS13 { configuration.minimumTLSVersion = .tlsv13 }
             return try NIOSSLContext(configuration: configuration)
         }
     }

@@ -130,7 +130,9 @@ final class BackgroundHost: RemoteTaskHost {
             request: RequestSpec(url: url.absoluteString, method: request.httpMethod ?? "GET", headers: headers, timeout: timeout),
             bodyFile: bodyFile, earliestBeginDate: nil, isDiscretionary: settings.isDiscretionary, taskDescription: nil,
             proxies: settings.chosenProxies, trustRootsFile: settings.trustRootsFile,
-            resumableUploadVersion: settings.resumableUploadVersion ?? 0)
+            resumableUploadVersion: settings.resumableUploadVersion ?? 0,
+            tlsMinimumVersion: settings.tlsMinimumSupportedVersion.map { [$0.major, $0.minor] },
+            tlsMaximumVersion: settings.tlsMaximumSupportedVersion.map { [$0.major, $0.minor] })
         return .success(
             BackgroundEngine(link: link, spec: spec, created: false, running: false) { [weak self, weak session] task in
                 guard let self, let session else { return }

@@ -117,11 +117,19 @@ package struct TaskSpec: Codable, Sendable, Equatable {
     /// chose (`resumableUploadVersion`), 0 for none; nil (journals written
     /// before it was carried) for the default.
     package var resumableUploadVersion: Int?
+    /// The TLS versions the app's configuration allows
+    /// (`tlsMinimumSupportedVersion`, `tlsMaximumSupportedVersion`), each
+    /// `[major, minor]`; nil for the default.
+    package var tlsMinimumVersion: [Int]?
+    package var tlsMaximumVersion: [Int]?
 
     package init(
         task: Int, kind: Kind, request: RequestSpec, bodyFile: String?, earliestBeginDate: Date?, isDiscretionary: Bool,
-        taskDescription: String?, proxies: ProxyRules? = nil, trustRootsFile: String? = nil, resumableUploadVersion: Int? = nil
+        taskDescription: String?, proxies: ProxyRules? = nil, trustRootsFile: String? = nil, resumableUploadVersion: Int? = nil,
+        tlsMinimumVersion: [Int]? = nil, tlsMaximumVersion: [Int]? = nil
     ) {
+        self.tlsMinimumVersion = tlsMinimumVersion
+        self.tlsMaximumVersion = tlsMaximumVersion
         self.proxies = proxies
         self.trustRootsFile = trustRootsFile
         self.resumableUploadVersion = resumableUploadVersion
