@@ -134,6 +134,15 @@ let targets: [FuzzTarget] = [
     FuzzTarget(name: "resume-data") { data in
         _ = try? ResumeData.decode(data, directory: URL(fileURLWithPath: "/nonexistent-urlloading-fuzz"))
     },
+    FuzzTarget(name: "upload-resume-data") { data in
+        // An upload's resume data: whatever the bytes, a clear refusal or a
+        // blob whose numbers are within the body and whose URLs share an origin.
+        guard let resume = try? UploadResumeData.decode(data, directory: URL(fileURLWithPath: "/nonexistent-urlloading-fuzz")) else { return }
+        invariant((0...resume.length).contains(resume.offset) && resume.start >= 0, "an accepted blob's offset is within its body")
+        invariant(
+            URL(string: resume.url).flatMap { url in URL(string: resume.resumptionURL).map { ResumableUpload.sameOrigin($0, url) } } == true,
+            "an accepted blob's resumption URL is on the upload's origin")
+    },
     FuzzTarget(name: "background-frame") { data in
         // transferd's socket: bytes in any split, every message
         // out is within bounds and frames again to itself.
