@@ -143,21 +143,15 @@ public struct TestCertificates: Sendable {
     }
 
     private static func run(openssl arguments: [String]) throws(TestOriginError) {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
-        process.arguments = arguments
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = output
+        let result: ChildProcess.Result
         do {
-            try process.run()
+            result = try ChildProcess.start(URL(fileURLWithPath: "/usr/bin/openssl"), arguments).waitBlocking()
         } catch {
             throw TestOriginError(message: "cannot run /usr/bin/openssl (install Debian's openssl package): \(error)")
         }
-        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
-        guard process.terminationStatus == 0 else {
-            throw TestOriginError(message: "openssl \(arguments.prefix(2).joined(separator: " ")) failed: \(text)")
+        guard result.status == 0 else {
+            throw TestOriginError(
+                message: "openssl \(arguments.prefix(2).joined(separator: " ")) failed: \(result.standardOutput)\(result.standardError)")
         }
     }
 }

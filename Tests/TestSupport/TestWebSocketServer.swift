@@ -42,14 +42,8 @@ public final class TestWebSocketServer: Sendable {
 
     /// Whether Debian's python3 with `websockets` is here.
     public static var isAvailable: Bool {
-        let check = Process()
-        check.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
-        check.arguments = ["-c", "import websockets"]
-        check.standardOutput = FileHandle.nullDevice
-        check.standardError = FileHandle.nullDevice
-        guard (try? check.run()) != nil else { return false }
-        check.waitUntilExit()
-        return check.terminationStatus == 0
+        guard let check = try? ChildProcess.start(URL(fileURLWithPath: "/usr/bin/python3"), ["-c", "import websockets"]) else { return false }
+        return check.waitBlocking().status == 0
     }
 
     /// Starts the server and waits (bounded) for its ports.
