@@ -1,4 +1,5 @@
 public import Foundation
+import Locking
 
 /// Runs programs as child processes for tests that need several processes
 /// on the same files, or that test a command-line tool as a user runs it.
@@ -123,8 +124,8 @@ public enum ChildProcess {
         private let lines: AsyncStream<String>?
         /// Signalled once when the child ended and was reaped.
         private let ended = DispatchGroup()
-        /// `waitpid`'s status, once `ended`.
-        private var status: Int32 = 0
+        /// `waitpid`'s status, once `ended` (written by the reaping thread).
+        private let status = Lock<Int32>(0)
 
         init(pid: Int32, outputPath: URL?, errorPath: URL, outputPipe: FileHandle?) {
             self.pid = pid
@@ -156,7 +157,7 @@ public enum ChildProcess {
             Thread.detachNewThread { [self] in
                 var status: Int32 = 0
                 while waitpid(pid, &status, 0) < 0, errno == EINTR {}
-                self.status = status
+                self.status.withLock { $0 = status }
                 ended.leave()
             }
             Thread.detachNewThread {
@@ -203,6 +204,7 @@ public enum ChildProcess {
                 try? FileManager.default.removeItem(at: errorPath)
             }
             // `waitpid`'s status: the low 7 bits are the signal that ended the child, else the exit code is above.
+            let status = self.status.withLock { $0 }
             let signal = status & 0x7F
             let signalled = signal != 0
             return Result(
