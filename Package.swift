@@ -70,6 +70,8 @@ let package = Package(
             pkgConfig: "libssl",
             providers: [.apt(["libssl-dev"])]
         ),
+        // Stream connections' loops: epoll and eventfd (headers only).
+        .systemLibrary(name: "CEventPoll"),
         // Credentials: the desktop keyring (the Secret Service over D-Bus).
         // libsecret is loaded at run time, when a store first asks for the
         // keyring: building needs none of its (or GLib's) headers, and a
@@ -136,11 +138,11 @@ let package = Package(
             dependencies: ["CCurl", "Locking"],
             swiftSettings: strictSwift
         ),
-        // Stream tasks' connections: sockets, a thread per connection, TLS
+        // Stream tasks' connections: sockets on a few shared loops, TLS
         // through OpenSSL; the only code importing CTLS.
         .target(
             name: "Streams",
-            dependencies: ["CTLS", "CZlib", "Locking"],
+            dependencies: ["CTLS", "CZlib", "CEventPoll", "Locking"],
             swiftSettings: strictSwift
         ),
 

@@ -6,11 +6,12 @@ import Glibc
 
 /// A TCP connection a stream task owns (Apple's `URLSessionStreamTask`'s
 /// transport): reads, writes, half-closes and TLS begun or ended on the
-/// open connection, each an operation in a queue, carried out by the
-/// connection's own thread, which runs sockets and OpenSSL only. Reads are
-/// served in order, writes in order, the two side by side; TLS's start and
-/// end wait for every operation before them. Completions are called on
-/// that thread: the owner hands them to the user's context.
+/// open connection, each an operation in a queue, carried out by one of
+/// the process's few stream loops (`StreamLoop`), which run sockets and
+/// OpenSSL only, for every connection. Reads are served in order, writes in
+/// order, the two side by side; TLS's start and end wait for every
+/// operation before them. Completions are called on the loop's thread and
+/// must not block: the owner hands them to the user's context.
 package final class StreamConnection: Sendable {
     /// Where to connect.
     package struct Endpoint: Sendable {
@@ -63,15 +64,21 @@ package final class StreamConnection: Sendable {
         }
     }
 
-    let channel = StreamChannel()
+    let channel: StreamChannel
 
-    /// Starts the connection's thread, which connects to `endpoint`; then
-    /// `connected` is called once with nil or why it failed.
+    /// Connects to `endpoint` on a connecting thread, then runs on a loop;
+    /// `connected` is called once, on that thread, with nil or why it failed.
     package init(_ endpoint: Endpoint, connected: @escaping Completion) {
+        let loop = StreamLoop.next()
+        channel = StreamChannel(loop: loop)
         let worker = StreamWorker(channel: channel, endpoint: endpoint)
-        let thread = Thread { worker.run(connected: connected) }
-        thread.name = "urlloading.stream"
-        thread.start()
+        guard let loop else {
+            let reason = StreamError(.io, "no stream loop could start: \(String(cString: strerror(errno)))")
+            worker.cancel(reason)
+            StreamConnector.submit { worker.connect(connected: connected, then: nil) }
+            return
+        }
+        StreamConnector.submit { worker.connect(connected: connected, then: loop) }
     }
 
     /// Nobody can ask anything of the connection any more: it closes.
@@ -121,8 +128,8 @@ package final class StreamConnection: Sendable {
     }
 }
 
-/// What the owner's threads and the connection's thread share: the queue
-/// of operations (behind one lock) and the eventfd that wakes the thread.
+/// What the owner's threads and the connection's loop share: the queue
+/// of operations (behind one lock), and the way to tell the loop.
 final class StreamChannel: Sendable {
     struct Shared {
         var operations: [StreamConnection.Operation] = []
@@ -131,24 +138,13 @@ final class StreamChannel: Sendable {
     }
 
     let shared = Lock(Shared())
-    /// A pipe's read end (polled by the thread) and write end (signalled).
-    let wake: Int32
-    private let waker: Int32
+    private let loop: StreamLoop?
+    /// The connection's key on its loop.
+    let identifier: UInt64
 
-    init() {
-        var ends: [Int32] = [-1, -1]
-        if pipe(&ends) == 0 {
-            for end in ends {
-                _ = fcntl(end, F_SETFD, FD_CLOEXEC)
-                _ = fcntl(end, F_SETFL, fcntl(end, F_GETFL) | O_NONBLOCK)
-            }
-        }
-        (wake, waker) = (ends[0], ends[1])
-    }
-
-    deinit {
-        if wake >= 0 { close(wake) }
-        if waker >= 0 { close(waker) }
+    init(loop: StreamLoop?) {
+        self.loop = loop
+        identifier = loop?.makeIdentifier() ?? 0
     }
 
     /// Queues an operation; after the end it fails at once.
@@ -162,15 +158,9 @@ final class StreamChannel: Sendable {
         Self.fail(operation, failure)
     }
 
+    /// The loop services the connection soon.
     func signal() {
-        var one: UInt8 = 1
-        _ = write(waker, &one, 1)
-    }
-
-    /// Empties the pipe after a wake-up.
-    func drain() {
-        var bytes = [UInt8](repeating: 0, count: 64)
-        while read(wake, &bytes, bytes.count) > 0 {}
+        loop?.ready(identifier)
     }
 
     static func fail(_ operation: StreamConnection.Operation, _ error: StreamError) {

@@ -9,7 +9,7 @@ import Glibc
 /// 1928) with its user name and password (RFC 1929); `socks5h` leaves the
 /// name to the proxy, `socks5` sends an address resolved here. Nothing
 /// past the proxy's answer is read. Blocking, bounded by the deadline: runs
-/// on the connection's own thread. Errors never quote the credentials.
+/// on the connecting thread (`StreamConnector`). Errors never quote the credentials.
 enum StreamProxy {
     enum Kind: Equatable {
         case http

@@ -5,7 +5,7 @@ import Glibc
 
 /// Opening a TCP connection: the host's addresses in turn, each connect
 /// bounded by the deadline, and a proxy's tunnel (`StreamProxy`) when
-/// the session names one. Blocking: runs on the connection's own thread.
+/// the session names one. Blocking: runs on the connecting thread (`StreamConnector`).
 enum StreamSocket {
     /// A connected, non-blocking socket to `host`:`port` (through `proxy`).
     static func connect(host: String, port: Int, proxy: URL?, deadline: ContinuousClock.Instant) throws(StreamError) -> Int32 {

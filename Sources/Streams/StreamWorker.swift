@@ -3,16 +3,20 @@ import Foundation
 import Glibc
 #endif
 
-/// The connection's thread: connects, then carries out the queued
-/// operations without blocking on any one of them (poll on the socket and
-/// the wake-up eventfd), until cancelled.
+/// One connection's state and work: connected on a connecting thread
+/// (`StreamConnector`), then serviced by its loop (`StreamLoop`), which
+/// calls `service(now:)` whenever the socket is ready for what the
+/// connection waits on, an operation is queued, or a deadline comes; each
+/// service carries out the queued operations as far as they go without
+/// blocking.
 ///
-/// Everything but `channel` is touched by that one thread only, which is
-/// why the class may cross to it.
+/// Everything but `channel` is touched by one thread at a time (the
+/// connecting thread, then the loop's, handed over through the loop's
+/// lock), which is why the class may cross between them.
 final class StreamWorker: @unchecked Sendable {
     private let channel: StreamChannel
     private let endpoint: StreamConnection.Endpoint
-    private var descriptor: Int32 = -1
+    private(set) var descriptor: Int32 = -1
     private var operations: [StreamConnection.Operation] = []
     /// Bytes read and not yet handed to a read.
     private var buffer = Data()
@@ -25,48 +29,79 @@ final class StreamWorker: @unchecked Sendable {
     private var tls: TLSChannel?
     private var handshaking = false
     /// What the socket must become before the blocked step can go on.
-    private var wantsRead = false
-    private var wantsWrite = false
-    /// Where reads land before they join the buffer.
-    private var chunk = [UInt8](repeating: 0, count: 64 << 10)
+    private(set) var wantsRead = false
+    private(set) var wantsWrite = false
+    /// The connection ended: its operations failed, its socket to be closed.
+    private(set) var finished = false
+
+    // The loop's bookkeeping.
+    /// The connection's key in its loop's epoll set.
+    var identifier: UInt64 { channel.identifier }
+    /// The loop's buffer reads land in before they join `buffer`.
+    var scratch = UnsafeMutableRawBufferPointer(start: nil, count: 0)
+    /// The epoll events the socket is registered for (0: not in the set).
+    var registered: UInt32 = 0
+    /// The deadline the loop's heap holds for this connection.
+    var scheduledDeadline: ContinuousClock.Instant?
+    /// The loop's turn that last serviced the connection.
+    var lastTurn: UInt64 = 0
 
     init(channel: StreamChannel, endpoint: StreamConnection.Endpoint) {
         self.channel = channel
         self.endpoint = endpoint
     }
 
-    func run(connected: StreamConnection.Completion) {
+    /// On a connecting thread: connects, tells `connected`, and hands the
+    /// connection to `loop` (nil: none could start, the connection fails).
+    func connect(connected: StreamConnection.Completion, then loop: StreamLoop?) {
+        let cancelled = channel.shared.withLock { $0.cancelled }
+        guard let loop, cancelled == nil else {
+            let reason = cancelled ?? StreamError(.io, "the connection has no loop to run on")
+            connected(reason)
+            return end(reason)
+        }
         do {
             descriptor = try StreamSocket.connect(
                 host: endpoint.host, port: endpoint.port, proxy: endpoint.proxy, deadline: .now + endpoint.connectTimeout)
         } catch {
             connected(error)
             end(error)
+            closeDescriptor()
             return
         }
         connected(nil)
-        loop()
+        loop.adopt(self)
     }
 
-    private func loop() {
-        while true {
-            let (new, cancelled) = channel.shared.withLock { state in
-                defer { state.operations = [] }
-                return (state.operations, state.cancelled)
-            }
-            operations += new
-            if let cancelled { return end(cancelled) }
-            wantsRead = false
-            wantsWrite = false
-            while step() {}
-            let now = ContinuousClock.now
-            expire(now)
-            var entries = [pollfd(fd: channel.wake, events: Int16(POLLIN), revents: 0)]
-            let events = (wantsRead ? Int16(POLLIN) : 0) | (wantsWrite ? Int16(POLLOUT) : 0)
-            if events != 0 { entries.append(pollfd(fd: descriptor, events: events, revents: 0)) }
-            let timeout = nextDeadline().map { StreamSocket.milliseconds(now.duration(to: $0)) } ?? -1
-            _ = poll(&entries, nfds_t(entries.count), timeout)
-            if entries[0].revents != 0 { channel.drain() }
+    /// On the loop: takes the newly queued operations and does what can be
+    /// done now; `wantsRead`, `wantsWrite` and `nextDeadline()` then say
+    /// what to wait for.
+    func service(now: ContinuousClock.Instant) {
+        guard !finished else { return }
+        let (new, cancelled) = channel.shared.withLock { state in
+            defer { state.operations = [] }
+            return (state.operations, state.cancelled)
+        }
+        operations += new
+        if let cancelled { return end(cancelled) }
+        wantsRead = false
+        wantsWrite = false
+        while step() {}
+        // An operation that timed out may have held back others that can go now.
+        if expire(now) { while step() {} }
+    }
+
+    /// Ends the connection with `reason` at its next service.
+    func cancel(_ reason: StreamError) {
+        channel.shared.withLock { state in
+            if state.cancelled == nil { state.cancelled = reason }
+        }
+    }
+
+    func closeDescriptor() {
+        if descriptor >= 0 {
+            close(descriptor)
+            descriptor = -1
         }
     }
 
@@ -132,7 +167,7 @@ final class StreamWorker: @unchecked Sendable {
     /// Reads what the socket has into the buffer; true when something changed.
     private func fill() -> Bool {
         if let tls {
-            let step = chunk.withUnsafeMutableBytes { tls.read(into: $0) }
+            let step = tls.read(into: scratch)
             switch step {
             case .done(let count):
                 keep(count)
@@ -144,7 +179,7 @@ final class StreamWorker: @unchecked Sendable {
             }
             return atEOF || readFailure != nil
         }
-        let count = chunk.withUnsafeMutableBytes { recv(descriptor, $0.baseAddress, $0.count, 0) }
+        let count = recv(descriptor, scratch.baseAddress, scratch.count, 0)
         if count > 0 {
             keep(count)
             return true
@@ -161,12 +196,9 @@ final class StreamWorker: @unchecked Sendable {
         return true
     }
 
-    /// Appends the first `count` bytes of `chunk` to the buffer (through
-    /// the pointer: Data's generic append walks an array byte by byte).
+    /// Appends the first `count` bytes of `scratch` to the buffer.
     private func keep(_ count: Int) {
-        chunk.withUnsafeBytes { raw in
-            if let base = raw.baseAddress { buffer.append(base.assumingMemoryBound(to: UInt8.self), count: count) }
-        }
+        if let base = scratch.baseAddress { buffer.append(base.assumingMemoryBound(to: UInt8.self), count: min(count, scratch.count)) }
     }
 
     // MARK: Writes
@@ -313,16 +345,14 @@ final class StreamWorker: @unchecked Sendable {
         tls = nil
         _ = complete(0)
         completion(error)
-        channel.shared.withLock { state in
-            if state.cancelled == nil { state.cancelled = StreamError(.closed, "the connection ended after a failed TLS handshake") }
-        }
-        channel.signal()
+        end(StreamError(.closed, "the connection ended after a failed TLS handshake"))
         return false
     }
 
     // MARK: Time and the end
 
-    private func nextDeadline() -> ContinuousClock.Instant? {
+    /// The earliest deadline of a queued read or write.
+    func nextDeadline() -> ContinuousClock.Instant? {
         operations.compactMap { operation -> ContinuousClock.Instant? in
             switch operation {
             case .read(_, _, let deadline, _): deadline
@@ -332,15 +362,19 @@ final class StreamWorker: @unchecked Sendable {
         }.min()
     }
 
-    private func expire(_ now: ContinuousClock.Instant) {
+    /// Fails the operations whose deadline passed; true when there were any.
+    private func expire(_ now: ContinuousClock.Instant) -> Bool {
+        var expired = false
         var index = 0
         while index < operations.count {
             switch operations[index] {
             case .read(_, _, let deadline?, let completion) where deadline <= now:
                 _ = complete(index)
+                expired = true
                 completion(.failure(StreamError(.timedOut, "the read timed out")))
             case .write(_, let deadline?, let completion) where deadline <= now:
                 _ = complete(index)
+                expired = true
                 // The first write's partly sent bytes go with it.
                 if !operations[..<index].contains(where: { !$0.isRead }) { written = 0 }
                 completion(StreamError(.timedOut, "the write timed out"))
@@ -348,15 +382,16 @@ final class StreamWorker: @unchecked Sendable {
                 index += 1
             }
         }
+        return expired
     }
 
-    /// Fails what is queued, now and later, and closes the socket.
+    /// Fails what is queued, now and later; the socket is closed by its
+    /// owner (the loop takes it out of its set first).
     private func end(_ reason: StreamError) {
         tls = nil
-        if descriptor >= 0 {
-            close(descriptor)
-            descriptor = -1
-        }
+        finished = true
+        wantsRead = false
+        wantsWrite = false
         let left = channel.shared.withLock { state in
             defer {
                 state.operations = []

@@ -7,7 +7,7 @@ import Transport
 /// cannot give a connection up after a response): what lets a data task
 /// become a stream task (`becomeStream`), the bytes after the head not lost,
 /// a `101 Switching Protocols` included. It drives its `TransferObserver`
-/// as a libcurl transfer does, from the connection's thread.
+/// as a libcurl transfer does, from the connection's loop thread.
 ///
 /// After the head nothing more is read or delivered until the task lets
 /// the body go on (`transferMayProceedPastHead`), so a connection handed
@@ -101,7 +101,7 @@ final class OwnedTransfer: Sendable {
 
     /// The task lets the response go on (a body, or its end).
     func unpause() {
-        // On the connection's thread, after anything queued.
+        // On the connection's loop thread, after anything queued.
         connection.afterEarlierOperations { [weak self] _ in
             guard let self else { return }
             let go = self.state.withLock { state -> Bool in
@@ -123,7 +123,7 @@ final class OwnedTransfer: Sendable {
         }
     }
 
-    // MARK: The exchange (the connection's thread)
+    // MARK: The exchange (the connection's loop thread)
 
     private func sendHead() {
         connection.write(Data(plan.head), timeout: idleTimeout) { [weak self] failure in

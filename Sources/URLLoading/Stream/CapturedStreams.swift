@@ -100,7 +100,7 @@ final class CapturedInputSource: Sendable {
 }
 
 /// Posts stream events on the run loop a stream is scheduled in. A copy
-/// crosses to the connection's thread: adding a timer to a run loop from
+/// crosses to the connection's loop thread: adding a timer to a run loop from
 /// any thread is safe (CFRunLoop locks itself), and nothing else is used there.
 struct StreamEventPoster: @unchecked Sendable {
     var runLoop: RunLoop?

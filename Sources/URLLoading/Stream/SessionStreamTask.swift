@@ -13,7 +13,7 @@ import Streams
 /// connection is open. Reads are served in order, writes in order, the two
 /// side by side; `startSecureConnection` and `stopSecureConnection` wait for
 /// every operation before them. Completion handlers run on the task's own
-/// context, one after another, never on the connection's thread.
+/// context, one after another, never on the connection's loop thread.
 public final class SessionStreamTask: Sendable, Hashable, CustomStringConvertible {
     /// Unique within its session (shared with the session's other tasks).
     public let taskIdentifier: Int

@@ -201,6 +201,7 @@ enum SessionBenchmark {
 
         bigTransfers(base: base, work: work, sink: sink, c: c, into: &table, lines: &lines)
         WebSocketBenchmark.run(wsBench: wsBench, into: &table, lines: &lines)
+        WebSocketIdleBenchmark.run(lines: &lines)
         UploadBenchmark.run(work: work, into: &table, lines: &lines)
         ResumableUploadBenchmark.run(work: work, into: &table, lines: &lines)
 

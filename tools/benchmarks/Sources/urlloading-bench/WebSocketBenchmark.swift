@@ -22,6 +22,9 @@ enum WebSocketBenchmark {
             upgradePipelineHandler: { channel, _ in channel.pipeline.addHandler(EchoHandler()) })
         return try ServerBootstrap(group: group)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+            // Room for ws-idle-10k's connects arriving together (the kernel
+            // caps it at net.core.somaxconn).
+            .serverChannelOption(.backlog, value: 4096)
             .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
             .childChannelInitializer { channel in
                 channel.pipeline.configureHTTPServerPipeline(withServerUpgrade: (upgraders: [upgrader], completionHandler: { _ in }))

@@ -35,6 +35,8 @@
 //   urlloading-bench locks-child <url> <count>            (task lock acquisitions per GET; a counting build)
 //   urlloading-bench ws-child <port> <messages> <size>    (WebSocket echo)
 //   urlloading-bench session-ws <ws-bench>                 (only the WebSocket figures)
+//   urlloading-bench ws-idle                               (only ws-idle-10k: 10,000 idle WebSocket tasks)
+//   urlloading-bench ws-idle-child <port> <tasks> <seconds>
 //   urlloading-bench session-uploads <work-dir>            (only upload-64m and upload-resume-1g)
 //   urlloading-bench background-child download|enqueue|attach <url> <count>
 //   urlloading-bench fleet-child <conninfo> <base-url> <urls> <concurrency>
@@ -97,6 +99,15 @@ case "session-uploads":
     ResumableUploadBenchmark.run(work: arguments[1], into: &table, lines: &lines)
     lines.forEach { print($0) }
     for row in table { print("bench session \(row.figure): \(String(format: "%.2f", row.ratio))x \(row.reference)") }
+case "ws-idle":
+    var lines: [String] = []
+    WebSocketIdleBenchmark.run(lines: &lines)
+    lines.forEach { print($0) }
+case "ws-idle-child":
+    guard arguments.count == 4, let port = Int(arguments[1]), (1...65535).contains(port), let count = Int(arguments[2]), (1...100_000).contains(count),
+        let seconds = Int(arguments[3]), (1...3600).contains(seconds)
+    else { fail("usage: urlloading-bench ws-idle-child <port> <tasks> <seconds>") }
+    print(WebSocketIdleBenchmark.child(port: port, count: count, seconds: seconds))
 case "ws-child":
     guard arguments.count == 4, let port = Int(arguments[1]), (1...65535).contains(port), let count = Int(arguments[2]), count > 0,
         let size = Int(arguments[3]), (1...(1 << 30)).contains(size)
