@@ -104,7 +104,7 @@ import Testing
         #expect(CacheExchange.staleIfError(nil, requestHeaders: [], now: Self.now) == nil)
     }
 
-    @Test("C4/C5: unsafe methods invalidate; storable responses become candidates, no-store ones do not")
+    @Test("Unsafe methods invalidate; storable responses become candidates, no-store ones do not")
     func afterTheNetwork() {
         #expect(CacheExchange.invalidatedKeys(method: "POST", status: 200, url: Self.url, responseHeaders: []) == ["http://example.test/r"])
         #expect(CacheExchange.invalidatedKeys(method: "GET", status: 200, url: Self.url, responseHeaders: []).isEmpty)

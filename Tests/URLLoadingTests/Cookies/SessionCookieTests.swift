@@ -106,7 +106,7 @@ import TestSupport
         try await origin.shutdown()
     }
 
-    @Test("I1/K4: an ephemeral session's cookies are invisible to a session of another configuration and gone after invalidation")
+    @Test("An ephemeral session's cookies are invisible to a session of another configuration and gone after invalidation")
     func ephemeralIsolation() async throws {
         let origin = try await TestOrigin.start()
         origin.route("/set", response: Self.setting("private=1"))

@@ -225,7 +225,7 @@ import TestSupport
 }
 
 extension SessionAuthenticationTests {
-    @Test("A1/A4: a 407 from a real forwarding proxy is answered for the proxy's space; later requests carry Proxy-Authorization at once")
+    @Test("A 407 from a real forwarding proxy is answered for the proxy's space; later requests carry Proxy-Authorization at once")
     func proxyAuthentication() async throws {
         let origin = try await TestOrigin.start()
         origin.route("/via-proxy", response: ScriptedResponse(body: "through the proxy"))
@@ -290,7 +290,7 @@ extension SessionAuthenticationTests {
         }
     }
 
-    @Test("A2/A4: NTLM is a session-level challenge; libcurl carries out the exchange with the delegate's credential")
+    @Test("NTLM is a session-level challenge; libcurl carries out the exchange with the delegate's credential")
     func ntlmThroughLibcurl() async throws {
         let origin = try await TestOrigin.start()
         origin.route("/ntlm", Self.ntlmRoute(expecting: "carol"))

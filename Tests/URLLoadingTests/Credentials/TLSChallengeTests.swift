@@ -83,7 +83,7 @@ import TestSupport
         try await origin.shutdown()
     }
 
-    @Test("A3/A4: rejected (useCredential nil) fails as untrusted; default handling follows the roots; a task-level method gets the challenge when the session-level one is missing")
+    @Test("Rejected (useCredential nil) fails as untrusted; default handling follows the roots; a task-level method gets the challenge when the session-level one is missing")
     func rejectedAndDefault() async throws {
         let certificates = try TestCertificates.shared()
         let origin = try await TestOrigin.start(tls: certificates.server)

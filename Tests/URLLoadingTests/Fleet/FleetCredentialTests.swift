@@ -26,7 +26,7 @@ import TestSupport
         }
     }
 
-    @Test("A1 on both backends: permanent credentials and the default survive reopening, for-session ones do not, removal removes", arguments: CacheBackend.allCases)
+    @Test("On both backends: permanent credentials and the default survive reopening, for-session ones do not, removal removes", arguments: CacheBackend.allCases)
     func rules(_ backend: CacheBackend) throws {
         let place = try Place(backend)
         do {

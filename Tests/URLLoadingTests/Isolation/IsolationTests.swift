@@ -289,7 +289,7 @@ extension IsolationTests {
 
     // MARK: 4. Deep copies
 
-    @Test("S2/I1: a session keeps the configuration it was made from; sessions from one ephemeral value share its stores, another ephemeral value has others")
+    @Test("A session keeps the configuration it was made from; sessions from one ephemeral value share its stores, another ephemeral value has others")
     func deepCopies() async throws {
         let origin = try await Self.startOrigin()
         origin.route("/headers") { request in ScriptedResponse(headers: [HeaderField("Cache-Control", "no-store")], body: request.header("X-Tenant") ?? "") }

@@ -108,7 +108,7 @@ import TestSupport
         try await origin.shutdown()
     }
 
-    @Test("C5, RFC 9111 §4.4: a successful POST invalidates the stored GET")
+    @Test("RFC 9111 §4.4: a successful POST invalidates the stored GET")
     func invalidation() async throws {
         let origin = try await TestOrigin.start()
         origin.route("/item") { request in
@@ -345,7 +345,7 @@ extension ScriptedResponse {
 }
 
 @Suite(.timeLimit(.minutes(Sanitizer.minutes(1)))) struct FivePercentThroughSessionTests {
-    @Test("C3 through a session: a body over 5% of the memory tier goes to disk only; over 5% of both, nowhere")
+    @Test("Through a session: a body over 5% of the memory tier goes to disk only; over 5% of both, nowhere")
     func fivePercentPerTier() async throws {
         let origin = try await TestOrigin.start()
         for (path, size) in [("/small", 1_000), ("/medium", 30_000), ("/large", 300_000)] {
