@@ -74,9 +74,19 @@ struct ResumeData: Codable, Equatable, Sendable {
 
     /// Request fields worth keeping: not the secrets, not a Range of ours.
     static func keptHeaders(_ request: URLRequest?) -> [[String]] {
-        let dropped: Set<String> = ["authorization", "proxy-authorization", "cookie", "range", "if-range"]
-        return (request?.allHTTPHeaderFields ?? [:]).filter { !dropped.contains($0.key.lowercased()) }
-            .sorted { $0.key < $1.key }.map { [$0.key, $0.value] }
+        keptHeaders(request, dropping: ["range", "if-range"])
+    }
+
+    /// A request's fields as a blob keeps them, name and value, sorted by
+    /// name: never Authorization, Proxy-Authorization or Cookie (a blob is
+    /// not a place for secrets), nor the fields named in `dropped` (lower
+    /// case), which the resumed request sets itself.
+    static func keptHeaders(_ request: URLRequest?, dropping dropped: Set<String>) -> [[String]] {
+        let secrets: Set<String> = ["authorization", "proxy-authorization", "cookie"]
+        return (request?.allHTTPHeaderFields ?? [:]).filter { field in
+            let name = field.key.lowercased()
+            return !secrets.contains(name) && !dropped.contains(name)
+        }.sorted { $0.key < $1.key }.map { [$0.key, $0.value] }
     }
 
     /// The validators of a response that allows resuming: a strong ETag or

@@ -142,12 +142,8 @@ struct UploadResumeData: Codable, Equatable, Sendable {
 
     /// Request fields worth keeping: not the secrets, not the draft's own.
     static func keptHeaders(_ request: URLRequest?) -> [[String]] {
-        let dropped: Set<String> = [
-            "authorization", "proxy-authorization", "cookie", "content-length", "upload-draft-interop-version", "upload-complete",
-            "upload-incomplete", "upload-offset",
-        ]
-        return (request?.allHTTPHeaderFields ?? [:]).filter { !dropped.contains($0.key.lowercased()) }
-            .sorted { $0.key < $1.key }.map { [$0.key, $0.value] }
+        ResumeData.keptHeaders(
+            request, dropping: ["content-length", "upload-draft-interop-version", "upload-complete", "upload-incomplete", "upload-offset"])
     }
 
     /// `url` without user information, as kept in a blob.
