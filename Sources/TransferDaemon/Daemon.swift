@@ -57,8 +57,13 @@ package final class Daemon: Sendable {
     let runner: TransferRunner
 
     struct State {
-        /// Every task; written through `put`, which keeps `startable` true.
+        /// Every task not yet delivered; written through `put`, which keeps
+        /// `startable` and `ids` true. A delivered task is the app's past:
+        /// it stays in the journal (for listings, until pruned), not here,
+        /// so a daemon that runs for weeks holds only what is under way.
         private(set) var records: [Int64: TransferRecord] = [:]
+        /// Each session's tasks: the app's task identifier → the record's id.
+        private(set) var ids: [String: [Int: Int64]] = [:]
         /// The tasks waiting for a transfer slot (queued, not suspended),
         /// with whether each is discretionary: what `schedule` chooses from
         /// without reading every record.
@@ -79,7 +84,16 @@ package final class Daemon: Sendable {
 
         /// Stores a task's record, and whether it waits for a slot.
         mutating func put(_ record: TransferRecord) {
+            guard record.machine.phase != .delivered else {
+                records.removeValue(forKey: record.id)
+                startable.removeValue(forKey: record.id)
+                if ids[record.session]?.removeValue(forKey: record.spec.task) != nil, ids[record.session]?.isEmpty == true {
+                    ids.removeValue(forKey: record.session)
+                }
+                return
+            }
             records[record.id] = record
+            ids[record.session, default: [:]][record.spec.task] = record.id
             if record.machine.phase == .queued, !record.suspended {
                 startable[record.id] = record.spec.isDiscretionary
             } else {
@@ -191,8 +205,8 @@ package final class Daemon: Sendable {
         } catch {
             logger.error("cannot record the launch command of \(identifier): \(error)")
         }
-        // Delivered tasks are the app's past: never listed or sent again.
-        let records = state.withLock { $0.records.values.filter { $0.session == identifier && $0.machine.phase != .delivered } }
+        // (Delivered tasks are not in memory: never listed or sent again.)
+        let records = state.withLock { state in (state.ids[identifier] ?? [:]).values.compactMap { state.records[$0] } }
             .sorted { $0.spec.task < $1.spec.task }
         let finished = records.filter { if case .finished = $0.machine.phase { true } else { false } }
         let summaries = records.map {
@@ -272,7 +286,7 @@ package final class Daemon: Sendable {
     }
 
     func id(of task: Int, session: String) -> Int64? {
-        state.withLock { $0.records.values.first { $0.session == session && $0.spec.task == task }?.id }
+        state.withLock { $0.ids[session]?[task] }
     }
 
     /// Writes a record; a journal that cannot be written is logged (the

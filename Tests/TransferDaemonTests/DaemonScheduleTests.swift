@@ -36,6 +36,24 @@ import URLLoading
         #expect(state.startable == [3: false])
     }
 
+    @Test("A task is found by its session and identifier; once delivered it leaves memory (the journal keeps it), so a long-running daemon holds only what is under way")
+    func deliveredLeaveMemory() {
+        var state = Daemon.State()
+        for id in Int64(1)...1000 { state.put(Self.record(id)) }
+        #expect(state.ids["s"]?[7] == 7 && state.ids["other"] == nil)
+        for id in Int64(1)...1000 {
+            var record = Self.record(id)
+            _ = record.machine.start()
+            _ = record.machine.completed(status: 200)
+            state.put(record)
+            #expect(record.machine.acknowledged() == [.removeFiles])
+            state.put(record)
+        }
+        #expect(state.records.isEmpty && state.startable.isEmpty && state.ids.isEmpty)
+        state.put(Self.record(1001))
+        #expect(state.ids == ["s": [1001: 1001]] && state.records.count == 1)
+    }
+
     @Test("Tasks start the app's own before discretionary ones, the oldest first")
     func order() {
         let keys: [(discretionary: Bool, id: Int64)] = [(true, 1), (false, 9), (false, 4), (true, 2), (false, 5)]
