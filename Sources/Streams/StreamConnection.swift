@@ -66,8 +66,9 @@ package final class StreamConnection: Sendable {
 
     let channel: StreamChannel
 
-    /// Connects to `endpoint` on a connecting thread, then runs on a loop;
-    /// `connected` is called once, on that thread, with nil or why it failed.
+    /// Resolves `endpoint` on a connecting thread (and opens a proxy's
+    /// tunnel there), then connects and runs on a loop; `connected` is
+    /// called once, on one of those threads, with nil or why it failed.
     package init(_ endpoint: Endpoint, connected: @escaping Completion) {
         let loop = StreamLoop.next()
         channel = StreamChannel(loop: loop)
@@ -75,10 +76,10 @@ package final class StreamConnection: Sendable {
         guard let loop else {
             let reason = StreamError(.io, "no stream loop could start: \(String(cString: strerror(errno)))")
             worker.cancel(reason)
-            StreamConnector.submit { worker.connect(connected: connected, then: nil) }
+            StreamConnector.submit { worker.open(connected: connected, on: nil) }
             return
         }
-        StreamConnector.submit { worker.connect(connected: connected, then: loop) }
+        StreamConnector.submit { worker.open(connected: connected, on: loop) }
     }
 
     /// Nobody can ask anything of the connection any more: it closes.

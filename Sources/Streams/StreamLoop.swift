@@ -154,6 +154,15 @@ final class StreamLoop: @unchecked Sendable {
     /// what it waits on and schedules its next deadline.
     private func service(_ worker: StreamWorker, now: ContinuousClock.Instant) {
         worker.service(now: now)
+        let retired = worker.takeRetired()
+        if !retired.isEmpty {
+            // An opening's failed sockets: out of the set before they close.
+            for descriptor in retired {
+                if worker.registered != 0 { _ = cevent_poll_control(poller, EPOLL_CTL_DEL, descriptor, 0, 0) }
+                close(descriptor)
+            }
+            worker.registered = 0
+        }
         if worker.finished {
             workers[worker.identifier] = nil
             // Out of the set before the number can be reused.

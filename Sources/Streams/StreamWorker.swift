@@ -33,6 +33,12 @@ final class StreamWorker: @unchecked Sendable {
     private(set) var wantsWrite = false
     /// The connection ended: its operations failed, its socket to be closed.
     private(set) var finished = false
+    /// A direct connection's connect, under way on the loop.
+    private var opening: StreamOpening?
+    /// Who hears that the opening ended.
+    private var onConnected: StreamConnection.Completion?
+    /// Sockets of addresses that failed, for the loop to close.
+    private var retired: [Int32] = []
 
     // The loop's bookkeeping.
     /// The connection's key in its loop's epoll set.
@@ -51,26 +57,79 @@ final class StreamWorker: @unchecked Sendable {
         self.endpoint = endpoint
     }
 
-    /// On a connecting thread: connects, tells `connected`, and hands the
-    /// connection to `loop` (nil: none could start, the connection fails).
-    func connect(connected: StreamConnection.Completion, then loop: StreamLoop?) {
+    /// On a connecting thread: resolves the host (a proxy's tunnel is
+    /// opened here, blocking) and hands the connection to `loop`, which
+    /// connects it; `connected` hears once that it is (nil) or why not.
+    /// Without a loop (none could start) the connection fails.
+    func open(connected: @escaping StreamConnection.Completion, on loop: StreamLoop?) {
         let cancelled = channel.shared.withLock { $0.cancelled }
         guard let loop, cancelled == nil else {
             let reason = cancelled ?? StreamError(.io, "the connection has no loop to run on")
             connected(reason)
             return end(reason)
         }
+        let deadline = ContinuousClock.now + endpoint.connectTimeout
         do {
-            descriptor = try StreamSocket.connect(
-                host: endpoint.host, port: endpoint.port, proxy: endpoint.proxy, deadline: .now + endpoint.connectTimeout)
+            if endpoint.proxy != nil {
+                descriptor = try StreamSocket.connect(host: endpoint.host, port: endpoint.port, proxy: endpoint.proxy, deadline: deadline)
+                connected(nil)
+            } else {
+                try StreamSocket.check(host: endpoint.host, port: endpoint.port)
+                let addresses = try StreamSocket.resolve(host: endpoint.host, port: endpoint.port)
+                opening = StreamOpening(host: endpoint.host, port: endpoint.port, deadline: deadline, addresses: addresses)
+                onConnected = connected
+            }
         } catch {
             connected(error)
             end(error)
             closeDescriptor()
             return
         }
-        connected(nil)
         loop.adopt(self)
+    }
+
+    /// Goes on with the opening, if any; true once connected.
+    private func goOnOpening(_ now: ContinuousClock.Instant) -> Bool {
+        guard var current = opening else { return true }
+        let step = current.advance()
+        retired += current.takeRetired()
+        descriptor = current.descriptor
+        opening = current
+        switch step {
+        case .waiting:
+            guard current.deadline > now else {
+                failOpening(StreamError(.timedOut, "connecting to \(current.host):\(current.port) timed out"))
+                return false
+            }
+            wantsWrite = true
+            return false
+        case .connected(let connected):
+            descriptor = connected
+            opening = nil
+            let tell = onConnected
+            onConnected = nil
+            tell?(nil)
+            return true
+        case .failed(let error):
+            failOpening(error)
+            return false
+        }
+    }
+
+    /// The opening failed or was cancelled: `connected` hears why, and the
+    /// connection ends (its socket, if any, closed by the loop).
+    private func failOpening(_ error: StreamError) {
+        opening = nil
+        let tell = onConnected
+        onConnected = nil
+        tell?(error)
+        end(error)
+    }
+
+    /// Sockets the opening gave up on, handed to the loop once to close.
+    func takeRetired() -> [Int32] {
+        defer { retired = [] }
+        return retired
     }
 
     /// On the loop: takes the newly queued operations and does what can be
@@ -83,9 +142,10 @@ final class StreamWorker: @unchecked Sendable {
             return (state.operations, state.cancelled)
         }
         operations += new
-        if let cancelled { return end(cancelled) }
+        if let cancelled { return opening == nil ? end(cancelled) : failOpening(cancelled) }
         wantsRead = false
         wantsWrite = false
+        guard goOnOpening(now) else { return }
         while step() {}
         // An operation that timed out may have held back others that can go now.
         if expire(now) { while step() {} }
@@ -351,8 +411,14 @@ final class StreamWorker: @unchecked Sendable {
 
     // MARK: Time and the end
 
-    /// The earliest deadline of a queued read or write.
+    /// The earliest deadline of a queued read or write; while opening,
+    /// the opening's (operations' deadlines count once connected).
     func nextDeadline() -> ContinuousClock.Instant? {
+        if let opening { return opening.deadline }
+        return operationsDeadline()
+    }
+
+    private func operationsDeadline() -> ContinuousClock.Instant? {
         operations.compactMap { operation -> ContinuousClock.Instant? in
             switch operation {
             case .read(_, _, let deadline, _): deadline

@@ -1,4 +1,8 @@
 import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+import Locking
 import Testing
 import TestSupport
 @testable import URLLoading
@@ -72,5 +76,64 @@ struct StreamLoopTests {
         #expect(data.prefix(size) == Data(TestOrigin.pattern(offset: 0, count: size)))
         (others + [idle]).forEach { $0.cancel() }
         try await server.shutdown()
+    }
+
+    /// A listening socket whose queue is full and never accepted from: the
+    /// kernel drops further connects' SYNs, so they hang as to a host that
+    /// drops packets.
+    final class FullListenQueue {
+        let port: Int
+        private var descriptors: [Int32] = []
+
+        init() throws {
+            let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+            var address = sockaddr_in()
+            address.sin_family = sa_family_t(AF_INET)
+            address.sin_addr.s_addr = inet_addr("127.0.0.1")
+            var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+            let bound = withUnsafeMutablePointer(to: &address) { pointer in
+                pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { raw in
+                    bind(listener, raw, length) == 0 && listen(listener, 0) == 0 && getsockname(listener, raw, &length) == 0
+                }
+            }
+            descriptors = [listener]
+            guard listener >= 0, bound else { throw POSIXError(.EADDRNOTAVAIL) }
+            port = Int(UInt16(bigEndian: address.sin_port))
+            // Fill the queue (a backlog of 0 holds one) with connects of our own.
+            for _ in 0..<2 {
+                let filler = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+                descriptors.append(filler)
+                _ = withUnsafePointer(to: &address) { pointer in
+                    pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(filler, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+                }
+            }
+        }
+
+        deinit { descriptors.forEach { close($0) } }
+    }
+
+    @Test("Twelve connects hanging on a host that drops them (more than the connecting threads) hold back no other connection, which connects and echoes at once")
+    func hangingConnects() async throws {
+        let server = try await TestStreamServer.start()
+        let blackhole = try FullListenQueue()
+        let configuration = SessionConfiguration.ephemeral
+        configuration.timeoutIntervalForRequest = 60
+        let hanging = Session(configuration: configuration)
+        let stuck = (0..<12).map { _ in hanging.streamTask(withHostName: "127.0.0.1", port: blackhole.port) }
+        stuck.forEach { $0.resume() }
+        let wrote = Lock(0)
+        for task in stuck { task.write(StreamTaskTests.line("never"), timeout: 60) { error in if error == nil { wrote.withLock { $0 += 1 } } } }
+        let started = ContinuousClock.now
+        let task = try StreamTaskTests.session().streamTask(withHostName: "127.0.0.1", port: server.port)
+        task.resume()
+        try await task.write(StreamTaskTests.line("through"), timeout: 60)
+        let expected = StreamTaskTests.line("echo: through")
+        #expect(try await StreamTaskTests.read(task, count: expected.count).0 == expected)
+        // Liveness, not speed: waiting for the others' 60 s connect timeout would fail this.
+        #expect(ContinuousClock.now - started < .seconds(30))
+        #expect(wrote.withLock { $0 } == 0, "the connects to the full queue were meant to hang")
+        (stuck + [task]).forEach { $0.cancel() }
+        try await server.shutdown()
+        withExtendedLifetime(blackhole) {}
     }
 }
