@@ -3,12 +3,13 @@ import Foundation
 import Glibc
 #endif
 
-/// One connection's state and work: connected on a connecting thread
-/// (`StreamConnector`), then serviced by its loop (`StreamLoop`), which
-/// calls `service(now:)` whenever the socket is ready for what the
-/// connection waits on, an operation is queued, or a deadline comes; each
-/// service carries out the queued operations as far as they go without
-/// blocking.
+/// One connection's state and work: its name resolved (or a proxy's
+/// tunnel opened) on a connecting thread (`StreamConnector`), then
+/// connected and serviced by its loop (`StreamLoop`), which calls
+/// `service(now:)` whenever the socket is ready for what the connection
+/// waits on, an operation is queued, or a deadline comes; each service
+/// carries out the opening and the queued operations as far as they go
+/// without blocking.
 ///
 /// Everything but `channel` is touched by one thread at a time (the
 /// connecting thread, then the loop's, handed over through the loop's
