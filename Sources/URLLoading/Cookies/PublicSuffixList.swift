@@ -11,80 +11,128 @@ import Logging
 /// sections count, as in browsers. Rules in Unicode are matched in their
 /// ASCII (punycode) form, so hosts may be given in either form.
 public struct PublicSuffixList: Sendable {
-    /// Rules without wildcard or exception, ASCII, lower case.
-    private let exact: Set<String>
-    /// `*.ck` is stored as `ck`: every child of it is a public suffix.
-    private let wildcards: Set<String>
-    /// `!www.ck` is stored as `www.ck`: not a public suffix despite a wildcard.
-    private let exceptions: Set<String>
+    /// The parsed rules; the system's list is read when first asked.
+    private let origin: Origin
+
+    private enum Origin: Sendable {
+        case rules(Rules)
+        case system
+    }
+
+    private struct Rules: Sendable {
+        /// Rules without wildcard or exception, ASCII, lower case.
+        var exact = Set<String>()
+        /// `*.ck` is stored as `ck`: every child of it is a public suffix.
+        var wildcards = Set<String>()
+        /// `!www.ck` is stored as `www.ck`: not a public suffix despite a wildcard.
+        var exceptions = Set<String>()
+        var isAvailable = true
+    }
+
+    private var rules: Rules {
+        switch origin {
+        case .rules(let rules): rules
+        case .system: Self.systemRules
+        }
+    }
+
     /// False for the stand-in used when the system's list cannot be read:
     /// without it nobody can tell `co.uk` from `example.com`, so the cookie
     /// store keeps Domain cookies host-only (safe) instead of trusting the
     /// top-level domains alone.
-    public let isAvailable: Bool
+    public var isAvailable: Bool { rules.isAvailable }
 
     /// Where Debian's `publicsuffix` package puts the list.
     public static let systemListPath = "/usr/share/publicsuffix/public_suffix_list.dat"
 
-    /// The system's list, read once per process. When the file is missing
-    /// or unreadable, a stand-in that is not `isAvailable` is used and a
-    /// warning is logged once: cookies still work, but a Domain attribute
-    /// makes a cookie host-only rather than shared with a domain that may
-    /// be a public suffix.
-    public static let system: PublicSuffixList = {
+    /// The system's list, read once per process when a rule is first
+    /// needed (a cookie store made at start-up costs nothing until a
+    /// cookie names a host). When the file is missing or unreadable, a
+    /// stand-in that is not `isAvailable` is used and a warning is logged
+    /// once: cookies still work, but a Domain attribute makes a cookie
+    /// host-only rather than shared with a domain that may be a public suffix.
+    public static let system = PublicSuffixList(origin: .system)
+
+    private static let systemRules: Rules = {
         do {
-            return try PublicSuffixList(contentsOf: URL(fileURLWithPath: systemListPath))
+            return try PublicSuffixList(contentsOf: URL(fileURLWithPath: systemListPath)).rules
         } catch {
             Logger(label: "urlloading.cookies").warning(
                 "public suffix list unavailable; cookies with a Domain attribute are kept host-only (install Debian's publicsuffix package)",
                 metadata: ["path": "\(systemListPath)", "error": "\(error)"])
-            return PublicSuffixList.unavailable
+            return Rules(isAvailable: false)
         }
     }()
+
+    private init(origin: Origin) {
+        self.origin = origin
+    }
 
     /// Reads a list in the publicsuffix.org format.
     ///
     /// - Throws: The file system's error when the file cannot be read.
     public init(contentsOf url: URL) throws {
         let data = try Data(contentsOf: url)
-        self.init(rules: String(decoding: data, as: UTF8.self))
+        self.init(origin: .rules(Self.parse(data)))
     }
 
     /// Parses a list in the publicsuffix.org format: one rule per line,
     /// `//` comments, `*.` wildcards and `!` exceptions.
     public init(rules text: String) {
-        var exact = Set<String>()
-        var wildcards = Set<String>()
-        var exceptions = Set<String>()
-        for line in text.split(whereSeparator: \.isNewline) {
-            // A rule is the line up to its first white space.
-            guard let rule = line.split(whereSeparator: \.isWhitespace).first, !rule.hasPrefix("//") else { continue }
-            if rule.hasPrefix("!") {
-                exceptions.insert(Self.ascii(String(rule.dropFirst())))
-            } else if rule.hasPrefix("*.") {
-                wildcards.insert(Self.ascii(String(rule.dropFirst(2))))
-            } else {
-                exact.insert(Self.ascii(String(rule)))
-            }
-        }
-        self.exact = exact
-        self.wildcards = wildcards
-        self.exceptions = exceptions
-        self.isAvailable = true
+        self.init(origin: .rules(Self.parse(Data(text.utf8))))
     }
 
-    private init(unavailable: Void) {
-        exact = []
-        wildcards = []
-        exceptions = []
-        isAvailable = false
+    /// A rule is a line's text up to its first white space. ASCII lines
+    /// (nearly all of the list) are read as bytes; a line with other bytes
+    /// is read as characters, whose white space and line breaks include
+    /// Unicode's.
+    private static func parse(_ data: Data) -> Rules {
+        var rules = Rules()
+        func add(_ rule: Substring) {
+            guard !rule.hasPrefix("//") else { return }
+            if rule.hasPrefix("!") {
+                rules.exceptions.insert(ascii(String(rule.dropFirst())))
+            } else if rule.hasPrefix("*.") {
+                rules.wildcards.insert(ascii(String(rule.dropFirst(2))))
+            } else {
+                rules.exact.insert(ascii(String(rule)))
+            }
+        }
+        let bytes = [UInt8](data)
+        var start = 0
+        while start < bytes.count {
+            var end = start
+            var plain = true
+            // \n, \v, \f and \r end a line, as `Character.isNewline` says.
+            while end < bytes.count, !(0x0A...0x0D).contains(bytes[end]) {
+                if bytes[end] >= 0x80 { plain = false }
+                end += 1
+            }
+            if !plain {
+                let line = String(decoding: bytes[start..<end], as: UTF8.self)
+                for part in line.split(whereSeparator: \.isNewline) {
+                    if let rule = part.split(whereSeparator: \.isWhitespace).first { add(rule) }
+                }
+            } else {
+                var first = start
+                while first < end, bytes[first] == 0x20 || bytes[first] == 0x09 { first += 1 }
+                var last = first
+                while last < end, bytes[last] != 0x20, bytes[last] != 0x09 { last += 1 }
+                if first < last { add(Substring(String(decoding: bytes[first..<last], as: UTF8.self))) }
+            }
+            start = end + 1
+        }
+        return rules
     }
 
     /// The stand-in for a list that could not be read (see `isAvailable`).
-    public static let unavailable = PublicSuffixList(unavailable: ())
+    public static let unavailable = PublicSuffixList(origin: .rules(Rules(isAvailable: false)))
 
     /// The number of rules, for diagnostics.
-    public var ruleCount: Int { exact.count + wildcards.count + exceptions.count }
+    public var ruleCount: Int {
+        let rules = rules
+        return rules.exact.count + rules.wildcards.count + rules.exceptions.count
+    }
 
     /// The public suffix of a host name, in the form it was given (lower
     /// case); nil for an empty name, one starting or ending with a dot, or
@@ -118,17 +166,18 @@ public struct PublicSuffixList: Sendable {
         // Conversion to ASCII never changes the number of labels of a valid name.
         guard asciiLabels.count == labels.count else { return nil }
         let n = asciiLabels.count
+        let rules = rules
         var longest = 1  // the implicit rule "*"
         for start in 0..<n {
             let suffix = asciiLabels[start...].joined(separator: ".")
-            if exceptions.contains(suffix) {
+            if rules.exceptions.contains(suffix) {
                 // An exception rule prevails: the suffix is the rule minus its first label.
                 return (labels, n - start - 1)
             }
             if longest < n - start {
-                if exact.contains(suffix) {
+                if rules.exact.contains(suffix) {
                     longest = n - start
-                } else if start + 1 < n, wildcards.contains(asciiLabels[(start + 1)...].joined(separator: ".")) {
+                } else if start + 1 < n, rules.wildcards.contains(asciiLabels[(start + 1)...].joined(separator: ".")) {
                     longest = n - start
                 }
             }
