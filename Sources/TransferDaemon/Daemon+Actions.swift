@@ -25,7 +25,7 @@ extension Daemon {
                 let delay = max(0, date.timeIntervalSinceNow)
                 owner.asyncAfter(deadline: .now() + delay) { [self] in
                     change(id: id) { $0.machine.wake(now: Date()) }
-                    schedule()
+                    commit()
                 }
             case .askAppToBegin:
                 guard let record = state.withLock({ $0.records[id] }) else { continue }
@@ -49,7 +49,7 @@ extension Daemon {
     }
 
     /// Starts queued transfers while slots are free, oldest first,
-    /// discretionary ones last.
+    /// discretionary ones last (once a turn, from `commit`).
     func schedule() {
         let startable = state.withLock { state -> [Int64] in
             let free = settings.maximumRunning - state.running.count
@@ -197,6 +197,7 @@ extension Daemon {
                 record.uploadResume = blob
                 return []
             }
+            commit()
         }
     }
 
@@ -235,18 +236,19 @@ extension Daemon {
                 running.restart(at: record.machine.bytes, expected: record.expected)
                 return actions
             }
+            commit()
             return wanted
         }
     }
 
-    /// A transfer ended (on its context): the machine hears how, on `owner`.
-    func transferEnded(_ id: Int64, error: (any Error)?, body: Data?) {
+    /// A transfer ended (on its context) with `bytes` in its closed file
+    /// (downloads) or sent (uploads): the machine hears how, on `owner`.
+    func transferEnded(_ id: Int64, bytes: Int64, error: (any Error)?, body: Data?) {
         owner.async { [self] in
             guard let running = state.withLock({ $0.running.removeValue(forKey: id) }) else {
-                schedule()
+                commit()
                 return
             }
-            let bytes = running.close()
             change(id: id) { record in
                 if running.kind == .upload { record.responseBody = body }
                 record.machine.noteBytes(bytes)
@@ -285,7 +287,7 @@ extension Daemon {
                 if !record.machine.isFinished { record.errorCode = nil; record.errorMessage = nil }
                 return actions
             }
-            schedule()
+            commit()
         }
     }
 

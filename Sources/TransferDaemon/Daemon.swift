@@ -81,6 +81,8 @@ package final class Daemon: Sendable {
         var challenges: [Int64: PendingChallenge] = [:]
         /// Sessions' persistent credential stores, opened when first needed.
         var credentialStores: [String: CredentialStore] = [:]
+        /// What this turn on `owner` changed, written at its end (`commit`).
+        var pending = Pending()
 
         /// Stores a task's record, and whether it waits for a slot.
         mutating func put(_ record: TransferRecord) {
@@ -99,6 +101,29 @@ package final class Daemon: Sendable {
             } else {
                 startable.removeValue(forKey: record.id)
             }
+        }
+    }
+
+    /// The changes of one turn on `owner`: each changed task's last state,
+    /// and the actions of every change, in order.
+    struct Pending {
+        private(set) var records: [TransferRecord] = []
+        private var positions: [Int64: Int] = [:]
+        private(set) var actions: [(id: Int64, actions: [BackgroundTransferMachine.Action])] = []
+
+        var isEmpty: Bool { records.isEmpty && actions.isEmpty }
+
+        mutating func note(_ record: TransferRecord) {
+            if let at = positions[record.id] {
+                records[at] = record
+            } else {
+                positions[record.id] = records.count
+                records.append(record)
+            }
+        }
+
+        mutating func act(_ actions: [BackgroundTransferMachine.Action], on id: Int64) {
+            if !actions.isEmpty { self.actions.append((id, actions)) }
         }
     }
 
@@ -130,19 +155,21 @@ package final class Daemon: Sendable {
         for var record in records {
             let fileBytes = fileSize(partialFile(record.id))
             let actions = record.machine.recovered(now: now, fileBytes: fileBytes)
-            state.withLock { $0.put(record) }
-            persist(record)
-            apply(actions, to: record.id)
+            state.withLock { state in
+                state.put(record)
+                state.pending.note(record)
+                state.pending.act(actions, on: record.id)
+            }
         }
+        commit()
         logger.info("transferd recovered \(records.count) tasks from \(paths.journal)")
-        schedule()
     }
 
     // MARK: Messages
 
-    /// A client's message, on `owner`.
-    /// Acts on a client's message; `body` is an upload's passed descriptor,
-    /// owned (and closed) here.
+    /// Acts on a client's message, on `owner`, within a turn (see
+    /// `commit`); `body` is an upload's passed descriptor, owned (and
+    /// closed) here.
     func handle(_ message: BackgroundMessage, body: Int32? = nil, from client: Client) {
         state.withLock { $0.lastActivity = Date() }
         switch message {
@@ -171,6 +198,7 @@ package final class Daemon: Sendable {
         case .cancelTransfer(let session, let task):
             let found = id(of: task, session: session) != nil
             if found { change(task, session: session) { $0.machine.cancel() } }
+            commit()
             send(.done(ok: found, message: found ? "cancelled" : "no task \(task) in session \(session)"), to: client)
         case .retryTransfer(let session, let task):
             var retried = false
@@ -181,11 +209,11 @@ package final class Daemon: Sendable {
                 }
             }
             let message = retried ? "retrying now" : "task \(task) of session \(session) is not waiting to retry"
+            commit()
             send(.done(ok: retried, message: message), to: client)
         default:
             logger.warning("a client sent a message only transferd sends; ignored")
         }
-        schedule()
     }
 
     private func attach(_ attachment: Attachment, _ client: Client) {
@@ -253,15 +281,17 @@ package final class Daemon: Sendable {
             record.errorMessage = "transferd could not keep the task: \(error)"
             record.finished = Date()
             if record.id != 0 {
-                persist(record)
+                persist([record])
                 // Kept for delivery: the app may be gone before it hears this.
                 state.withLock { $0.put(record) }
             }
             send(.finished(result(of: record)), to: client)
             return
         }
-        state.withLock { $0.put(record) }
-        apply(record.machine.initialActions, to: record.id)
+        state.withLock { state in
+            state.put(record)
+            state.pending.act(record.machine.initialActions, on: record.id)
+        }
     }
 
     /// Runs `body` on a task's record, journals the result, then acts.
@@ -275,27 +305,55 @@ package final class Daemon: Sendable {
         change(id: id, body)
     }
 
-    /// The one way a task's state changes: mutate, write, act.
+    /// The one way a task's state changes: mutate now; written and acted
+    /// on when the turn commits.
     func change(id: Int64, _ body: (inout TransferRecord) -> [BackgroundTransferMachine.Action]) {
         guard var record = state.withLock({ $0.records[id] }) else { return }
         let actions = body(&record)
         if record.machine.isFinished, record.finished == nil { record.finished = Date() }
-        state.withLock { $0.put(record) }
-        persist(record)
-        apply(actions, to: id)
+        state.withLock { state in
+            state.put(record)
+            state.pending.note(record)
+            state.pending.act(actions, on: id)
+        }
+    }
+
+    /// Ends a turn on `owner`: the turn's changes are written to the
+    /// journal in one transaction, and only then acted on; the actions'
+    /// own changes (and the starts of transfers that slots now allow) make
+    /// the next round, until nothing changes. A crash before a write acts
+    /// on nothing of it; after it, recovery acts on what was written.
+    func commit() {
+        var scheduled = false
+        while true {
+            let pending = state.withLock { state -> Pending in
+                defer { state.pending = Pending() }
+                return state.pending
+            }
+            guard !pending.isEmpty else {
+                if scheduled { return }
+                scheduled = true
+                schedule()
+                continue
+            }
+            scheduled = false
+            persist(pending.records)
+            for (id, actions) in pending.actions { apply(actions, to: id) }
+        }
     }
 
     func id(of task: Int, session: String) -> Int64? {
         state.withLock { $0.ids[session]?[task] }
     }
 
-    /// Writes a record; a journal that cannot be written is logged (the
-    /// task goes on in memory, and the next write tries again).
-    func persist(_ record: TransferRecord) {
+    /// Writes records; a journal that cannot be written is logged (the
+    /// tasks go on in memory, and the next write tries again).
+    func persist(_ records: [TransferRecord]) {
         do {
-            try journal.save(record)
+            try journal.save(records)
         } catch {
-            logger.error("cannot write task \(record.spec.task) of \(record.session) to the journal: \(error)")
+            let tasks = records.prefix(8).map { "\($0.spec.task) of \($0.session)" }.joined(separator: ", ")
+            logger.error("cannot write \(records.count) task changes (\(tasks)\(records.count > 8 ? ", …" : "")) to the journal: \(error)")
         }
     }
 

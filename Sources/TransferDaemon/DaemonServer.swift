@@ -86,12 +86,22 @@ extension Daemon {
                 var framing = BackgroundFraming()
                 while true {
                     do {
-                        guard let message = try client.socket.receive(&framing) else { break }
-                        // An upload's body descriptor came with (or before) its frame.
-                        var passed: Int32?
-                        if case .create(let spec) = message, spec.bodyPassed == true { passed = framing.takeDescriptor() }
-                        let body = passed
-                        owner.async { self.handle(message, body: body, from: client) }
+                        guard var message = try client.socket.receive(&framing) else { break }
+                        // Messages that arrived together make one turn: their
+                        // changes are written in one transaction.
+                        var batch: [(BackgroundMessage, Int32?)] = []
+                        while true {
+                            // An upload's body descriptor came with (or before) its frame.
+                            var passed: Int32?
+                            if case .create(let spec) = message, spec.bodyPassed == true { passed = framing.takeDescriptor() }
+                            batch.append((message, passed))
+                            guard batch.count < Self.turnLimit, let next = try framing.next() else { break }
+                            message = next
+                        }
+                        owner.async { [batch] in
+                            for (message, body) in batch { self.handle(message, body: body, from: client) }
+                            self.commit()
+                        }
                     } catch {
                         logger.warning("a client sent something that is not a message: \(error)")
                         break
@@ -102,6 +112,9 @@ extension Daemon {
             }
         }
     }
+
+    /// At most this many of a client's messages make one turn.
+    static let turnLimit = 256
 
     private func scheduleIdleCheck(_ idleExit: TimeInterval) {
         owner.asyncAfter(deadline: .now() + min(idleExit, 10)) { [self] in

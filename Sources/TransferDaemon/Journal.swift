@@ -172,18 +172,28 @@ package final class Journal: Sendable {
 
     /// Writes a record's current state.
     package func save(_ record: TransferRecord) throws {
-        let parts = Written(record)
-        // A delivered task changes no more: what was written of it is forgotten.
-        let delivered = record.machine.phase == .delivered
-        if written.withLock({ $0[record.id] == parts }) {
-            let values = try columns(of: record, whole: false)
-            try database.write { (connection: Connection) throws(SQLiteError) in try connection.run(Self.stateSQL, values) }
-            if delivered { written.withLock { _ = $0.removeValue(forKey: record.id) } }
-            return
+        try save([record])
+    }
+
+    /// Writes records' current states in one transaction: all or none.
+    /// A record whose spec, response and resume data are as last written
+    /// writes only its state.
+    package func save(_ records: [TransferRecord]) throws {
+        guard !records.isEmpty else { return }
+        // Encoded and sealed before the transaction: inside it only SQLite can fail.
+        var rows: [(whole: Bool, values: [SQLiteValue])] = []
+        rows.reserveCapacity(records.count)
+        let unchanged = written.withLock { written in records.map { written[$0.id] == Written($0) } }
+        for (record, same) in zip(records, unchanged) {
+            rows.append((!same, try columns(of: record, whole: !same)))
         }
-        let values = try columns(of: record)
-        try database.write { (connection: Connection) throws(SQLiteError) in try connection.run(Self.updateSQL, values) }
-        written.withLock { $0[record.id] = delivered ? nil : parts }
+        try database.write { (connection: Connection) throws(SQLiteError) in
+            for row in rows { try connection.run(row.whole ? Self.updateSQL : Self.stateSQL, row.values) }
+        }
+        written.withLock { written in
+            // A delivered task changes no more: what was written of it is forgotten.
+            for record in records { written[record.id] = record.machine.phase == .delivered ? nil : Written(record) }
+        }
     }
 
     /// `updateSQL` without the parts `Written` holds.

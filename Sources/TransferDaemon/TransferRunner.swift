@@ -254,6 +254,10 @@ final class TransferRunner: SessionDataDelegate, SessionTaskDelegate {
         if let problem = running.writeError {
             failure = SessionError(.cannotWriteFile, failingURL: nil, message: "cannot write the partial file: \(problem)").urlError
         }
-        daemon.withLock { $0 }?.transferEnded(running.id, error: failure, body: running.responseBody)
+        // Made durable and closed here, on the task's context, whether or
+        // not the daemon still waits for it (a cancelled or suspended
+        // transfer's too): the owner's queue never waits for the disk.
+        let bytes = running.close()
+        daemon.withLock { $0 }?.transferEnded(running.id, bytes: bytes, error: failure, body: running.responseBody)
     }
 }

@@ -319,10 +319,21 @@ extension BackgroundSessionProcessTests {
         #expect(lines.contains("listed 1:running"), "\(lines)")
         #expect(lines.contains("complete 1 cancelled status 200"), "\(lines)")
         #expect(await eventually { world.records().first?.phaseName == "delivered" })
+        // The cancelled download's partial file is closed, not held open
+        // (deleted) by transferd for as long as it runs.
+        let transferd = try #require(world.transferdPID)
+        #expect(await eventually(within: .seconds(20)) { !Self.openFiles(of: transferd).contains { $0.contains("/partial-") } })
         let again = try await world.run(["cancelAdopted", "attach"])
         #expect(again == ["attached tasks 0 pending 0", "bye"], "\(again)")
         gate.open()
         try await origin.shutdown()
+    }
+
+    /// What a process's descriptors name (/proc/PID/fd).
+    static func openFiles(of pid: pid_t) -> [String] {
+        let folder = "/proc/\(pid)/fd"
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: folder)) ?? []
+        return names.compactMap { try? FileManager.default.destinationOfSymbolicLink(atPath: "\(folder)/\($0)") }
     }
 
     @Test("A second transferd for the same user exits at once; an app whose transferd cannot start gets a clear error, not a hang")

@@ -54,6 +54,26 @@ import URLLoading
         #expect(state.ids == ["s": [1001: 1001]] && state.records.count == 1)
     }
 
+    @Test("A turn's changes keep each task's last state, in the order tasks first changed, and every change's actions in order")
+    func turnPending() {
+        var pending = Daemon.Pending()
+        #expect(pending.isEmpty)
+        pending.act([], on: 9)
+        #expect(pending.isEmpty)
+        var first = Self.record(2)
+        pending.note(first)
+        pending.act(first.machine.start(), on: 2)
+        pending.note(Self.record(1))
+        _ = first.machine.completed(status: 200)
+        pending.note(first)
+        pending.act([.deliverEvents], on: 2)
+        pending.act([.removeFiles], on: 1)
+        #expect(pending.records.map(\.id) == [2, 1])
+        #expect(pending.records.first?.machine.isFinished == true)
+        #expect(pending.actions.map(\.id) == [2, 2, 1])
+        #expect(pending.actions.map(\.actions) == [[.startTransfer(from: 0, ifRange: nil)], [.deliverEvents], [.removeFiles]])
+    }
+
     @Test("Tasks start the app's own before discretionary ones, the oldest first")
     func order() {
         let keys: [(discretionary: Bool, id: Int64)] = [(true, 1), (false, 9), (false, 4), (true, 2), (false, 5)]
