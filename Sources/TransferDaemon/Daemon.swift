@@ -131,6 +131,8 @@ package final class Daemon: Sendable {
     final class Client: Sendable {
         let socket: UnixSocket
         let identifier = Lock<String?>(nil)
+        /// The app's `BackgroundMessage.revision` (1 when it said none).
+        let revision = Lock(1)
         init(socket: UnixSocket) { self.socket = socket }
     }
 
@@ -224,6 +226,7 @@ package final class Daemon: Sendable {
             return
         }
         client.identifier.withLock { $0 = identifier }
+        client.revision.withLock { $0 = attachment.revision ?? 1 }
         state.withLock { state in
             state.clients[identifier] = client
             state.gaveUpLaunching.remove(identifier)
@@ -243,7 +246,10 @@ package final class Daemon: Sendable {
                 written: $0.spec.kind == .download ? $0.machine.bytes : 0, expectedToWrite: $0.expected)
         }
         let next = (try? journal.nextTask(session: identifier)) ?? 1
-        send(.attached(nextTask: max(next, (records.map(\.spec.task).max() ?? 0) + 1), tasks: summaries, pending: finished.count), to: client)
+        send(
+            .attached(
+                nextTask: max(next, (records.map(\.spec.task).max() ?? 0) + 1), tasks: summaries, pending: finished.count,
+                revision: BackgroundMessage.revision), to: client)
         for record in finished { send(.finished(result(of: record)), to: client) }
         send(.eventsDone, to: client)
         // Questions that waited for the app.
@@ -258,9 +264,12 @@ package final class Daemon: Sendable {
             send(.done(ok: false, message: "attach before creating tasks"), to: client)
             return
         }
+        // A task is suspended until resumed, in its own message or (revision 2) this one.
+        var kept = spec
+        kept.resumed = nil
         var record = TransferRecord(
-            id: 0, session: session, spec: spec, machine: BackgroundTransferMachine(earliestBeginDate: spec.earliestBeginDate, now: Date()),
-            suspended: true, created: Date())
+            id: 0, session: session, spec: kept, machine: BackgroundTransferMachine(earliestBeginDate: spec.earliestBeginDate, now: Date()),
+            suspended: spec.resumed != true, created: Date())
         do {
             if spec.kind == .upload {
                 // The body is copied first: the app may delete its file or die.
@@ -396,6 +405,7 @@ package final class Daemon: Sendable {
         return TaskResult(
             task: record.spec.task, file: succeeded && record.spec.kind == .download ? finishedFile(record.id) : nil,
             response: record.response, body: record.responseBody, errorCode: code, errorMessage: message,
-            sent: record.spec.kind == .upload ? record.machine.bytes : 0, written: record.spec.kind == .download ? record.machine.bytes : 0)
+            sent: record.spec.kind == .upload ? record.machine.bytes : 0, written: record.spec.kind == .download ? record.machine.bytes : 0,
+            expectedToWrite: record.spec.kind == .download ? record.expected : nil)
     }
 }

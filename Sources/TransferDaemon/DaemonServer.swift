@@ -132,11 +132,14 @@ extension Daemon {
 
     /// Tells the attached app how far a transfer got (called on the
     /// transfer's context). Sent from `owner`, in order with everything else
-    /// the app hears: an app that is attaching gets `attached` first.
-    func reportProgress(_ running: RunningTransfer, bytes: Int64, expected: Int64) {
+    /// the app hears: an app that is attaching gets `attached` first. A
+    /// download's `final` report goes with its `finished` to an app of
+    /// revision 2 or later, not in a message of its own.
+    func reportProgress(_ running: RunningTransfer, bytes: Int64, expected: Int64, final: Bool = false) {
         owner.async { [self] in
             guard let record = state.withLock({ $0.records[running.id] }), let client = client(of: record.session) else { return }
             let upload = running.kind == .upload
+            if final, !upload, client.revision.withLock({ $0 >= 2 }) { return }
             send(
                 .progress(
                     task: record.spec.task, sent: upload ? bytes : 0, written: upload ? 0 : bytes, expectedToSend: upload ? expected : 0,

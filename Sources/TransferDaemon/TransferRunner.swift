@@ -249,7 +249,9 @@ final class TransferRunner: SessionDataDelegate, SessionTaskDelegate {
 
     func urlSession(_ session: Session, task: SessionTask, didCompleteWithError error: (any Error)?) {
         guard let running = transfers.withLock({ $0.removeValue(forKey: ObjectIdentifier(task)) }) else { return }
-        if let (bytes, expected) = running.progressDue(final: true) { daemon.withLock { $0 }?.reportProgress(running, bytes: bytes, expected: expected) }
+        if let (bytes, expected) = running.progressDue(final: true) {
+            daemon.withLock { $0 }?.reportProgress(running, bytes: bytes, expected: expected, final: true)
+        }
         var failure = error
         if let problem = running.writeError {
             failure = SessionError(.cannotWriteFile, failingURL: nil, message: "cannot write the partial file: \(problem)").urlError

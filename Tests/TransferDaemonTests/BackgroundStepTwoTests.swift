@@ -56,6 +56,21 @@ extension BackgroundSessionProcessTests {
         try await origin.shutdown()
     }
 
+    @Test("A small download's progress: the delegate hears the whole length once, before the file (however transferd sends it)")
+    func smallDownloadProgress() async throws {
+        let origin = try await TestOrigin.start()
+        let body = TestOrigin.pattern(offset: 3, count: 1024)
+        origin.route("/tiny") { _ in ScriptedResponse(body: body) }
+        let world = World()
+        let lines = try await world.run(["tiny", "download", origin.url("/tiny").absoluteString])
+        let writes = lines.filter { $0.hasPrefix("write ") }
+        let finished = lines.firstIndex { $0.hasPrefix("finished 1 1024 ") }
+        #expect(writes == ["write 1024 1024"], "\(lines)")
+        #expect(finished != nil && lines.firstIndex(of: "write 1024 1024").map { $0 < (finished ?? 0) } == true, "\(lines)")
+        #expect(origin.requests(to: "/tiny").count == 1)
+        try await origin.shutdown()
+    }
+
     @Test("A 503 with Retry-After: 2 is retried after 2 s, not before; a server busy at every try fails the task after the last retry")
     func busyServer() async throws {
         let origin = try await TestOrigin.start()

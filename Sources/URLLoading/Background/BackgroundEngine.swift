@@ -68,9 +68,13 @@ final class BackgroundEngine: TaskEngine {
             // file even if the app deletes it, or dies, once resume() returned.
             let body = create.bodyFile.map { open($0, O_RDONLY | O_CLOEXEC) } ?? -1
             if body >= 0 { create.bodyPassed = true }
+            // One message where transferd understands it: created and started.
+            let resumed = link.createsResumed
+            if resumed { create.resumed = true }
             link.send(.create(create), passing: body >= 0 ? body : nil)
             if body >= 0 { close(body) }
             self.created?(task.taskIdentifier)
+            if resumed { return }
         }
         link.send(.resume(task: task.taskIdentifier))
     }
@@ -178,6 +182,10 @@ final class BackgroundEngine: TaskEngine {
             )
         }
         let file = failure == nil ? result.file.flatMap(Self.transferdFile) : nil
+        if let expected = result.expectedToWrite {
+            // The last progress came with the end: the delegate hears it first.
+            progress(task, sent: 0, written: result.written, expectedToSend: 0, expectedToWrite: expected)
+        }
         state.withLock { state in
             state.running = false
             if acknowledge { state.acknowledgement = acknowledged ?? {} }

@@ -144,7 +144,7 @@ final class BackgroundHost: RemoteTaskHost {
     private func received(_ message: BackgroundMessage) {
         guard let session = session.withLock({ $0?.session }) else { return }
         switch message {
-        case .attached(let nextTask, let tasks, let pending):
+        case .attached(let nextTask, let tasks, let pending, _):
             // Attached again after transferd restarted.
             adopt(tasks, into: session)
             session.state.withLock { $0.nextIdentifier = max($0.nextIdentifier, nextTask) }

@@ -19,6 +19,8 @@ final class BackgroundLink: Sendable {
         var socket: UnixSocket?
         var handler: (@Sendable (BackgroundMessage) -> Void)?
         var closed = false
+        /// The attached transferd's revision (1 when it said none).
+        var revision = 1
     }
 
     /// transferd's answer to an attachment.
@@ -26,7 +28,12 @@ final class BackgroundLink: Sendable {
         var nextTask: Int
         var tasks: [TaskSummary]
         var pending: Int
+        var revision: Int?
     }
+
+    /// Whether the attached transferd starts a task its `create` asks to
+    /// start (revision 2), without a `resume` of its own.
+    var createsResumed: Bool { state.withLock { $0.revision >= 2 } }
 
     private init(identifier: String, paths: BackgroundPaths, launchCommand: [String]?, credentialStore: String?) {
         self.credentialStore = credentialStore
@@ -50,11 +57,14 @@ final class BackgroundLink: Sendable {
             guard socket.waitReadable(seconds: 10) else { throw BackgroundWireError("transferd did not answer within 10 s") }
             var framing = BackgroundFraming()
             switch try socket.receive(&framing) {
-            case .attached(let nextTask, let tasks, let pending)?:
+            case .attached(let nextTask, let tasks, let pending, let revision)?:
                 // Messages after the answer (events) are read by the reader thread.
-                state.withLock { $0.socket = socket }
+                state.withLock { state in
+                    state.socket = socket
+                    state.revision = revision ?? 1
+                }
                 reader(socket, framing)
-                return Attached(nextTask: nextTask, tasks: tasks, pending: pending)
+                return Attached(nextTask: nextTask, tasks: tasks, pending: pending, revision: revision)
             case .refused(let reason)?:
                 throw SessionError(.backgroundSessionInUseByAnotherProcess, failingURL: nil, message: reason)
             default:
@@ -132,7 +142,7 @@ final class BackgroundLink: Sendable {
         for _ in 0..<3 {
             do {
                 let attached = try connectAndAttach()
-                deliver(.attached(nextTask: attached.nextTask, tasks: attached.tasks, pending: attached.pending))
+                deliver(.attached(nextTask: attached.nextTask, tasks: attached.tasks, pending: attached.pending, revision: attached.revision))
                 return
             } catch {
                 lastError = error

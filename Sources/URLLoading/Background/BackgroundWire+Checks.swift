@@ -22,6 +22,7 @@ extension BackgroundMessage {
         case .attach(let attachment):
             try Self.identifier(attachment.identifier)
             guard attachment.processID > 0 else { throw BackgroundWireError("a process id of \(attachment.processID)") }
+            if let revision = attachment.revision { try Self.revision(revision) }
             if let command = attachment.launchCommand {
                 guard command.count <= Self.maximumArguments else { throw BackgroundWireError("a launch command of \(command.count) arguments") }
                 for argument in command { try Self.text(argument, "a launch argument") }
@@ -44,8 +45,9 @@ extension BackgroundMessage {
         case .cancelTransfer(let session, let task), .retryTransfer(let session, let task):
             try Self.identifier(session)
             try Self.task(task)
-        case .attached(let nextTask, let tasks, let pending):
+        case .attached(let nextTask, let tasks, let pending, let revision):
             try Self.task(nextTask)
+            if let revision { try Self.revision(revision) }
             guard tasks.count <= Self.maximumTasks, (0...tasks.count).contains(pending) else {
                 throw BackgroundWireError("an attachment of \(tasks.count) tasks with \(pending) pending")
             }
@@ -57,7 +59,9 @@ extension BackgroundMessage {
         case .progress(let task, let sent, let written, let expectedToSend, let expectedToWrite):
             try Self.task(task)
             try Self.counts(sent, written, expectedToSend, expectedToWrite)
-        case .finished(let result): try result.check()
+        case .finished(let result):
+            try result.check()
+            if let expected = result.expectedToWrite { try Self.counts(expected) }
         case .eventsDone: break
         case .done(_, let message): try Self.text(message, "a message")
         }
@@ -82,6 +86,11 @@ extension BackgroundMessage {
     }
 
     /// Byte counts: -1 (unknown) or more.
+    /// A peer's revision: from 1, and small (a later build's may be higher than ours).
+    static func revision(_ revision: Int) throws(BackgroundWireError) {
+        guard (1...1_000).contains(revision) else { throw BackgroundWireError("a revision of \(revision)") }
+    }
+
     static func counts(_ counts: Int64...) throws(BackgroundWireError) {
         for count in counts where count < -1 { throw BackgroundWireError("a byte count of \(count)") }
     }

@@ -35,8 +35,10 @@ package enum BackgroundMessage: Codable, Sendable, Equatable {
     /// The attachment is accepted: task identifiers go on from `nextTask`;
     /// `tasks` are the identifier's unfinished and undelivered tasks;
     /// `pending` of them have finished and their events follow, then
-    /// `eventsDone`.
-    case attached(nextTask: Int, tasks: [TaskSummary], pending: Int)
+    /// `eventsDone`. `revision` is what transferd understands beyond the
+    /// first messages (`BackgroundMessage.revision`); nil from a transferd
+    /// older than revisions.
+    case attached(nextTask: Int, tasks: [TaskSummary], pending: Int, revision: Int?)
     /// The attachment is refused (another live session has the identifier).
     case refused(reason: String)
     /// Bytes moved since the last report (summaries may be coalesced).
@@ -53,6 +55,16 @@ package enum BackgroundMessage: Codable, Sendable, Equatable {
     case done(ok: Bool, message: String)
 }
 
+extension BackgroundMessage {
+    /// The additions to the messages this side understands, said by both
+    /// ends when attaching (each side uses an addition only when the other
+    /// said it understands it; the frame's version stays, so an older peer
+    /// goes on working). 2: a `create` may ask that its task start at once
+    /// (`TaskSpec.resumed`), and a download's last progress goes with its
+    /// `finished` (`TaskResult.expectedToWrite`) instead of a frame of its own.
+    package static let revision = 2
+}
+
 /// Who attaches.
 package struct Attachment: Codable, Sendable, Equatable {
     package var identifier: String
@@ -62,12 +74,17 @@ package struct Attachment: Codable, Sendable, Equatable {
     /// The folder of the session's persistent credential store, whose
     /// default credentials answer challenges when no app is attached.
     package var credentialStore: String?
+    /// The app's `BackgroundMessage.revision`; nil from an app older than revisions.
+    package var revision: Int?
 
-    package init(identifier: String, processID: Int32, launchCommand: [String]?, credentialStore: String? = nil) {
+    package init(
+        identifier: String, processID: Int32, launchCommand: [String]?, credentialStore: String? = nil, revision: Int? = BackgroundMessage.revision
+    ) {
         self.identifier = identifier
         self.processID = processID
         self.launchCommand = launchCommand
         self.credentialStore = credentialStore
+        self.revision = revision
     }
 }
 
@@ -122,6 +139,9 @@ package struct TaskSpec: Codable, Sendable, Equatable {
     /// `[major, minor]`; nil for the default.
     package var tlsMinimumVersion: [Int]?
     package var tlsMaximumVersion: [Int]?
+    /// Sent with `create` to a transferd of revision 2 or later: the task
+    /// starts at once, without a `resume` of its own. Not kept in the journal.
+    package var resumed: Bool?
 
     package init(
         task: Int, kind: Kind, request: RequestSpec, bodyFile: String?, earliestBeginDate: Date?, isDiscretionary: Bool,
@@ -191,10 +211,16 @@ package struct TaskResult: Codable, Sendable, Equatable {
     package var errorMessage: String?
     package var sent: Int64
     package var written: Int64
+    /// A download's whole length as its head said (-1 unknown), for the
+    /// last progress report, which goes with this message to an app of
+    /// revision 2 or later; nil otherwise.
+    package var expectedToWrite: Int64?
 
     package init(
-        task: Int, file: String?, response: ResponseSpec?, body: Data?, errorCode: String?, errorMessage: String?, sent: Int64, written: Int64
+        task: Int, file: String?, response: ResponseSpec?, body: Data?, errorCode: String?, errorMessage: String?, sent: Int64, written: Int64,
+        expectedToWrite: Int64? = nil
     ) {
+        self.expectedToWrite = expectedToWrite
         self.task = task
         self.file = file
         self.response = response

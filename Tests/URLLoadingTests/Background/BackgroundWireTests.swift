@@ -48,6 +48,32 @@ import TestSupport
         #expect(received == messages)
     }
 
+    @Test("Revisions: an older peer's messages (no revision, no resumed, no expected length) still read; a revision out of bounds is refused")
+    func revisions() throws {
+        var framing = BackgroundFraming()
+        framing.append(Self.rawFrame(#"{"attached":{"nextTask":4,"tasks":[],"pending":0}}"#))
+        framing.append(Self.rawFrame(#"{"attach":{"_0":{"identifier":"com.example.sync","processID":42}}}"#))
+        framing.append(Self.rawFrame(#"{"finished":{"_0":{"task":3,"sent":0,"written":10}}}"#))
+        #expect(try framing.next() == .attached(nextTask: 4, tasks: [], pending: 0, revision: nil))
+        #expect(try framing.next() == .attach(Attachment(identifier: "com.example.sync", processID: 42, launchCommand: nil, revision: nil)))
+        let result = TaskResult(task: 3, file: nil, response: nil, body: nil, errorCode: nil, errorMessage: nil, sent: 0, written: 10)
+        #expect(try framing.next() == .finished(result))
+        #expect(Attachment(identifier: "a", processID: 1, launchCommand: nil).revision == BackgroundMessage.revision)
+        var resumed = Self.spec
+        resumed.resumed = true
+        var current = BackgroundFraming()
+        current.append(try Self.frame(.create(resumed)))
+        current.append(try Self.frame(.attached(nextTask: 1, tasks: [], pending: 0, revision: BackgroundMessage.revision)))
+        #expect(try current.next() == .create(resumed))
+        #expect(try current.next() == .attached(nextTask: 1, tasks: [], pending: 0, revision: 2))
+        var bad = BackgroundFraming()
+        bad.append(Self.rawFrame(#"{"attached":{"nextTask":4,"tasks":[],"pending":0,"revision":0}}"#))
+        #expect(throws: BackgroundWireError.self) { try bad.next() }
+        bad = BackgroundFraming()
+        bad.append(Self.rawFrame(#"{"finished":{"_0":{"task":3,"sent":0,"written":10,"expectedToWrite":-7}}}"#))
+        #expect(throws: BackgroundWireError.self) { try bad.next() }
+    }
+
     @Test("Another version, another kind of peer, a huge length: refused at the header, before the body arrives")
     func headers() throws {
         var other = BackgroundFraming()
