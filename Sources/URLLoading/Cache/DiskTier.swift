@@ -274,8 +274,17 @@ final class DiskTier: Sendable {
         let capacity = self.capacity
         let doomed: [String] = try writing { (connection: Connection) throws(SQLiteError) in
             try Self.applyTouches(touches, connection)
-            var doomed = try Self.deleteRows(
-                connection, where: "key = ? AND variant = ?", [.text(response.key), .text(response.variant)])
+            // The entry this one replaces, if any: found first, so that a
+            // new key (most stores) runs no DELETE, whose statement
+            // journal and trigger cost more than the lookup.
+            var doomed: [String] = []
+            let replaced = try connection.query(
+                "SELECT id, body_file FROM entries WHERE key = ? AND variant = ?", [.text(response.key), .text(response.variant)]
+            ) { ($0.int64(0), $0.text(1)) }
+            for (id, file) in replaced {
+                try connection.run("DELETE FROM entries WHERE id = ?", [.integer(id)])
+                if let file { doomed.append(file) }
+            }
             try connection.run(
                 """
                 INSERT INTO entries(key, variant, url, host, status, response_headers, request_headers, body, body_file,
