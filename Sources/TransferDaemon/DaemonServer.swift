@@ -90,18 +90,27 @@ extension Daemon {
                         // Messages that arrived together make one turn: their
                         // changes are written in one transaction.
                         var batch: [(BackgroundMessage, Int32?)] = []
+                        var failure: (any Error)?
                         while true {
                             // An upload's body descriptor came with (or before) its frame.
                             var passed: Int32?
                             if case .create(let spec) = message, spec.bodyPassed == true { passed = framing.takeDescriptor() }
                             batch.append((message, passed))
-                            guard batch.count < Self.turnLimit, let next = try framing.next() else { break }
-                            message = next
+                            guard batch.count < Self.turnLimit else { break }
+                            do {
+                                guard let next = try framing.next() else { break }
+                                message = next
+                            } catch {
+                                // The messages before a bad frame are still served.
+                                failure = error
+                                break
+                            }
                         }
                         owner.async { [batch] in
                             for (message, body) in batch { self.handle(message, body: body, from: client) }
                             self.commit()
                         }
+                        if let failure { throw failure }
                     } catch {
                         logger.warning("a client sent something that is not a message: \(error)")
                         break

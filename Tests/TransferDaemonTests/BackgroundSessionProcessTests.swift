@@ -358,7 +358,7 @@ extension BackgroundSessionProcessTests {
         try await origin.shutdown()
     }
 
-    @Test("Garbage, another format version and a huge length on the socket close that connection only; transferd serves the next app")
+    @Test("Garbage, another format version and a huge length on the socket close that connection only (a whole message before them is still answered); transferd serves the next app")
     func garbage() async throws {
         let origin = try await TestOrigin.start()
         origin.route("/small", response: ScriptedResponse(body: "hello"))
@@ -378,6 +378,17 @@ extension BackgroundSessionProcessTests {
             #expect((try? socket.receive(&framing)) == nil, "no answer to \(bytes.prefix(8).map { $0 })")
             socket.close()
         }
+        // A whole message before the garbage, in the same write, is still answered.
+        let socket = try UnixSocket.connect(path: world.paths.socket)
+        let mixed =
+            try BackgroundFraming.encode(.attach(Attachment(identifier: "garbage-after", processID: getpid(), launchCommand: nil)))
+            + Data("GET / HTTP/1.1\r\n\r\n".utf8)
+        _ = mixed.withUnsafeBytes { send(socket.descriptor, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+        #expect(socket.waitReadable(seconds: 10))
+        var framing = BackgroundFraming()
+        let answer = try? socket.receive(&framing)
+        if case .attached? = answer {} else { Issue.record("the attach before the garbage got \(String(describing: answer))") }
+        socket.close()
         let second = try await world.run(["garbage", "download", origin.url("/small").absoluteString])
         #expect(second.contains("complete 2 nil status 200"), "\(second)")
         #expect(world.transferdPID == daemon && kill(daemon, 0) == 0, "the same transferd served it")
