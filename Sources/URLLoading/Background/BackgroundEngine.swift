@@ -181,7 +181,7 @@ final class BackgroundEngine: TaskEngine {
                 ResponseHead(status: response.status, httpVersion: response.httpVersion, headers: fields, reasonPhrase: response.reasonPhrase ?? "")
             )
         }
-        let file = failure == nil ? result.file.flatMap(Self.transferdFile) : nil
+        let file = failure == nil ? result.file.flatMap { Self.transferdFile($0, in: link.paths.files) } : nil
         if let expected = result.expectedToWrite {
             // The last progress came with the end: the delegate hears it first.
             progress(task, sent: 0, written: result.written, expectedToSend: 0, expectedToWrite: expected)
@@ -212,9 +212,10 @@ final class BackgroundEngine: TaskEngine {
     }
 
     /// A finished download's file as transferd names it, accepted only in
-    /// transferd's own file folder under its own naming.
-    private static func transferdFile(_ path: String) -> URL? {
-        let folder = BackgroundPaths().files + "/"
+    /// transferd's own file folder (`files`, the link's: the environment is
+    /// not read again for each task) under its own naming.
+    private static func transferdFile(_ path: String, in files: String) -> URL? {
+        let folder = files + "/"
         guard path.hasPrefix(folder) else { return nil }
         let name = path.dropFirst(folder.count)
         guard name.hasPrefix("download-"), !name.contains("/"), name.dropFirst(9).allSatisfy(\.isNumber) else { return nil }

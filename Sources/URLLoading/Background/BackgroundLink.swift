@@ -9,7 +9,8 @@ import Logging
 /// session's tasks go on.
 final class BackgroundLink: Sendable {
     let identifier: String
-    private let paths: BackgroundPaths
+    /// Where its transferd keeps things (read from the environment once, at attaching).
+    let paths: BackgroundPaths
     private let launchCommand: [String]?
     private let credentialStore: String?
     private let state = Lock(State())
