@@ -147,8 +147,18 @@ package enum FieldCoding {
     }
 
     package static func decodeFields(_ data: Data) -> HeaderFields? {
-        guard let strings = strings(data), strings.count % 2 == 0 else { return nil }
-        return HeaderFields(stride(from: 0, to: strings.count, by: 2).map { HeaderFields.Field(strings[$0], strings[$0 + 1]) })
+        // Straight into the fields (a disk hit decodes two lists): no
+        // array of strings in between.
+        data.withUnsafeBytes { (raw: UnsafeRawBufferPointer) -> HeaderFields? in
+            let bytes = raw.bindMemory(to: UInt8.self)
+            var fields: [HeaderFields.Field] = []
+            var index = 0
+            while index < bytes.count {
+                guard let name = string(bytes, at: &index), let value = string(bytes, at: &index) else { return nil }
+                fields.append(HeaderFields.Field(name, value))
+            }
+            return HeaderFields(fields)
+        }
     }
 
     package static func decodeDictionary(_ data: Data) -> [String: String]? {
@@ -173,14 +183,21 @@ package enum FieldCoding {
             var strings: [String] = []
             var index = 0
             while index < bytes.count {
-                guard bytes.count - index >= 4 else { return nil }
-                let count = Int(bytes[index]) | Int(bytes[index + 1]) << 8 | Int(bytes[index + 2]) << 16 | Int(bytes[index + 3]) << 24
-                index += 4
-                guard count <= bytes.count - index else { return nil }
-                strings.append(String(decoding: UnsafeBufferPointer(rebasing: bytes[index..<(index + count)]), as: UTF8.self))
-                index += count
+                guard let string = string(bytes, at: &index) else { return nil }
+                strings.append(string)
             }
             return strings
         }
+    }
+
+    /// The length-prefixed string at `index` (a 4-byte little-endian
+    /// length, then its bytes), moving past it; nil when the bytes end first.
+    private static func string(_ bytes: UnsafeBufferPointer<UInt8>, at index: inout Int) -> String? {
+        guard bytes.count - index >= 4 else { return nil }
+        let count = Int(bytes[index]) | Int(bytes[index + 1]) << 8 | Int(bytes[index + 2]) << 16 | Int(bytes[index + 3]) << 24
+        index += 4
+        guard count <= bytes.count - index else { return nil }
+        defer { index += count }
+        return String(decoding: UnsafeBufferPointer(rebasing: bytes[index..<(index + count)]), as: UTF8.self)
     }
 }
