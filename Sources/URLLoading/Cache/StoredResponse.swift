@@ -151,8 +151,16 @@ package enum FieldCoding {
         // array of strings in between.
         data.withUnsafeBytes { (raw: UnsafeRawBufferPointer) -> HeaderFields? in
             let bytes = raw.bindMemory(to: UInt8.self)
-            var fields: [HeaderFields.Field] = []
+            // Counted first (a hop over the lengths): the array is made once, at its size.
+            var strings = 0
             var index = 0
+            while bytes.count - index >= 4 {
+                index += 4 + (Int(bytes[index]) | Int(bytes[index + 1]) << 8 | Int(bytes[index + 2]) << 16 | Int(bytes[index + 3]) << 24)
+                strings += 1
+            }
+            var fields: [HeaderFields.Field] = []
+            fields.reserveCapacity(strings / 2)
+            index = 0
             while index < bytes.count {
                 guard let name = string(bytes, at: &index), let value = string(bytes, at: &index) else { return nil }
                 fields.append(HeaderFields.Field(name, value))
