@@ -175,8 +175,10 @@ package enum CachePolicy {
         var names: [String] = []
         var seen: Set<String> = []
         for line in responseHeaders.values("Vary") {
-            for member in line.split(separator: ",") {
-                let name = member.trimmingCharacters(in: [" ", "\t"]).lowercased()
+            // Split at each comma byte: split by characters, a comma followed
+            // by a combining mark is one character and no separator.
+            for member in line.unicodeScalars.split(separator: ",") {
+                let name = String(String.UnicodeScalarView(member)).trimmingCharacters(in: [" ", "\t"]).lowercased()
                 if name == "*" { return nil }
                 if !name.isEmpty, seen.insert(name).inserted { names.append(name) }
             }
@@ -191,8 +193,8 @@ package enum CachePolicy {
         guard !values.isEmpty else { return nil }
         var members =
             values
-            .flatMap { $0.split(separator: ",", omittingEmptySubsequences: false) }
-            .map { $0.trimmingCharacters(in: [" ", "\t"]) }
+            .flatMap { $0.unicodeScalars.split(separator: ",", omittingEmptySubsequences: false) }
+            .map { String(String.UnicodeScalarView($0)).trimmingCharacters(in: [" ", "\t"]) }
         // Language ranges are case-insensitive and their order carries no
         // meaning beside their q-values (RFC 9110 §12.5.4), so requests that
         // differ only so select the same variant.

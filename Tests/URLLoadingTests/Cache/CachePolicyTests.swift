@@ -309,6 +309,17 @@ import Testing
         #expect(!CachePolicy.varyMatches(entry, requestHeaders: [("Accept-Language", "fr")]).allowed)
     }
 
+    @Test("Vary's list splits at every comma byte, even one a combining mark follows (a single character to Swift)")
+    func varyCommaBeforeCombiningMark() {
+        let names = CachePolicy.varyFields([("Vary", "Accept,\u{0CF3}X-Mark , Origin")])
+        #expect(names == ["accept", "\u{0CF3}x-mark", "origin"])
+        #expect(names?.allSatisfy { !$0.unicodeScalars.contains(",") } == true)
+        let entry = CachePolicy.Entry(
+            status: 200, responseHeaders: [("Cache-Control", "max-age=60"), ("Vary", "X-Tags")],
+            requestHeaders: [("X-Tags", "a,\u{0301}b")], requestTime: Self.t0, responseTime: Self.t0)
+        #expect(CachePolicy.varyMatches(entry, requestHeaders: [("X-Tags", "a , \u{0301}b")]).allowed)
+    }
+
     @Test("RFC 8246: an immutable fresh response is not revalidated on a reload (max-age=0), only stale")
     func immutable() {
         let entry = CachePolicy.Entry(
