@@ -155,9 +155,6 @@ package struct ResponseHeadParser {
 
     /// Whether every coding a Content-Encoding value lists is one libcurl decodes.
     static func decodableCodings(_ value: String) -> Bool {
-        value.split(separator: ",").allSatisfy { coding in
-            let name = coding.trimmingCharacters(in: .whitespaces).lowercased()
-            return name.isEmpty || knownCodings.contains(name)
-        }
+        FieldList.members(value).allSatisfy { knownCodings.contains($0.lowercased()) }
     }
 }

@@ -65,6 +65,23 @@ let targets: [FuzzTarget] = [
             invariant(!verdict.allowed, "a response naming more Vary fields than the cache compares is not stored")
         }
     },
+    FuzzTarget(name: "field-list") { data in
+        let value = text(data)
+        let members = FieldList.members(value)
+        // Members are never empty nor padded, and hold no comma outside a
+        // quoted string: joined by commas they read back the same.
+        invariant(
+            members.allSatisfy { member in
+                let bytes = Array(member.utf8)
+                return !bytes.isEmpty && ![0x20, 0x09].contains(bytes[0]) && ![0x20, 0x09].contains(bytes[bytes.count - 1])
+            }, "list members are non-empty and trimmed")
+        let again = FieldList.members(members.joined(separator: ","))
+        invariant(again.map(String.init) == members.map(String.init), "a list joined by commas reads back the same")
+        if !value.utf8.contains(UInt8(ascii: "\"")) {
+            invariant(members.allSatisfy { !$0.utf8.contains(UInt8(ascii: ",")) }, "no member of an unquoted list holds a comma")
+        }
+        invariant(FieldList.first(value) == members.first && FieldList.last(value) == members.last, "first and last agree with the members")
+    },
     FuzzTarget(name: "set-cookie") { data in
         guard let cookie = SetCookie(text(data)) else { return }
         // RFC 6265bis §5.7: a string with a control character (but HTAB) makes no cookie.

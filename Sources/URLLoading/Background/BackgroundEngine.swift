@@ -71,9 +71,12 @@ final class BackgroundEngine: TaskEngine {
             // One message where transferd understands it: created and started.
             let resumed = link.createsResumed
             if resumed { create.resumed = true }
+            // Counted before it is sent: created and started in one message,
+            // the task can finish, and its end reach the link's reader, before
+            // `send` returns (the count would then go 0, 1 and stay at 1).
+            self.created?(task.taskIdentifier)
             link.send(.create(create), passing: body >= 0 ? body : nil)
             if body >= 0 { close(body) }
-            self.created?(task.taskIdentifier)
             if resumed { return }
         }
         link.send(.resume(task: task.taskIdentifier))

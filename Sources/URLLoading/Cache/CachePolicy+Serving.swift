@@ -1,4 +1,5 @@
 import Foundation
+import Transport
 
 extension CachePolicy {
     /// What to do with a stored response for a new request.
@@ -128,9 +129,7 @@ extension CachePolicy {
     /// The lowercased field names a `Connection` field lists.
     static func namedByConnection(_ headers: HeaderFields) -> Set<String> {
         Set(
-            headers.values("Connection").flatMap { line in
-                line.split(separator: ",").map { $0.trimmingCharacters(in: [" ", "\t"]).lowercased() }
-            })
+            FieldList.members(headers.values("Connection")).map { $0.lowercased() })
     }
 
     /// `headers` without the connection-specific fields and those the
@@ -153,7 +152,7 @@ extension CachePolicy {
         var headers = removingConnectionFields(requestHeaders)
         headers.remove("If-Range")
         let forbidsWeak = headers.contains("If-Match") || headers.contains("If-Unmodified-Since") || headers.contains("Range")
-        var tags = headers.values("If-None-Match").flatMap { $0.split(separator: ",").map { $0.trimmingCharacters(in: [" ", "\t"]) } }
+        var tags = FieldList.members(headers.values("If-None-Match")).map(String.init)
         if let etag = entry.responseHeaders["ETag"]?.trimmingCharacters(in: [" ", "\t"]), !tags.contains(etag) {
             tags.append(etag)
         }

@@ -1,4 +1,5 @@
 import Foundation
+import Transport
 
 /// The HTTP caching decisions of RFC 9111 for a private cache, as pure
 /// functions of the request, the stored entry, the response and the time.
@@ -144,7 +145,7 @@ package enum CachePolicy {
     /// anything else is ignored (nil).
     package static func ageValue(_ headers: HeaderFields) -> Double? {
         guard let line = headers.values("Age").first else { return nil }
-        let first = line.split(separator: ",", maxSplits: 1, omittingEmptySubsequences: false).first ?? ""
+        let first = FieldList.first(line) ?? ""
         let member = first.split(separator: ";", maxSplits: 1, omittingEmptySubsequences: false).first ?? ""
         let text = member.trimmingCharacters(in: [" ", "\t"])
         guard !text.isEmpty, text.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else { return nil }
@@ -174,14 +175,10 @@ package enum CachePolicy {
     package static func varyFields(_ responseHeaders: HeaderFields) -> [String]? {
         var names: [String] = []
         var seen: Set<String> = []
-        for line in responseHeaders.values("Vary") {
-            // Split at each comma byte: split by characters, a comma followed
-            // by a combining mark is one character and no separator.
-            for member in line.unicodeScalars.split(separator: ",") {
-                let name = String(String.UnicodeScalarView(member)).trimmingCharacters(in: [" ", "\t"]).lowercased()
-                if name == "*" { return nil }
-                if !name.isEmpty, seen.insert(name).inserted { names.append(name) }
-            }
+        for member in FieldList.members(responseHeaders.values("Vary")) {
+            let name = member.lowercased()
+            if name == "*" { return nil }
+            if seen.insert(name).inserted { names.append(name) }
         }
         return names
     }

@@ -1,4 +1,5 @@
 public import Foundation
+import Transport
 
 /// One HTTP cookie as a cookie store holds it (RFC 6265bis §5.7).
 ///
@@ -79,7 +80,7 @@ public struct Cookie: Sendable, Hashable, CustomStringConvertible {
     /// 1...65535 and other text are left out, so a list of nothing valid
     /// lets the cookie go to no port rather than to every one.
     package static func ports(fromList text: String) -> [Int] {
-        text.split(separator: ",").compactMap { Int($0.trimmingCharacters(in: .whitespaces)) }.filter(isPort)
+        FieldList.members(text).compactMap { Int($0) }.filter(isPort)
     }
 
     /// The port list as the `Port` property spells it.

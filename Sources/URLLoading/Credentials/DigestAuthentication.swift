@@ -1,4 +1,5 @@
 import Foundation
+import Transport
 
 /// Basic authentication (RFC 7617): `user:password` in UTF-8, base64.
 enum BasicAuthentication {
@@ -74,7 +75,7 @@ struct DigestChallenge: Sendable, Equatable {
             self.algorithmGiven = false
         }
         if let qop = challenge[parameter: "qop"] {
-            let options = qop.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces).lowercased() }
+            let options = FieldList.members(qop).map { $0.lowercased() }
             guard options.contains("auth") else { return nil }
             self.offersAuth = true
             self.qopGiven = true

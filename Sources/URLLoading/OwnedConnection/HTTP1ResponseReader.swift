@@ -156,13 +156,13 @@ struct HTTP1ResponseReader {
         if isHead || head.status < 200 || head.status == 204 || head.status == 304 { return .success(.done) }
         let codings = head.headers.filter { ResponseHeadParser.asciiCaseInsensitiveEqual($0.name, "transfer-encoding") }
         if !codings.isEmpty {
-            let last = codings.last?.value.split(separator: ",").last?.trimmingCharacters(in: .whitespaces).lowercased()
+            let last = codings.last.flatMap { FieldList.last($0.value) }?.lowercased()
             return .success(last == "chunked" ? .chunkSize : .untilClose)
         }
         let lengths = head.headers.filter { ResponseHeadParser.asciiCaseInsensitiveEqual($0.name, "content-length") }
         guard !lengths.isEmpty else { return .success(.untilClose) }
         // Repeated values must agree ("5, 5" or two fields of 5).
-        let values = Set(lengths.flatMap { $0.value.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) } })
+        let values = Set(FieldList.members(lengths.map(\.value)).map(String.init))
         guard values.count == 1, let text = values.first, !text.isEmpty, text.utf8.count <= 18, text.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }),
             let length = Int64(text)
         else { return .failure(.badResponse("malformed Content-Length")) }

@@ -1,6 +1,7 @@
 public import Foundation
 #if canImport(FoundationNetworking)
 public import FoundationNetworking
+import Transport
 #endif
 
 extension Session {
@@ -19,7 +20,7 @@ extension Session {
     /// handshake; `Sec-WebSocket-Protocol` among them names the protocols offered).
     public func webSocketTask(with request: URLRequest) -> SessionWebSocketTask {
         let offered = request.value(forHTTPHeaderField: "Sec-WebSocket-Protocol").map {
-            $0.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+            FieldList.members($0).map(String.init)
         }
         return webSocketTask(with: request, protocols: offered ?? [])
     }

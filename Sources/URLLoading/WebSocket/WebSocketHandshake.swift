@@ -1,5 +1,6 @@
 import Foundation
 import Streams
+import Transport
 
 /// The opening handshake (RFC 6455 §4.1–4.2): the client's upgrade request
 /// and the check of the server's answer. Pure: no socket here.
@@ -89,7 +90,7 @@ enum WebSocketHandshake {
             fields.append((String(line[..<colon]), line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)))
         }
         func values(_ name: String) -> [String] {
-            fields.filter { $0.name.lowercased() == name }.flatMap { $0.value.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) } }
+            FieldList.members(fields.filter { $0.name.lowercased() == name }.map(\.value)).map(String.init)
         }
         guard status == 101 else {
             var failure = HandshakeFailure(status: status, reason: "the server answered \(status), not 101 Switching Protocols")
@@ -154,7 +155,7 @@ struct DeflateParameters: Equatable, Sendable {
     /// Reads a `Sec-WebSocket-Extensions` value; nil unless it is exactly
     /// one permessage-deflate with known parameters, each once, in range.
     init?(_ value: String) {
-        let extensions = value.split(separator: ",")
+        let extensions = FieldList.members(value)
         guard extensions.count == 1 else { return nil }
         var parts = extensions[0].split(separator: ";").map { $0.trimmingCharacters(in: .whitespaces) }
         guard parts.first?.lowercased() == "permessage-deflate" else { return nil }

@@ -320,6 +320,20 @@ import Testing
         #expect(CachePolicy.varyMatches(entry, requestHeaders: [("X-Tags", "a , \u{0301}b")]).allowed)
     }
 
+    @Test("RFC 9110 §5.6.1: Connection, If-None-Match and Age split at comma bytes outside quoted strings")
+    func listsSplitAtCommaBytes() {
+        // An entity tag may hold a comma (RFC 9110 §8.8.3, etagc): the
+        // request's tags and the stored one go out whole.
+        let tagged = CachePolicyTests.entry([("ETag", "\"a,b\"")])
+        let headers = CachePolicy.revalidationHeaders(tagged, requestHeaders: [("If-None-Match", "\"x,y\" , W/\"z\"")])
+        #expect(headers["If-None-Match"] == "\"x,y\", W/\"z\", \"a,b\"")
+        // A Prepend character before a comma, or a combining mark after it,
+        // makes one Character of the comma: the list still has two members.
+        let cleaned = CachePolicy.removingConnectionFields([("Connection", "x-a\u{0600},x-b"), ("X-B", "1"), ("X-C", "2")])
+        #expect(cleaned.map(\.name) == ["X-C"])
+        #expect(CachePolicy.ageValue([("Age", "5,\u{0301}6")]) == 5)
+    }
+
     @Test("RFC 8246: an immutable fresh response is not revalidated on a reload (max-age=0), only stale")
     func immutable() {
         let entry = CachePolicy.Entry(

@@ -61,6 +61,12 @@ struct HTTP1ResponseReaderTests {
         }
     }
 
+    @Test("The last transfer coding is found by comma bytes: a comma after a Prepend character (one Character with it) still separates")
+    func lastCodingByBytes() {
+        let chunked = Self.read("HTTP/1.1 200 OK\r\nTransfer-Encoding: x\u{0600},chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n", piece: 10_000)
+        #expect(chunked == Outcome(statuses: [200], body: Array("abc".utf8), ended: true))
+    }
+
     @Test("No body for HEAD, 204 and 304; a 100 before the final head is interim; after a 101 every byte is the next protocol's")
     func noBody() {
         #expect(Self.read("HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\n", method: "HEAD", piece: 7).ended)
