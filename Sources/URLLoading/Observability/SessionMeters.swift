@@ -168,9 +168,37 @@ final class SessionMeters: Sendable {
     /// validated with the origin (a stored entry forwarded and `answer`ed
     /// with 304), or fetched.
     static func cacheResult(_ status: String, answer: Int? = nil) -> String {
-        let parameters = status.split(separator: ";").map { $0.trimmingCharacters(in: .whitespaces).lowercased() }
-        if parameters.contains("hit") { return "hit" }
-        if parameters.contains("fwd-status=304") || (parameters.contains("fwd=stale") && answer == 304) { return "revalidated" }
+        var (hit, validated, stale) = (false, false, false)
+        // Read by bytes: every task's end with a cache reads its value, twice
+        // when a tracer is bootstrapped too.
+        var text = status
+        text.withUTF8 { bytes in
+            var start = 0
+            for end in 0...bytes.count where end == bytes.count || bytes[end] == UInt8(ascii: ";") {
+                var (lower, upper) = (start, end)
+                while lower < upper, bytes[lower] == 0x20 || bytes[lower] == 0x09 { lower += 1 }
+                while upper > lower, bytes[upper - 1] == 0x20 || bytes[upper - 1] == 0x09 { upper -= 1 }
+                let parameter = UnsafeBufferPointer(rebasing: bytes[lower..<upper])
+                if Self.equalsIgnoringCase(parameter, "hit") { hit = true }
+                if Self.equalsIgnoringCase(parameter, "fwd-status=304") { validated = true }
+                if Self.equalsIgnoringCase(parameter, "fwd=stale") { stale = true }
+                start = end + 1
+            }
+        }
+        if hit { return "hit" }
+        if validated || (stale && answer == 304) { return "revalidated" }
         return "miss"
+    }
+
+    /// Whether `bytes` spell `lowercase` in any ASCII case.
+    private static func equalsIgnoringCase(_ bytes: UnsafeBufferPointer<UInt8>, _ lowercase: StaticString) -> Bool {
+        guard bytes.count == lowercase.utf8CodeUnitCount else { return false }
+        let target = UnsafeBufferPointer(start: lowercase.utf8Start, count: lowercase.utf8CodeUnitCount)
+        for index in 0..<bytes.count {
+            let byte = bytes[index]
+            let folded = byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z") ? byte | 0x20 : byte
+            guard folded == target[index] else { return false }
+        }
+        return true
     }
 }

@@ -44,7 +44,7 @@ final class TaskTrace: Sendable {
         state.withLock { state in
             guard state.span == nil, !state.ended else { return }
             state.span = tracer.startSpan(
-                Self.standardMethods.contains(method) ? method : "HTTP", context: parent, ofKind: .client, at: DefaultTracerClock.now)
+                Self.isStandardMethod(method) ? method : "HTTP", context: parent, ofKind: .client, at: DefaultTracerClock.now)
         }
     }
 
@@ -94,9 +94,15 @@ final class TaskTrace: Sendable {
 
     // MARK: What the span says (pure, so that it is tested without a tracer)
 
-    /// The methods OpenTelemetry names (case-sensitive, as methods are);
-    /// any other is `_OTHER`, its name kept in `http.request.method_original`.
-    static let standardMethods: Set<String> = ["GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS", "CONNECT", "TRACE", "QUERY"]
+    /// Whether OpenTelemetry names `method` (case-sensitive, as methods
+    /// are); any other is `_OTHER`, its name kept in
+    /// `http.request.method_original`.
+    static func isStandardMethod(_ method: String) -> Bool {
+        switch method {
+        case "GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS", "CONNECT", "TRACE", "QUERY": true
+        default: false
+        }
+    }
 
     /// The request's attributes and the end's, built once (a span's
     /// attributes are a dictionary: made at its final size, in one write).
@@ -125,17 +131,74 @@ final class TaskTrace: Sendable {
     }
 
     private static func addRequest(_ attributes: inout [String: SpanAttribute], method: String, url: URL?) {
-        if standardMethods.contains(method) {
+        if isStandardMethod(method) {
             attributes["http.request.method"] = .string(method)
         } else {
             attributes["http.request.method"] = .string("_OTHER")
             attributes["http.request.method_original"] = .string(method)
         }
         guard let url else { return }
-        attributes["url.full"] = .string(redacted(url))
-        let scheme = url.scheme?.lowercased()
-        if let host = url.host { attributes["server.address"] = .string(host) }
-        if let port = url.port ?? defaultPort(scheme) { attributes["server.port"] = .int64(Int64(port)) }
+        let text = url.absoluteString
+        attributes["url.full"] = .string(redacted(url, text: text))
+        let scheme: String?
+        let host: String?
+        let port: Int?
+        // Foundation's getters parse the URL again, each of them.
+        if let plain = plainAuthority(text) {
+            (scheme, host, port) = (plain.scheme, plain.host, plain.port)
+        } else {
+            (scheme, host, port) = (url.scheme, url.host, url.port)
+        }
+        if let host { attributes["server.address"] = .string(host) }
+        if let port = port ?? defaultPort(scheme) { attributes["server.port"] = .int64(Int64(port)) }
+    }
+
+    /// The scheme, host and port of a URL's text in the plain form
+    /// `scheme://host[:port]` followed by `/`, `?`, `#` or nothing; nil for
+    /// any other (user info, an IP literal, escapes, a port of over five
+    /// digits), which Foundation's getters then read.
+    static func plainAuthority(_ text: String) -> (scheme: String, host: String, port: Int?)? {
+        var text = text
+        return text.withUTF8 { bytes -> (scheme: String, host: String, port: Int?)? in
+            func string(_ range: Range<Int>) -> String { String(decoding: UnsafeBufferPointer(rebasing: bytes[range]), as: UTF8.self) }
+            var index = 0
+            scheme: while index < bytes.count {
+                switch bytes[index] {
+                case UInt8(ascii: ":"): break scheme
+                case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
+                    UInt8(ascii: "+"), UInt8(ascii: "-"), UInt8(ascii: "."):
+                    index += 1
+                default: return nil
+                }
+            }
+            let colon = index
+            guard colon > 0, colon + 2 < bytes.count, bytes[colon + 1] == UInt8(ascii: "/"), bytes[colon + 2] == UInt8(ascii: "/") else { return nil }
+            let hostStart = colon + 3
+            index = hostStart
+            var portColon: Int?
+            authority: while index < bytes.count {
+                switch bytes[index] {
+                case UInt8(ascii: "/"), UInt8(ascii: "?"), UInt8(ascii: "#"): break authority
+                case UInt8(ascii: "@"), UInt8(ascii: "["), UInt8(ascii: "%"), 0x80...0xFF: return nil
+                case UInt8(ascii: ":"):
+                    guard portColon == nil else { return nil }
+                    portColon = index
+                default: break
+                }
+                index += 1
+            }
+            let hostEnd = portColon ?? index
+            guard hostStart < hostEnd else { return nil }
+            var port: Int?
+            if let portColon {
+                guard index - portColon - 1 <= 5 else { return nil }
+                for byte in bytes[(portColon + 1)..<index] {
+                    guard byte >= UInt8(ascii: "0"), byte <= UInt8(ascii: "9") else { return nil }
+                    port = (port ?? 0) * 10 + Int(byte - UInt8(ascii: "0"))
+                }
+            }
+            return (string(0..<colon), string(hostStart..<hostEnd), port)
+        }
     }
 
     /// What happened between the task's requests, as its metrics list them:
@@ -169,8 +232,8 @@ final class TaskTrace: Sendable {
 
     /// A URL as a span may show it: no user or password, no fragment, and
     /// each query value replaced (a token or signature may be one).
-    static func redacted(_ url: URL) -> String {
-        let text = url.absoluteString
+    static func redacted(_ url: URL, text: String? = nil) -> String {
+        let text = text ?? url.absoluteString
         // Most URLs have none of these parts: nothing to take out.
         if !text.utf8.contains(where: { $0 == UInt8(ascii: "@") || $0 == UInt8(ascii: "?") || $0 == UInt8(ascii: "#") }) { return text }
         guard var components = URLComponents(url: url, resolvingAgainstBaseURL: true) else { return "" }
@@ -184,7 +247,7 @@ final class TaskTrace: Sendable {
     }
 
     private static func defaultPort(_ scheme: String?) -> Int? {
-        switch scheme {
+        switch scheme?.lowercased() {
         case "http", "ws": 80
         case "https", "wss": 443
         default: nil
@@ -193,7 +256,9 @@ final class TaskTrace: Sendable {
 
     /// `http/1.1` → `1.1`, `h2` → `2`, `h3` → `3`.
     private static func protocolVersion(_ name: String?) -> String? {
-        switch name?.lowercased() {
+        // libcurl's spelling, checked before lowercasing anything.
+        if name == "http/1.1" { return "1.1" }
+        return switch name?.lowercased() {
         case "http/1.0": "1.0"
         case "http/1.1": "1.1"
         case "h2", "h2c": "2"
@@ -216,7 +281,7 @@ private struct FieldCarrier {
 /// Writes a propagated value as a request field, replacing any of its name.
 private struct FieldInjector: Injector {
     func inject(_ value: String, forKey key: String, into carrier: inout FieldCarrier) {
-        carrier.fields.removeAll { $0.name.caseInsensitiveCompare(key) == .orderedSame }
+        carrier.fields.removeAll { HeaderFields.namesEqual($0.name, key) }
         carrier.fields.append((name: key, value: value))
     }
 }

@@ -30,6 +30,32 @@ import Tracing
         #expect(!TaskTrace.redacted(url).contains("abc123"))
     }
 
+    @Test("The server's address and port read from a plain URL's text are Foundation's; any other URL is left to Foundation")
+    func plainAuthority() throws {
+        let texts = [
+            "http://127.0.0.1:8080/x", "https://Example.COM/a?b#c", "http://h:/x", "http://h:0080/", "ws://h?x", "http://h#f",
+            "HTTP://h", "http://h:99999/", "https://[::1]:8443/a", "http://h%41b/", "http://u:p@h:81/", "http://h:123456/",
+            "http://b\u{FC}cher.example/",
+        ]
+        for text in texts {
+            let url = try #require(URL(string: text), "\(text)")
+            let attributes = TaskTrace.endAttributes(URLRequest(url: url), status: nil, error: nil, metrics: nil)
+            #expect(attributes["server.address"]?.toSpanAttribute() == url.host.map { .string($0) }, "\(text)")
+            if let port = url.port {
+                #expect(attributes["server.port"]?.toSpanAttribute() == .int64(Int64(port)), "\(text)")
+            }
+            if let plain = TaskTrace.plainAuthority(url.absoluteString) {
+                #expect(plain.scheme == url.scheme && plain.host == url.host && plain.port == url.port, "\(text)")
+            }
+        }
+        #expect(TaskTrace.plainAuthority("https://[::1]:8443/a") == nil)
+        #expect(TaskTrace.plainAuthority("http://u:p@h/") == nil)
+        #expect(TaskTrace.plainAuthority("http://h%41b/") == nil)
+        #expect(TaskTrace.plainAuthority("http://h:123456/") == nil)
+        #expect(TaskTrace.plainAuthority("http://h:8a/") == nil)
+        #expect(TaskTrace.plainAuthority("http://h:8080/x").map { "\($0.scheme) \($0.host) \($0.port ?? -1)" } == "http h 8080")
+    }
+
     @Test("Events from a task's requests: a redirect followed, a challenge answered, a cache hit; the last request's answer is none")
     func eventsFromMetrics() throws {
         func transaction(_ path: String, status: Int, fetch: TaskTransactionMetrics.ResourceFetchType = .networkLoad, cacheStatus: String? = nil)
