@@ -24,8 +24,7 @@ extension Daemon {
             case .wake(let date):
                 let delay = max(0, date.timeIntervalSinceNow)
                 owner.asyncAfter(deadline: .now() + delay) { [self] in
-                    change(id: id) { $0.machine.wake(now: Date()) }
-                    commit()
+                    turn { change(id: id) { $0.machine.wake(now: Date()) } }
                 }
             case .askAppToBegin:
                 guard let record = state.withLock({ $0.records[id] }) else { continue }
@@ -192,12 +191,13 @@ extension Daemon {
     /// A running upload's server named its resumption URL: kept in the journal.
     func uploadResumable(_ id: Int64, _ blob: Data) {
         owner.async { [self] in
-            guard state.withLock({ $0.running[id] }) != nil else { return }
-            change(id: id) { record in
-                record.uploadResume = blob
-                return []
+            turn {
+                guard state.withLock({ $0.running[id] }) != nil else { return }
+                change(id: id) { record in
+                    record.uploadResume = blob
+                    return []
+                }
             }
-            commit()
         }
     }
 
@@ -208,36 +208,37 @@ extension Daemon {
     ///   order, the reason phrase), which the journal keeps for the app.
     func headArrived(_ id: Int64, _ response: HTTPURLResponse, asArrived: HTTPResponse? = nil) -> Bool {
         owner.sync {
-            guard let running = state.withLock({ $0.running[id] }), !running.isStopped else { return false }
-            var wanted = true
-            change(id: id) { record in
-                let validator = response.value(forHTTPHeaderField: "ETag") ?? response.value(forHTTPHeaderField: "Last-Modified")
-                record.response = Self.spec(of: response, asArrived: asArrived)
-                let status = response.statusCode
-                if status == 429 || status == 503 {
-                    // Busy: retried (Retry-After honoured) while attempts are left.
-                    running.retry = .busy(status: status, after: response.value(forHTTPHeaderField: "Retry-After").flatMap(Self.retryAfter))
-                    wanted = false
-                    return []
+            turn {
+                guard let running = state.withLock({ $0.running[id] }), !running.isStopped else { return false }
+                var wanted = true
+                change(id: id) { record in
+                    let validator = response.value(forHTTPHeaderField: "ETag") ?? response.value(forHTTPHeaderField: "Last-Modified")
+                    record.response = Self.spec(of: response, asArrived: asArrived)
+                    let status = response.statusCode
+                    if status == 429 || status == 503 {
+                        // Busy: retried (Retry-After honoured) while attempts are left.
+                        running.retry = .busy(status: status, after: response.value(forHTTPHeaderField: "Retry-After").flatMap(Self.retryAfter))
+                        wanted = false
+                        return []
+                    }
+                    // An upload's answer is kept for the app; its body was sent whole.
+                    guard running.kind == .download else { return [] }
+                    var actions = record.machine.headReceived(status: status, validator: validator)
+                    if status == 206, let start = Self.rangeStart(response), start != record.machine.bytes {
+                        // A range other than the one asked for: start over.
+                        actions = [.truncateFile]
+                        record.machine = BackgroundTransferMachine(
+                            phase: record.machine.phase, bytes: 0, validator: nil, attempts: record.machine.attempts)
+                        running.retry = .wrongRange
+                        wanted = false
+                    }
+                    let length = response.expectedContentLength
+                    record.expected = length >= 0 ? record.machine.bytes.addingReportingOverflow(length).partialValue : -1
+                    running.restart(at: record.machine.bytes, expected: record.expected)
+                    return actions
                 }
-                // An upload's answer is kept for the app; its body was sent whole.
-                guard running.kind == .download else { return [] }
-                var actions = record.machine.headReceived(status: status, validator: validator)
-                if status == 206, let start = Self.rangeStart(response), start != record.machine.bytes {
-                    // A range other than the one asked for: start over.
-                    actions = [.truncateFile]
-                    record.machine = BackgroundTransferMachine(
-                        phase: record.machine.phase, bytes: 0, validator: nil, attempts: record.machine.attempts)
-                    running.retry = .wrongRange
-                    wanted = false
-                }
-                let length = response.expectedContentLength
-                record.expected = length >= 0 ? record.machine.bytes.addingReportingOverflow(length).partialValue : -1
-                running.restart(at: record.machine.bytes, expected: record.expected)
-                return actions
+                return wanted
             }
-            commit()
-            return wanted
         }
     }
 
@@ -245,49 +246,47 @@ extension Daemon {
     /// (downloads) or sent (uploads): the machine hears how, on `owner`.
     func transferEnded(_ id: Int64, bytes: Int64, error: (any Error)?, body: Data?) {
         owner.async { [self] in
-            guard let running = state.withLock({ $0.running.removeValue(forKey: id) }) else {
-                commit()
-                return
-            }
-            change(id: id) { record in
-                if running.kind == .upload { record.responseBody = body }
-                record.machine.noteBytes(bytes)
-                switch running.retry {
-                case .busy(let status, let after):
-                    // If it was the last try, this is the task's error.
-                    record.errorCode = SessionError.Code.resourceUnavailable.description
-                    record.errorMessage = "the server was busy (HTTP \(status)) at every try"
+            turn {
+                guard let running = state.withLock({ $0.running.removeValue(forKey: id) }) else { return }
+                change(id: id) { record in
+                    if running.kind == .upload { record.responseBody = body }
+                    record.machine.noteBytes(bytes)
+                    switch running.retry {
+                    case .busy(let status, let after):
+                        // If it was the last try, this is the task's error.
+                        record.errorCode = SessionError.Code.resourceUnavailable.description
+                        record.errorMessage = "the server was busy (HTTP \(status)) at every try"
+                        let actions = record.machine.failed(
+                            reason: "the server was busy (HTTP \(status))", retryable: true, retryAfter: after, now: Date(),
+                            firstDelay: settings.firstRetryDelay)
+                        if !record.machine.isFinished { record.errorCode = nil; record.errorMessage = nil }
+                        return actions
+                    case .wrongRange:
+                        return record.machine.failed(reason: "the server sent another range", retryable: true, retryAfter: 0, now: Date())
+                    case nil:
+                        break
+                    }
+                    guard let error else {
+                        if record.spec.kind == .download { rename(partialFile(id), finishedFile(id)) }
+                        return record.machine.completed(status: record.response?.status ?? 0)
+                    }
+                    let failure = (error as? URLError)?.sessionError ?? SessionError(.unknown, failingURL: nil, message: "\(error)")
+                    if let blob = (error as? URLError)?.uploadTaskResumeData { record.uploadResume = blob }
+                    if failure.code == .cannotDecodeResumeData, record.uploadResume != nil {
+                        // The resume data no longer fits the body: the whole upload, at once.
+                        logger.warning("task \(record.spec.task) of \(record.session): \(failure.message); sending the whole body")
+                        record.uploadResume = nil
+                        return record.machine.failed(reason: failure.message, retryable: true, retryAfter: 0, now: Date())
+                    }
+                    record.errorCode = failure.code.description
+                    record.errorMessage = failure.message
                     let actions = record.machine.failed(
-                        reason: "the server was busy (HTTP \(status))", retryable: true, retryAfter: after, now: Date(),
+                        reason: failure.message, retryable: Self.isRetryable(failure.code), retryAfter: nil, now: Date(),
                         firstDelay: settings.firstRetryDelay)
                     if !record.machine.isFinished { record.errorCode = nil; record.errorMessage = nil }
                     return actions
-                case .wrongRange:
-                    return record.machine.failed(reason: "the server sent another range", retryable: true, retryAfter: 0, now: Date())
-                case nil:
-                    break
                 }
-                guard let error else {
-                    if record.spec.kind == .download { rename(partialFile(id), finishedFile(id)) }
-                    return record.machine.completed(status: record.response?.status ?? 0)
-                }
-                let failure = (error as? URLError)?.sessionError ?? SessionError(.unknown, failingURL: nil, message: "\(error)")
-                if let blob = (error as? URLError)?.uploadTaskResumeData { record.uploadResume = blob }
-                if failure.code == .cannotDecodeResumeData, record.uploadResume != nil {
-                    // The resume data no longer fits the body: the whole upload, at once.
-                    logger.warning("task \(record.spec.task) of \(record.session): \(failure.message); sending the whole body")
-                    record.uploadResume = nil
-                    return record.machine.failed(reason: failure.message, retryable: true, retryAfter: 0, now: Date())
-                }
-                record.errorCode = failure.code.description
-                record.errorMessage = failure.message
-                let actions = record.machine.failed(
-                    reason: failure.message, retryable: Self.isRetryable(failure.code), retryAfter: nil, now: Date(),
-                    firstDelay: settings.firstRetryDelay)
-                if !record.machine.isFinished { record.errorCode = nil; record.errorMessage = nil }
-                return actions
             }
-            commit()
         }
     }
 

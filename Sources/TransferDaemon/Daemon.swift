@@ -327,6 +327,13 @@ package final class Daemon: Sendable {
         }
     }
 
+    /// Runs `body` on `owner` as one turn: what it changed is committed
+    /// (`commit`) when it returns, on every path out of it.
+    func turn<T>(_ body: () -> T) -> T {
+        defer { commit() }
+        return body()
+    }
+
     /// Ends a turn on `owner`: the turn's changes are written to the
     /// journal in one transaction, and only then acted on; the actions'
     /// own changes (and the starts of transfers that slots now allow) make

@@ -107,8 +107,9 @@ extension Daemon {
                             }
                         }
                         owner.async { [batch] in
-                            for (message, body) in batch { self.handle(message, body: body, from: client) }
-                            self.commit()
+                            self.turn {
+                                for (message, body) in batch { self.handle(message, body: body, from: client) }
+                            }
                         }
                         if let failure { throw failure }
                     } catch {
