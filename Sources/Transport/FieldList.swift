@@ -1,7 +1,10 @@
 /// The members of a list-valued header field (RFC 9110 §5.6.1): split at
-/// each comma outside a quoted string (§5.6.4, backslash escapes included),
-/// optional whitespace (SP, HTAB) around each member removed, empty members
-/// ignored as the RFC asks of a recipient.
+/// each comma — outside quoted strings (§5.6.4, backslash escapes
+/// included) where the field's grammar has them (`quoted`), at every comma
+/// where it has only tokens (Vary, Connection, Content-Length), so that no
+/// member of those holds a comma whatever the value —, optional whitespace
+/// (SP, HTAB) around each member removed, empty members ignored as the RFC
+/// asks of a recipient.
 ///
 /// The value is read by bytes. Splitting a `String` by `Character` would
 /// miss a comma followed by a combining mark (the two are one `Character`),
@@ -9,38 +12,41 @@
 /// sees two.
 package enum FieldList {
     /// The members of one field line, in order.
-    package static func members(_ value: String) -> [Substring] {
+    package static func members(_ value: String, quoted: Bool = false) -> [Substring] {
         var result: [Substring] = []
-        forEachMember(of: value) { result.append($0) }
+        forEachMember(of: value, quoted: quoted) { result.append($0) }
         return result
     }
 
     /// The members of every line of a field, in order (lines combine as if
     /// joined by commas, RFC 9110 §5.3).
-    package static func members(_ lines: [String]) -> [Substring] {
+    package static func members(_ lines: [String], quoted: Bool = false) -> [Substring] {
         var result: [Substring] = []
-        for line in lines { forEachMember(of: line) { result.append($0) } }
+        for line in lines { forEachMember(of: line, quoted: quoted) { result.append($0) } }
         return result
     }
 
     /// The first member of `value`, or nil when it lists none.
-    package static func first(_ value: String) -> Substring? {
+    package static func first(_ value: String, quoted: Bool = false) -> Substring? {
         var found: Substring?
-        forEachMember(of: value) { member in
+        forEachMember(of: value, quoted: quoted) { member in
             if found == nil { found = member }
         }
         return found
     }
 
     /// The last member of `value`, or nil when it lists none.
-    package static func last(_ value: String) -> Substring? {
+    package static func last(_ value: String, quoted: Bool = false) -> Substring? {
         var found: Substring?
-        forEachMember(of: value) { found = $0 }
+        forEachMember(of: value, quoted: quoted) { found = $0 }
         return found
     }
 
     /// Calls `body` with each non-empty member of `value`, trimmed, in order.
-    package static func forEachMember(of value: String, _ body: (Substring) -> Void) {
+    ///
+    /// - Parameter quoted: The field's members may hold quoted strings,
+    ///   whose commas do not separate.
+    package static func forEachMember(of value: String, quoted quoting: Bool = false, _ body: (Substring) -> Void) {
         let utf8 = value.utf8
         var start = utf8.startIndex
         var index = start
@@ -54,7 +60,7 @@ package enum FieldList {
                 } else if byte == UInt8(ascii: "\"") {
                     quoted = false
                 }
-            } else if byte == UInt8(ascii: "\"") {
+            } else if quoting, byte == UInt8(ascii: "\"") {
                 quoted = true
             } else if byte == UInt8(ascii: ",") {
                 emit(value, start, index, body)

@@ -67,20 +67,24 @@ let targets: [FuzzTarget] = [
     },
     FuzzTarget(name: "field-list") { data in
         let value = text(data)
-        let members = FieldList.members(value)
-        // Members are never empty nor padded, and hold no comma outside a
-        // quoted string: joined by commas they read back the same.
-        invariant(
-            members.allSatisfy { member in
-                let bytes = Array(member.utf8)
-                return !bytes.isEmpty && ![0x20, 0x09].contains(bytes[0]) && ![0x20, 0x09].contains(bytes[bytes.count - 1])
-            }, "list members are non-empty and trimmed")
-        let again = FieldList.members(members.joined(separator: ","))
-        invariant(again.map(String.init) == members.map(String.init), "a list joined by commas reads back the same")
-        if !value.utf8.contains(UInt8(ascii: "\"")) {
-            invariant(members.allSatisfy { !$0.utf8.contains(UInt8(ascii: ",")) }, "no member of an unquoted list holds a comma")
+        for quoted in [false, true] {
+            let members = FieldList.members(value, quoted: quoted)
+            // Members are never empty nor padded; joined by commas they
+            // read back the same; a token list's members hold no comma.
+            invariant(
+                members.allSatisfy { member in
+                    let bytes = Array(member.utf8)
+                    return !bytes.isEmpty && ![0x20, 0x09].contains(bytes[0]) && ![0x20, 0x09].contains(bytes[bytes.count - 1])
+                }, "list members are non-empty and trimmed")
+            let again = FieldList.members(members.joined(separator: ","), quoted: quoted)
+            invariant(again.map(String.init) == members.map(String.init), "a list joined by commas reads back the same")
+            if !quoted || !value.utf8.contains(UInt8(ascii: "\"")) {
+                invariant(members.allSatisfy { !$0.utf8.contains(UInt8(ascii: ",")) }, "no member of a token list holds a comma")
+            }
+            invariant(
+                FieldList.first(value, quoted: quoted) == members.first && FieldList.last(value, quoted: quoted) == members.last,
+                "first and last agree with the members")
         }
-        invariant(FieldList.first(value) == members.first && FieldList.last(value) == members.last, "first and last agree with the members")
     },
     FuzzTarget(name: "set-cookie") { data in
         guard let cookie = SetCookie(text(data)) else { return }

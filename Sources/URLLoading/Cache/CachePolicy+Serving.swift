@@ -152,7 +152,7 @@ extension CachePolicy {
         var headers = removingConnectionFields(requestHeaders)
         headers.remove("If-Range")
         let forbidsWeak = headers.contains("If-Match") || headers.contains("If-Unmodified-Since") || headers.contains("Range")
-        var tags = FieldList.members(headers.values("If-None-Match")).map(String.init)
+        var tags = FieldList.members(headers.values("If-None-Match"), quoted: true).map(String.init)
         if let etag = entry.responseHeaders["ETag"]?.trimmingCharacters(in: [" ", "\t"]), !tags.contains(etag) {
             tags.append(etag)
         }

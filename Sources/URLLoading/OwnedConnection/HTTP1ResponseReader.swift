@@ -156,7 +156,7 @@ struct HTTP1ResponseReader {
         if isHead || head.status < 200 || head.status == 204 || head.status == 304 { return .success(.done) }
         let codings = head.headers.filter { ResponseHeadParser.asciiCaseInsensitiveEqual($0.name, "transfer-encoding") }
         if !codings.isEmpty {
-            let last = codings.last.flatMap { FieldList.last($0.value) }?.lowercased()
+            let last = codings.last.flatMap { FieldList.last($0.value, quoted: true) }?.lowercased()
             return .success(last == "chunked" ? .chunkSize : .untilClose)
         }
         let lengths = head.headers.filter { ResponseHeadParser.asciiCaseInsensitiveEqual($0.name, "content-length") }

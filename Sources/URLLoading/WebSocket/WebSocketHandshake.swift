@@ -155,7 +155,7 @@ struct DeflateParameters: Equatable, Sendable {
     /// Reads a `Sec-WebSocket-Extensions` value; nil unless it is exactly
     /// one permessage-deflate with known parameters, each once, in range.
     init?(_ value: String) {
-        let extensions = FieldList.members(value)
+        let extensions = FieldList.members(value, quoted: true)
         guard extensions.count == 1 else { return nil }
         var parts = extensions[0].split(separator: ";").map { $0.trimmingCharacters(in: .whitespaces) }
         guard parts.first?.lowercased() == "permessage-deflate" else { return nil }
