@@ -12,9 +12,9 @@
 /// sees two.
 package enum FieldList {
     /// The members of one field line, in order.
-    package static func members(_ value: String, quoted: Bool = false) -> [Substring] {
+    package static func members(_ value: String, quoted: Bool = false, separator: UInt8 = UInt8(ascii: ",")) -> [Substring] {
         var result: [Substring] = []
-        forEachMember(of: value, quoted: quoted) { result.append($0) }
+        forEachMember(of: value, quoted: quoted, separator: separator) { result.append($0) }
         return result
     }
 
@@ -44,9 +44,14 @@ package enum FieldList {
 
     /// Calls `body` with each non-empty member of `value`, trimmed, in order.
     ///
-    /// - Parameter quoted: The field's members may hold quoted strings,
-    ///   whose commas do not separate.
-    package static func forEachMember(of value: String, quoted quoting: Bool = false, _ body: (Substring) -> Void) {
+    /// - Parameters:
+    ///   - quoted: The field's members may hold quoted strings, whose
+    ///     separators do not separate.
+    ///   - separator: The byte between members: a comma, or a semicolon
+    ///     between one member's parameters.
+    package static func forEachMember(
+        of value: String, quoted quoting: Bool = false, separator: UInt8 = UInt8(ascii: ","), _ body: (Substring) -> Void
+    ) {
         let utf8 = value.utf8
         var start = utf8.startIndex
         var index = start
@@ -62,7 +67,7 @@ package enum FieldList {
                 }
             } else if quoting, byte == UInt8(ascii: "\"") {
                 quoted = true
-            } else if byte == UInt8(ascii: ",") {
+            } else if byte == separator {
                 emit(value, start, index, body)
                 start = utf8.index(after: index)
             }

@@ -184,14 +184,12 @@ package enum CachePolicy {
     }
 
     /// A request field's value as Vary compares it: lines combined, the
-    /// whitespace around commas removed; nil when absent.
+    /// whitespace around commas and empty members removed (RFC 9110
+    /// §5.6.1: `a,,b` lists what `a, b` does); nil when absent.
     package static func normalizedValue(_ name: String, in headers: HeaderFields) -> String? {
         let values = headers.values(name)
         guard !values.isEmpty else { return nil }
-        var members =
-            values
-            .flatMap { $0.unicodeScalars.split(separator: ",", omittingEmptySubsequences: false) }
-            .map { String(String.UnicodeScalarView($0)).trimmingCharacters(in: [" ", "\t"]) }
+        var members = FieldList.members(values).map(String.init)
         // Language ranges are case-insensitive and their order carries no
         // meaning beside their q-values (RFC 9110 §12.5.4), so requests that
         // differ only so select the same variant.

@@ -4,6 +4,7 @@ import Foundation
 import FoundationNetworking
 #endif
 import Locking
+import Transport
 
 /// A session's counters and timers in the process's swift-metrics backend
 /// (whatever `MetricsSystem.bootstrap` installed — Prometheus, StatsD,
@@ -169,36 +170,16 @@ final class SessionMeters: Sendable {
     /// with 304), or fetched.
     static func cacheResult(_ status: String, answer: Int? = nil) -> String {
         var (hit, validated, stale) = (false, false, false)
-        // Read by bytes: every task's end with a cache reads its value, twice
-        // when a tracer is bootstrapped too.
-        var text = status
-        text.withUTF8 { bytes in
-            var start = 0
-            for end in 0...bytes.count where end == bytes.count || bytes[end] == UInt8(ascii: ";") {
-                var (lower, upper) = (start, end)
-                while lower < upper, bytes[lower] == 0x20 || bytes[lower] == 0x09 { lower += 1 }
-                while upper > lower, bytes[upper - 1] == 0x20 || bytes[upper - 1] == 0x09 { upper -= 1 }
-                let parameter = UnsafeBufferPointer(rebasing: bytes[lower..<upper])
-                if Self.equalsIgnoringCase(parameter, "hit") { hit = true }
-                if Self.equalsIgnoringCase(parameter, "fwd-status=304") { validated = true }
-                if Self.equalsIgnoringCase(parameter, "fwd=stale") { stale = true }
-                start = end + 1
+        FieldList.forEachMember(of: status, separator: UInt8(ascii: ";")) { parameter in
+            switch parameter.lowercased() {
+            case "hit": hit = true
+            case "fwd-status=304": validated = true
+            case "fwd=stale": stale = true
+            default: break
             }
         }
         if hit { return "hit" }
         if validated || (stale && answer == 304) { return "revalidated" }
         return "miss"
-    }
-
-    /// Whether `bytes` spell `lowercase` in any ASCII case.
-    private static func equalsIgnoringCase(_ bytes: UnsafeBufferPointer<UInt8>, _ lowercase: StaticString) -> Bool {
-        guard bytes.count == lowercase.utf8CodeUnitCount else { return false }
-        let target = UnsafeBufferPointer(start: lowercase.utf8Start, count: lowercase.utf8CodeUnitCount)
-        for index in 0..<bytes.count {
-            let byte = bytes[index]
-            let folded = byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z") ? byte | 0x20 : byte
-            guard folded == target[index] else { return false }
-        }
-        return true
     }
 }

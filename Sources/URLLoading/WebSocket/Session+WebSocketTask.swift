@@ -1,8 +1,8 @@
 public import Foundation
 #if canImport(FoundationNetworking)
 public import FoundationNetworking
-import Transport
 #endif
+import Transport
 
 extension Session {
     /// A WebSocket task for a `ws:` or `wss:` URL (Apple's

@@ -332,6 +332,8 @@ import Testing
         let cleaned = CachePolicy.removingConnectionFields([("Connection", "x-a\u{0600},x-b"), ("X-B", "1"), ("X-C", "2")])
         #expect(cleaned.map(\.name) == ["X-C"])
         #expect(CachePolicy.ageValue([("Age", "5,\u{0301}6")]) == 5)
+        // Empty members list nothing: the same variant as without them.
+        #expect(CachePolicy.normalizedValue("X-Tags", in: [("X-Tags", "a,, b ,")]) == "a,b")
         // Vary lists field names, never quoted strings: a quote does not
         // hide the commas after it (the fuzzer's input, in its corpus).
         let names = CachePolicy.varyFields([("Vary", "\u{FF}*\"  x, y")])
