@@ -127,6 +127,10 @@ final class CurlLoop: @unchecked Sendable {
     /// Starts the loop's thread, named `name`.
     func start(name: String) {
         let thread = Thread { [self] in
+            // Named from the thread itself: on Linux a name given before
+            // `start()` stays on the Thread object, and the system's name
+            // (what top, perf and gdb show) is the creating thread's.
+            Thread.current.name = name
             run { taken in
                 // The two arrays trade places: each keeps its capacity, so
                 // queuing a command allocates nothing once both have grown.
@@ -136,7 +140,6 @@ final class CurlLoop: @unchecked Sendable {
                 }
             }
         }
-        thread.name = name
         thread.start()
     }
 

@@ -47,6 +47,8 @@ final class PostgresFleetLocks: FleetCoalescing, Sendable {
     func claim(key: String, granted: @escaping @Sendable (any FleetClaim) -> Void) {
         let lockKey = Self.lockKey(key)
         let thread = Thread { [pool, waitBound, logger] in
+            // Named from the thread itself: on Linux a name given before `start()` is not the system's.
+            Thread.current.name = "urlloading-fleet-lock"
             let connection: PostgresConnection
             do {
                 connection = try pool.borrow()
@@ -80,7 +82,6 @@ final class PostgresFleetLocks: FleetCoalescing, Sendable {
                 granted(Unclaimed())
             }
         }
-        thread.name = "urlloading-fleet-lock"
         thread.start()
     }
 }

@@ -40,8 +40,11 @@ final class PostgresListener: Sendable {
         let instance = self.instance
         let first = try pool.dedicatedConnection()
         try first.run("LISTEN \(channel)")
-        let thread = Thread { Self.listen(pool: pool, channel: channel, connection: first, instance: instance, state: state) }
-        thread.name = "urlloading-cache-listener"
+        let thread = Thread {
+            // Named from the thread itself: on Linux a name given before `start()` is not the system's.
+            Thread.current.name = "urlloading-cache-listener"
+            Self.listen(pool: pool, channel: channel, connection: first, instance: instance, state: state)
+        }
         thread.start()
     }
 

@@ -72,7 +72,12 @@ final class TaskTrace: Sendable {
     /// Ends the span with the task: what it asked for (`request`, the
     /// task's original request), its answer's status, its failure, and the
     /// events its metrics show (redirects, challenges, the cache).
-    func end(_ request: URLRequest?, status: Int?, error: SessionError?, metrics: TaskMetrics?) {
+    ///
+    /// - Parameter instant: When the task ended (now by default).
+    func end(
+        _ request: URLRequest?, status: Int?, error: SessionError?, metrics: TaskMetrics?,
+        at instant: DefaultTracerClock.Instant = DefaultTracerClock.now
+    ) {
         guard
             let span = state.withLock({ state -> (any Span)? in
                 state.ended = true
@@ -89,7 +94,7 @@ final class TaskTrace: Sendable {
         } else if let status, status >= 400 {
             span.setStatus(SpanStatus(code: .error))
         }
-        span.end(at: DefaultTracerClock.now)
+        span.end(at: instant)
     }
 
     // MARK: What the span says (pure, so that it is tested without a tracer)

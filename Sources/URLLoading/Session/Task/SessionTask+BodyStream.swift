@@ -165,6 +165,8 @@ enum BodyStreamReader {
     ///   not sent (an append from an offset, from a whole-body stream).
     static func start(_ owned: OwnedInputStream, into pipe: BodyPipe, skipping: Int64 = 0) {
         let thread = Thread {
+            // Named from the thread itself (see `CurlLoop.start`).
+            Thread.current.name = "urlloading.body-stream"
             let stream = owned.stream
             if stream.streamStatus == .notOpen { stream.open() }
             defer { stream.close() }
@@ -192,7 +194,6 @@ enum BodyStreamReader {
                 guard pipe.write(Data(buffer[skipped..<count])) else { return }
             }
         }
-        thread.name = "urlloading.body-stream"
         thread.start()
     }
 }

@@ -3,6 +3,7 @@ import Foundation
 import FoundationNetworking
 #endif
 import Locking
+import Tracing
 import Transport
 
 /// The end of a task: metrics, resume data, the cache, then the delivery
@@ -35,7 +36,10 @@ extension SessionTask {
                 return inner.session
             }
             session?.taskDidComplete(self)
-            trace?.end(originalRequest, status: nil, error: nil, metrics: nil)
+            if let trace {
+                let endedAt = DefaultTracerClock.now
+                events.enqueueSync { [originalRequest] in trace.end(originalRequest, status: nil, error: nil, metrics: nil, at: endedAt) }
+            }
             return
         }
         let (session, contents, metrics, taskDelegate, sessionDelegate, metricsListeners) = (
@@ -63,12 +67,12 @@ extension SessionTask {
         let error: (any Error)? = failure?.urlError
         if let resumeHandler { resumeHandler(resumeData) }
         guard let session else { return }
-        if let meters = session.meters {
-            let status = end.shown.head?.head.status ?? end.shown.response?.statusCode
-            let method = metrics.transactionMetrics.last?.request.httpMethod ?? originalRequest?.httpMethod
-            meters.record(SessionMeters.taskEnd(method: method, status: status, failed: failure != nil, metrics: metrics))
-        }
-        trace?.end(originalRequest, status: end.shown.head?.head.status ?? end.shown.response?.statusCode, error: failure, metrics: metrics)
+        // The session's meters and the task's span are the application's
+        // code (a backend's locks, an exporter's queue): they hear the end
+        // where its delegate would, never on the transport's thread, and
+        // the span ends at the moment the task did.
+        let endedAt = trace == nil ? nil : DefaultTracerClock.now
+        let failed = failure
         // A file that resume data points to stays; every other goes when the task is done.
         let sinkEnding = SinkEnding(
             task: self, session: session, error: error, keepsFile: resume != nil, metrics: metrics, taskDelegate: taskDelegate,
@@ -77,6 +81,12 @@ extension SessionTask {
         // A function, not a closure: the closures below that call it carry
         // what it reads in their own contexts (one allocation, not two).
         @Sendable func finish() {
+            let status = end.shown.head?.head.status ?? end.shown.response?.statusCode
+            if let meters = session.meters {
+                let method = metrics.transactionMetrics.last?.request.httpMethod ?? originalRequest?.httpMethod
+                meters.record(SessionMeters.taskEnd(method: method, status: status, failed: failed != nil, metrics: metrics))
+            }
+            if let endedAt { trace?.end(originalRequest, status: status, error: failed, metrics: metrics, at: endedAt) }
             sink.end(contents, sinkEnding)
             if sink.deliversToHandler {
                 // The handler had the end; only a task's own delegate hears it too.

@@ -239,7 +239,15 @@ extension SessionTask {
             return retry
         }
         guard let retry else { return false }
-        trace?.retrying(after: SessionError(transfer: error), try: retry)
+        if let trace {
+            // The tracer's code: never on the transport's thread (see `complete`).
+            let failure = SessionError(transfer: error)
+            if completionRunner != nil {
+                trace.retrying(after: failure, try: retry)
+            } else {
+                events.enqueueSync { trace.retrying(after: failure, try: retry) }
+            }
+        }
         if retry == 1, hasDelegate {
             events.enqueueSync { [self] in self.callDelegate { $0.urlSession(session, taskIsWaitingForConnectivity: self) } }
         }
