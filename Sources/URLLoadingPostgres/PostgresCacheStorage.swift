@@ -107,7 +107,7 @@ final class PostgresCacheStorage: CacheStorage, Sendable {
                 try connection.run("DELETE FROM \(Self.table) WHERE id = ANY($1)", [.intArray(damaged)])
             }
         }
-        if !touched.isEmpty, ledger.touch(touched, at: now) { flushTouches() }
+        if !touched.isEmpty { ledger.touch(touched, at: now) }
         return responses
     }
 

@@ -170,7 +170,7 @@ final class DiskTier: Sendable {
             responses.append(response)
             if now - row.lastUsed >= CacheLedger.touchResolution { touched.append(row.id) }
         }
-        if !touched.isEmpty, ledger.touch(touched, at: now) { flushTouches() }
+        if !touched.isEmpty { ledger.touch(touched, at: now) }
         return responses
     }
 

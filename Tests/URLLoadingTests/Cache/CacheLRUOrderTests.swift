@@ -2,6 +2,7 @@ import Foundation
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
+import Locking
 import Migrations
 import Storage
 import Testing
@@ -11,7 +12,7 @@ import TestSupport
 /// The SQLite tier keeps its LRU order in the row ids: a store
 /// takes the next id, a touch moves its row to the next id, eviction reads
 /// from the first row, and a version 1 file is renumbered by last use.
-@Suite struct CacheLRUOrderTests {
+@Suite(.timeLimit(.minutes(Sanitizer.minutes(2)))) struct CacheLRUOrderTests {
     @Test("Touches move rows in the order of their use; eviction then takes the least recently used")
     func touchesKeepTheOrder() throws {
         let folder = TemporaryDirectory()
@@ -73,5 +74,39 @@ import TestSupport
         // The triggers came back: a removal keeps the usage exact.
         cache.removeCachedResponse(for: URLRequest(url: try #require(URL(string: "https://example.com/two"))))
         #expect(cache.currentDiskUsage == 210)
+    }
+
+    @Test("A lookup that fills a batch of uses does not write it: with another process holding the write lock every lookup answers, and the uses are written once the lock is gone")
+    func fullBatchIsWrittenOffTheLookup() async throws {
+        let folder = TemporaryDirectory()
+        // Writers wait up to 50 s for the lock: a lookup that wrote would not answer within the bound below.
+        let cache = try ResponseCache.open(memoryCapacity: 0, diskCapacity: 64 << 20, directory: folder.url, busyTimeout: .seconds(50))
+        let t0 = Date().timeIntervalSince1970 - 7200
+        let responses = (0...CacheLedger.touchBatch).map { ResponseCacheTests.stored("https://example.com/\($0)", body: Data(count: 100), at: t0) }
+        for response in responses { cache.store(response, now: t0) }
+        let path = folder.path(DiskTier.databaseName)
+        let holder = try ChildProcess.startWithOutputLines(ChildProcess.helper, ["hold-lock", path])
+        defer { holder.kill(SIGKILL) }
+        #expect(await holder.nextLine() == "locked")
+
+        let used = t0 + 3600
+        let answered = Lock(0)
+        Thread.detachNewThread {
+            for response in responses where cache.lookup(key: response.key, requestHeaders: [], now: used) != nil {
+                answered.withLock { $0 += 1 }
+            }
+        }
+        #expect(
+            await eventually(within: .seconds(20)) { answered.withLock { $0 } == responses.count },
+            "a lookup waited for the lock: \(answered.withLock { $0 }) of \(responses.count) answered")
+        holder.kill(SIGKILL)
+        // The full batch is written once the lock is gone; what came after it, with the next flush.
+        let check = try Connection(path: path, busyTimeout: .seconds(20), readOnly: true)
+        let recorded = {
+            try check.scalarInt("SELECT count(*) FROM entries WHERE last_used = ?", [.real(used)]) ?? 0
+        }
+        #expect(await eventually(within: .seconds(20)) { ((try? recorded()) ?? 0) >= Int64(CacheLedger.touchBatch) })
+        cache.flush()
+        #expect(try recorded() == Int64(responses.count))
     }
 }
