@@ -10,6 +10,8 @@ package final class Connection {
     /// The database file.
     package let path: String
     private var statementCache: [String: Statement] = [:]
+    /// How long SQLite waits for another connection's lock, as opened with.
+    private let busyMilliseconds: Int32
 
     /// Opens (creating if needed) the database at `path` with the pragmas this
     /// project relies on: WAL, `busy_timeout`, foreign keys, NORMAL sync.
@@ -31,7 +33,8 @@ package final class Connection {
         self.path = path
         sqlite3_extended_result_codes(db, 1)
         let (seconds, attoseconds) = busyTimeout.components
-        sqlite3_busy_timeout(db, Int32(clamping: seconds * 1000 + attoseconds / 1_000_000_000_000_000))
+        busyMilliseconds = Int32(clamping: seconds * 1000 + attoseconds / 1_000_000_000_000_000)
+        sqlite3_busy_timeout(db, busyMilliseconds)
         // The first statement reads the header: a non-database file fails here.
         if !readOnly {
             try switchToWAL(busyTimeout: busyTimeout)
@@ -155,6 +158,14 @@ package final class Connection {
             if isInTransaction { try? cachedStatement("ROLLBACK").run() }
             throw error
         }
+    }
+
+    /// Runs `body` with SQLite failing at once (`SQLITE_BUSY`) where it
+    /// would wait for another connection's lock.
+    func withoutWaitingForLocks<T>(_ body: () throws(SQLiteError) -> T) throws(SQLiteError) -> T {
+        sqlite3_busy_timeout(handle, 0)
+        defer { sqlite3_busy_timeout(handle, busyMilliseconds) }
+        return try body()
     }
 
     func error(_ rc: Int32, sql: String?) -> SQLiteError {

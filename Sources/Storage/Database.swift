@@ -141,11 +141,20 @@ package final class Database: Sendable {
     /// Runs `body` in an immediate transaction: all of it is committed, or
     /// none of it.
     ///
+    /// - Parameter waitsForLocks: Whether to wait (up to the busy timeout)
+    ///   for another process's write lock; without, the write fails at once
+    ///   with a busy error and holds the connection no longer than that.
     /// - Throws: `StorageError`, SQLite's error as its cause.
-    package func write<T: Sendable>(_ body: (Connection) throws(SQLiteError) -> T) throws(StorageError) -> T {
+    package func write<T: Sendable>(
+        waitsForLocks: Bool = true, _ body: (Connection) throws(SQLiteError) -> T
+    ) throws(StorageError) -> T {
         let result = lock.withLock { _ -> Result<T, SQLiteError> in
             do throws(SQLiteError) {
-                return .success(try connection.immediateTransaction { () throws(SQLiteError) -> T in try body(connection) })
+                let connection = self.connection
+                func transaction() throws(SQLiteError) -> T {
+                    try connection.immediateTransaction { () throws(SQLiteError) -> T in try body(connection) }
+                }
+                return .success(waitsForLocks ? try transaction() : try connection.withoutWaitingForLocks(transaction))
             } catch {
                 return .failure(error)
             }

@@ -34,7 +34,8 @@ final class PostgresCacheStorage: CacheStorage, Sendable {
         state = Lock(max(0, capacity))
         fleet = try PostgresFleetLocks(database: database, waitBound: fleetWaitBound)
         listener = try database.openStore("cache", migrations: PostgresSchema.cache, channel: PostgresListener.cacheChannel)
-        ledger.writes { [weak self] in self?.flushTouches() }
+        // Its transaction waits for row locks only while another writer holds them.
+        ledger.writes { [weak self] _ in self?.flushTouches() }
     }
 
     deinit {

@@ -35,11 +35,15 @@ package final class CacheLedger: Sendable {
     /// after a write, so a busy cache schedules one write per delay.
     private let scheduled = Atomic<Bool>(false)
     /// The owner's write, set once the owner is whole.
-    private let writer = Lock<(@Sendable () -> Void)?>(nil)
+    private let writer = Lock<(@Sendable (_ waitsForLocks: Bool) -> Void)?>(nil)
     /// Whether a full batch's write is queued or running (`writeSoon`).
     private let writingBatch = Atomic<Bool>(false)
     /// Held while the owner's write runs.
     private let writing = Lock(())
+    /// No full batch is tried before this uptime (nanoseconds): set when
+    /// another process held the lock (`putBack`).
+    private let retryAfter = Atomic<UInt64>(0)
+    private static let retryPause: UInt64 = 1_000_000_000
     /// The counters of every lookup, kept without the lock: a memory hit
     /// of a cache with a disk tier took 0.33–0.52 µs with a lock and a
     /// dictionary update for its count, 0.29–0.34 µs without.
@@ -48,9 +52,11 @@ package final class CacheLedger: Sendable {
 
     package init() {}
 
-    /// Names the owner's write, used for delayed writes and at exit. The
-    /// closure holds its owner weakly: the ledger never keeps a store open.
-    package func writes(with write: @escaping @Sendable () -> Void) {
+    /// Names the owner's write, used for full batches, delayed writes and at
+    /// exit; told whether it may wait for another process's lock (a full
+    /// batch's may not: see `writeSoon`). The closure holds its owner
+    /// weakly: the ledger never keeps a store open.
+    package func writes(with write: @escaping @Sendable (_ waitsForLocks: Bool) -> Void) {
         writer.withLock { $0 = write }
         Self.live.withLock { live in
             live.removeAll { $0.ledger == nil }
@@ -67,15 +73,15 @@ package final class CacheLedger: Sendable {
         DispatchQueue.global(qos: .utility).asyncAfter(deadline: .now() + Self.writeDelay) { [weak self] in
             guard let self else { return }
             self.scheduled.store(false, ordering: .releasing)
-            self.writeNow()
+            self.writeNow(waitsForLocks: true)
         }
     }
 
     /// Runs the owner's write now (nothing when it has none or is gone),
     /// one at a time: the write at exit waits for a batch's write under way.
-    private func writeNow() {
+    private func writeNow(waitsForLocks: Bool) {
         let write = writer.withLock { $0 }
-        writing.withLock { _ in write?() }
+        writing.withLock { _ in write?(waitsForLocks) }
     }
 
     // MARK: At exit
@@ -96,7 +102,7 @@ package final class CacheLedger: Sendable {
     /// store's busy timeout, as any write is.
     private static func writeAllAtExit() {
         let ledgers = live.withLock { live in live.compactMap(\.ledger) }
-        for ledger in ledgers { ledger.writeNow() }
+        for ledger in ledgers { ledger.writeNow(waitsForLocks: true) }
     }
     /// Notes the rows used at `now`. A full batch is written on a queue of
     /// its own (`writeSoon`), never by the lookup that filled it.
@@ -109,18 +115,35 @@ package final class CacheLedger: Sendable {
     }
 
     /// Writes what was gathered now, on a utility queue: a batch's write
-    /// moves hundreds of rows (milliseconds) and waits for another
-    /// process's lock, which a lookup never waits for. One at a time: uses
-    /// gathered meanwhile fill the next batch.
+    /// moves hundreds of rows (milliseconds), which the lookup that filled
+    /// it does not wait for. One at a time: uses gathered meanwhile fill the
+    /// next batch. The write does not wait for another process's lock (it
+    /// would hold the store's connection, and every lookup with it, for as
+    /// long): when the lock is taken, the batch is put back (`putBack`) and
+    /// tried again a second later, or by the delayed write.
     private func writeSoon() {
-        guard !writingBatch.load(ordering: .relaxed),
+        guard DispatchTime.now().uptimeNanoseconds >= retryAfter.load(ordering: .relaxed),
+            !writingBatch.load(ordering: .relaxed),
             writingBatch.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged
         else { return }
         DispatchQueue.global(qos: .utility).async { [weak self] in
             guard let self else { return }
-            self.writeNow()
+            self.writeNow(waitsForLocks: false)
             self.writingBatch.store(false, ordering: .releasing)
         }
+    }
+
+    /// Returns what a write took and could not write because another
+    /// process held the lock: merged with what was gathered since (the
+    /// later use of a row wins; counts add up), written by the next batch
+    /// a second from now at the earliest, or by the delayed write.
+    package func putBack(touches: [Int64: Double], counters: [String: Int]) {
+        retryAfter.store(DispatchTime.now().uptimeNanoseconds + Self.retryPause, ordering: .relaxed)
+        state.withLock { state in
+            state.touches.merge(touches) { max($0, $1) }
+            state.counters.merge(counters) { $0 &+ $1 }
+        }
+        gathered()
     }
 
     /// The touches gathered, now taken.

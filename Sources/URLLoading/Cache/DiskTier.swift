@@ -83,7 +83,7 @@ final class DiskTier: Sendable {
         }
         try Self.makeBodiesDirectory(bodiesPath)
         cleanUpPendingFiles()
-        ledger.writes { [weak self] in self?.flushTouches() }
+        ledger.writes { [weak self] waits in self?.writeGathered(waitsForLocks: waits) }
     }
 
     deinit {
@@ -394,16 +394,30 @@ final class DiskTier: Sendable {
 
     /// Writes the gathered LRU updates and counter increments in one transaction.
     func flushTouches() {
+        writeGathered(waitsForLocks: true)
+    }
+
+    /// `flushTouches`, or, when it may not wait for another process's lock
+    /// and finds it taken, what it took goes back to the ledger.
+    private func writeGathered(waitsForLocks: Bool) {
         let touches = ledger.takeTouches()
         let counters = ledger.takeCounters()
         guard !touches.isEmpty || !counters.isEmpty else { return }
-        Self.write(touches: touches, counters: counters, to: database, logger: logger)
+        if !Self.write(touches: touches, counters: counters, to: database, waitsForLocks: waitsForLocks, logger: logger) {
+            ledger.putBack(touches: touches, counters: counters)
+        }
     }
 
     /// Writes gathered touches and counter increments in one transaction.
-    private static func write(touches: [Int64: Double], counters: [String: Int], to database: Database, logger: Logger) {
+    /// Returns false, having written nothing, when it may not wait and
+    /// another process holds the lock; any other failure is logged (what
+    /// it held is lost: a later use records it again).
+    @discardableResult
+    private static func write(
+        touches: [Int64: Double], counters: [String: Int], to database: Database, waitsForLocks: Bool = true, logger: Logger
+    ) -> Bool {
         do throws(StorageError) {
-            try database.write { (connection: Connection) throws(SQLiteError) in
+            try database.write(waitsForLocks: waitsForLocks) { (connection: Connection) throws(SQLiteError) in
                 try applyTouches(touches, connection)
                 for (name, delta) in counters {
                     try connection.run(
@@ -411,9 +425,12 @@ final class DiskTier: Sendable {
                         [.text(name), .integer(Int64(delta))])
                 }
             }
+        } catch  where !waitsForLocks && error.isBusy {
+            return false
         } catch {
             logger.warning("cache LRU update failed", metadata: ["error": "\(StoreError(error, path: database.path))"])
         }
+        return true
     }
 
     /// Moves each touched row to the next id, in the order of use, and
