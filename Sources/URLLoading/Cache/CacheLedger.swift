@@ -12,6 +12,9 @@ import Synchronization
 /// does not wait for the write), anything else within `writeDelay` of its first
 /// item, and whatever is left when the process exits normally (`exit` or a
 /// return from `main`), so a short-lived program's uses are counted too.
+/// Those first two never wait for another process's lock (the store's
+/// connection, and every lookup, would wait with them): they put what they
+/// took back and try again later. `flush()` and the write at exit wait.
 package final class CacheLedger: Sendable {
     /// Touches gathered before one write.
     package static let touchBatch = 256
@@ -28,7 +31,7 @@ package final class CacheLedger: Sendable {
     /// How long gathered items may wait for a write when no batch fills:
     /// one write per this much time at most, for a cache used now and then.
     package static let writeDelaySeconds = 30
-    private static let writeDelay = DispatchTimeInterval.seconds(writeDelaySeconds)
+    private let writeDelay: DispatchTimeInterval
 
     private let state = Lock(State())
     /// Whether a delayed write is scheduled; set by the first item gathered
@@ -50,7 +53,12 @@ package final class CacheLedger: Sendable {
     private let hits = Atomic<Int>(0)
     private let misses = Atomic<Int>(0)
 
-    package init() {}
+    /// - Parameter writeDelay: How long gathered items may wait for a write
+    ///   when no batch fills (`writeDelaySeconds`; tests make it short).
+    package init(writeDelay: Duration = .seconds(writeDelaySeconds)) {
+        let (seconds, attoseconds) = writeDelay.components
+        self.writeDelay = .nanoseconds(Int(clamping: seconds * 1_000_000_000 + attoseconds / 1_000_000_000))
+    }
 
     /// Names the owner's write, used for full batches, delayed writes and at
     /// exit; told whether it may wait for another process's lock (a full
@@ -70,10 +78,10 @@ package final class CacheLedger: Sendable {
         guard !scheduled.load(ordering: .relaxed),
             scheduled.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged
         else { return }
-        DispatchQueue.global(qos: .utility).asyncAfter(deadline: .now() + Self.writeDelay) { [weak self] in
+        DispatchQueue.global(qos: .utility).asyncAfter(deadline: .now() + writeDelay) { [weak self] in
             guard let self else { return }
             self.scheduled.store(false, ordering: .releasing)
-            self.writeNow(waitsForLocks: true)
+            self.writeNow(waitsForLocks: false)
         }
     }
 
@@ -136,7 +144,7 @@ package final class CacheLedger: Sendable {
     /// Returns what a write took and could not write because another
     /// process held the lock: merged with what was gathered since (the
     /// later use of a row wins; counts add up), written by the next batch
-    /// a second from now at the earliest, or by the delayed write.
+    /// a second from now at the earliest, or by the next delayed write.
     package func putBack(touches: [Int64: Double], counters: [String: Int]) {
         retryAfter.store(DispatchTime.now().uptimeNanoseconds + Self.retryPause, ordering: .relaxed)
         state.withLock { state in

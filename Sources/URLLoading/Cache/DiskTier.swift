@@ -37,7 +37,7 @@ final class DiskTier: Sendable {
     let bodiesPath: String
     private let state: Lock<Int>
     /// LRU touches and counters not yet written.
-    private let ledger = CacheLedger()
+    private let ledger: CacheLedger
     private let logger: Logger
 
     /// Opens (creating and migrating as needed) the cache in `directory`.
@@ -48,8 +48,9 @@ final class DiskTier: Sendable {
     /// - Throws: `StoreError`.
     init(
         directory: URL, capacity: Int, recreateIfDamaged: Bool = true, busyTimeout: Duration = .seconds(5),
-        logger: Logger = Logger(label: "urlloading.cache")
+        usesWriteDelay: Duration = .seconds(CacheLedger.writeDelaySeconds), logger: Logger = Logger(label: "urlloading.cache")
     ) throws(StoreError) {
+        ledger = CacheLedger(writeDelay: usesWriteDelay)
         self.directory = directory
         // `path(percentEncoded:)`, not `path`: swift-foundation's `path` builds
         // a Set on every call, and its first call in a process costs ~0.2 ms

@@ -62,10 +62,15 @@ public final class ResponseCache: Sendable, CustomStringConvertible {
     }
 
     /// `open(memoryCapacity:diskCapacity:directory:)` whose writers wait up to
-    /// `busyTimeout` for another process's lock (tests make it long).
-    package static func open(memoryCapacity: Int, diskCapacity: Int, directory: URL, busyTimeout: Duration) throws -> ResponseCache {
+    /// `busyTimeout` for another process's lock (tests make it long), and
+    /// whose gathered uses wait up to `usesWriteDelay` for a write.
+    package static func open(
+        memoryCapacity: Int, diskCapacity: Int, directory: URL, busyTimeout: Duration,
+        usesWriteDelay: Duration = .seconds(CacheLedger.writeDelaySeconds)
+    ) throws -> ResponseCache {
         let logger = Logger(label: "urlloading.cache")
-        let disk = try DiskTier(directory: directory, capacity: diskCapacity, busyTimeout: busyTimeout, logger: logger)
+        let disk = try DiskTier(
+            directory: directory, capacity: diskCapacity, busyTimeout: busyTimeout, usesWriteDelay: usesWriteDelay, logger: logger)
         return ResponseCache(memory: MemoryTier(capacity: memoryCapacity), disk: disk, logger: logger)
     }
 

@@ -78,11 +78,28 @@ import TestSupport
 
     @Test("A full batch of uses is written off the lookups and never waits for another process's lock: every lookup answers while one holds it, and no use is lost")
     func fullBatchIsWrittenOffTheLookup() async throws {
+        // The first round fills a batch; the rounds of the next second run while its write is tried.
+        try await Self.lookUpWhileLocked(entries: CacheLedger.touchBatch + 1, usesWriteDelay: .seconds(CacheLedger.writeDelaySeconds))
+    }
+
+    @Test("The delayed write of a few uses does not wait for another process's lock either: lookups go on while one holds it, and no use is lost")
+    func delayedWriteDoesNotWaitForTheLock() async throws {
+        // The first round gathers ten uses; the rounds of the next second run while their delayed write (after 0.2 s) is tried.
+        try await Self.lookUpWhileLocked(entries: 10, usesWriteDelay: .milliseconds(200))
+    }
+
+    /// Stores `entries` used two hours ago; while a child process holds
+    /// the file's write lock, looks each up as used an hour later, round
+    /// after round for a second after the first: every round answers in
+    /// full (no lookup waits for a write waiting for the lock). Then, the
+    /// lock gone, `flush()` writes every use.
+    private static func lookUpWhileLocked(entries: Int, usesWriteDelay: Duration) async throws {
         let folder = TemporaryDirectory()
-        // Writers wait up to 50 s for the lock: a lookup that wrote would not answer within the bound below.
-        let cache = try ResponseCache.open(memoryCapacity: 0, diskCapacity: 64 << 20, directory: folder.url, busyTimeout: .seconds(50))
+        // Writers wait up to 50 s for the lock: a lookup behind one would not answer within the bound below.
+        let cache = try ResponseCache.open(
+            memoryCapacity: 0, diskCapacity: 64 << 20, directory: folder.url, busyTimeout: .seconds(50), usesWriteDelay: usesWriteDelay)
         let t0 = Date().timeIntervalSince1970 - 7200
-        let responses = (0...CacheLedger.touchBatch).map { ResponseCacheTests.stored("https://example.com/\($0)", body: Data(count: 100), at: t0) }
+        let responses = (0..<entries).map { ResponseCacheTests.stored("https://example.com/\($0)", body: Data(count: 100), at: t0) }
         for response in responses { cache.store(response, now: t0) }
         let path = folder.path(DiskTier.databaseName)
         let holder = try ChildProcess.startWithOutputLines(ChildProcess.helper, ["hold-lock", path])
@@ -90,7 +107,6 @@ import TestSupport
         #expect(await holder.nextLine() == "locked")
 
         let used = t0 + 3600
-        // The first round fills a batch; the rounds of the next second run while its write is tried.
         let progress = Lock((answered: 0, rounds: 0, done: false))
         Thread.detachNewThread {
             let clock = ContinuousClock()
@@ -98,7 +114,8 @@ import TestSupport
             repeat {
                 let answered = responses.filter { cache.lookup(key: $0.key, requestHeaders: [], now: used) != nil }.count
                 progress.withLock {
-                    $0.answered += answered; $0.rounds += 1
+                    $0.answered += answered
+                    $0.rounds += 1
                 }
                 started = started ?? clock.now
             } while started.map { clock.now - $0 < .seconds(1) } ?? true
@@ -108,7 +125,7 @@ import TestSupport
         let (answered, rounds, _) = progress.withLock { $0 }
         #expect(answered == rounds * responses.count)
         holder.kill(SIGKILL)
-        // What the batch's write could not write went back to the ledger: the next write has every use.
+        // What a write could not write went back to the ledger: this one has every use.
         cache.flush()
         let check = try Connection(path: path, busyTimeout: .seconds(20), readOnly: true)
         #expect(try check.scalarInt("SELECT count(*) FROM entries WHERE last_used = ?", [.real(used)]) == Int64(responses.count))
