@@ -144,7 +144,7 @@ package struct ResponseHeadParser {
 
     /// Whether `name` equals `lowercase` ignoring ASCII case (Foundation's
     /// caseInsensitiveCompare costs microseconds per header line).
-    package static func asciiCaseInsensitiveEqual(_ name: String, _ lowercase: StaticString) -> Bool {
+    package static func asciiCaseInsensitiveEqual(_ name: some StringProtocol, _ lowercase: StaticString) -> Bool {
         let target = UnsafeBufferPointer(start: lowercase.utf8Start, count: lowercase.utf8CodeUnitCount)
         guard name.utf8.count == target.count else { return false }
         return zip(name.utf8, target).allSatisfy { ($0 | 0x20) == $1 }

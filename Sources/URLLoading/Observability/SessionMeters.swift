@@ -170,13 +170,11 @@ final class SessionMeters: Sendable {
     /// with 304), or fetched.
     static func cacheResult(_ status: String, answer: Int? = nil) -> String {
         var (hit, validated, stale) = (false, false, false)
+        // Compared by bytes: every task's end with a cache reads its value, twice when a tracer is bootstrapped too.
         FieldList.forEachMember(of: status, separator: UInt8(ascii: ";")) { parameter in
-            switch parameter.lowercased() {
-            case "hit": hit = true
-            case "fwd-status=304": validated = true
-            case "fwd=stale": stale = true
-            default: break
-            }
+            if ResponseHeadParser.asciiCaseInsensitiveEqual(parameter, "hit") { hit = true }
+            if ResponseHeadParser.asciiCaseInsensitiveEqual(parameter, "fwd-status=304") { validated = true }
+            if ResponseHeadParser.asciiCaseInsensitiveEqual(parameter, "fwd=stale") { stale = true }
         }
         if hit { return "hit" }
         if validated || (stale && answer == 304) { return "revalidated" }

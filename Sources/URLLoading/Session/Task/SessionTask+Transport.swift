@@ -241,6 +241,7 @@ extension SessionTask {
         guard let retry else { return false }
         if let trace {
             // The tracer's code: never on the transport's thread (see `complete`).
+            // With a completion runner this end already runs on the awaiting task.
             let failure = SessionError(transfer: error)
             if completionRunner != nil {
                 trace.retrying(after: failure, try: retry)
