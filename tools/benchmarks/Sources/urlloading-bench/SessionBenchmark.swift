@@ -20,6 +20,9 @@ enum SessionBenchmark {
     /// fastest counts (one run here varies by ±30% with the machine's other
     /// work, whichever contender it hits).
     static let runs = 3
+    /// Rounds of the observed figures (each client with and without a
+    /// tracer and metrics, back to back); the median of their ratios counts.
+    static let observedRounds = 7
     /// Runs per contender of the 1 GiB figures (the best counts).
     static let bigTransferRuns = 5
 
@@ -130,26 +133,50 @@ enum SessionBenchmark {
         }
 
         // Observed: a tracer and a metrics backend bootstrapped in the
-        // process (Observers.swift), ours against ours without them in the
-        // same turns, and against AsyncHTTPClient tracing its requests.
+        // process (Observers.swift), against ours without them, and
+        // AsyncHTTPClient with its tracing on against it without. What
+        // being observed adds is a few percent, less than one run's noise:
+        // each round runs the four back to back, and each figure is the
+        // median of the rounds' ratios (the fastest run of each, as
+        // elsewhere, can pair runs minutes apart).
         do {
-            let observed = ["ours", "ours-unobserved", "async-http-client"]
-            let results = best({ c(["get", small, "\(concurrentRequests)", "\(inFlight)"]) }, among: observed) { name in
-                name == "ours-unobserved"
-                    ? child("ours", "get", small, concurrentRequests, inFlight) : child(name, "observed-get", small, concurrentRequests, inFlight)
+            struct Round {
+                var plain: Figures
+                var observed: Figures
+                var theirsPlain: Figures
+                var theirsObserved: Figures
             }
-            if let ours = results["ours"], let plain = results["ours-unobserved"], let other = results["async-http-client"] {
-                func rate(_ figures: Figures) -> String {
-                    "\(Int(Double(concurrentRequests) / figures.elapsed)) req/s, \(formatted(figures.cpu / Double(concurrentRequests) * 1e6)) µs CPU/req"
-                }
-                lines.append(
-                    "observed-get-16 (a tracer and metrics bootstrapped): ours \(rate(ours)); ours without them \(rate(plain)); "
-                        + "async-http-client tracing \(rate(other))")
-                table.append(("observed-get-16", "ours-unobserved", ours.elapsed / plain.elapsed))
-                table.append(("observed-get-16-cpu", "ours-unobserved", ours.cpu / plain.cpu))
-                table.append(("observed-get-16", "async-http-client-traced", ours.elapsed / other.elapsed))
-                table.append(("observed-get-16-cpu", "async-http-client-traced", ours.cpu / other.cpu))
+            let rounds = (0..<Self.observedRounds).map { _ in
+                Round(
+                    plain: child("ours", "get", small, concurrentRequests, inFlight),
+                    observed: child("ours", "observed-get", small, concurrentRequests, inFlight),
+                    theirsPlain: child("async-http-client", "get", small, concurrentRequests, inFlight),
+                    theirsObserved: child("async-http-client", "observed-get", small, concurrentRequests, inFlight))
             }
+            func ratios(_ over: KeyPath<Round, Figures>, _ under: KeyPath<Round, Figures>) -> (time: Double, cpu: Double) {
+                (
+                    median(rounds.map { $0[keyPath: over].elapsed / $0[keyPath: under].elapsed }),
+                    median(rounds.map { $0[keyPath: over].cpu / $0[keyPath: under].cpu })
+                )
+            }
+            func rate(_ all: KeyPath<Round, Figures>) -> String {
+                let elapsed = median(rounds.map { $0[keyPath: all].elapsed }), cpu = median(rounds.map { $0[keyPath: all].cpu })
+                return "\(Int(Double(concurrentRequests) / elapsed)) req/s, \(formatted(cpu / Double(concurrentRequests) * 1e6)) µs CPU/req"
+            }
+            let ours = ratios(\.observed, \.plain), theirs = ratios(\.theirsObserved, \.theirsPlain)
+            let against = ratios(\.observed, \.theirsObserved)
+            lines.append(
+                "observed-get-16 (a tracer and metrics bootstrapped; medians of \(rounds.count) rounds): ours \(rate(\.observed)), "
+                    + "without them \(rate(\.plain)): \(formatted(ours.time))x (CPU \(formatted(ours.cpu))x); "
+                    + "async-http-client tracing \(rate(\.theirsObserved)), without \(rate(\.theirsPlain)): "
+                    + "\(formatted(theirs.time))x (CPU \(formatted(theirs.cpu))x); rounds' time ratios, ours "
+                    + rounds.map { formatted($0.observed.elapsed / $0.plain.elapsed) }.joined(separator: " "))
+            table.append(("observed-get-16", "ours-unobserved", ours.time))
+            table.append(("observed-get-16-cpu", "ours-unobserved", ours.cpu))
+            table.append(("observed-get-16", "async-http-client-traced", against.time))
+            table.append(("observed-get-16-cpu", "async-http-client-traced", against.cpu))
+            table.append(("async-http-client-traced", "async-http-client", theirs.time))
+            table.append(("async-http-client-traced-cpu", "async-http-client", theirs.cpu))
         }
 
         // The floor under get-16-cpu: the response object data(from:) must
