@@ -49,6 +49,19 @@ public struct Lock<Value>: ~Copyable {
         return try mutex.withLock(body)
         #endif
     }
+
+    /// As `withLock`, when the lock is free; nil at once, `body` not run,
+    /// when another thread holds it.
+    @inlinable
+    public borrowing func withLockIfAvailable<Result: ~Copyable, E: Error>(
+        _ body: (inout sending Value) throws(E) -> sending Result
+    ) throws(E) -> sending Result? {
+        #if URLLOADING_TSAN
+        return try box.withLockIfAvailable(body)
+        #else
+        return try mutex.withLockIfAvailable(body)
+        #endif
+    }
 }
 
 // The lock hands its value to one thread at a time, as `Mutex` does.
@@ -87,6 +100,15 @@ final class PThreadBox<Value>: @unchecked Sendable {
         _ body: (inout sending Value) throws(E) -> sending Result
     ) throws(E) -> sending Result {
         pthread_mutex_lock(mutex)
+        defer { pthread_mutex_unlock(mutex) }
+        return try body(&storage.value)
+    }
+
+    @usableFromInline
+    func withLockIfAvailable<Result: ~Copyable, E: Error>(
+        _ body: (inout sending Value) throws(E) -> sending Result
+    ) throws(E) -> sending Result? {
+        guard pthread_mutex_trylock(mutex) == 0 else { return nil }
         defer { pthread_mutex_unlock(mutex) }
         return try body(&storage.value)
     }

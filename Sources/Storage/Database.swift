@@ -4,7 +4,10 @@ import Locking
 
 /// The serial owner of one SQLite connection (GRDB's `DatabaseQueue` model):
 /// every use of the connection happens inside `read` or `write`, one at a
-/// time, from any thread.
+/// time, from any thread. With `Options.readers`, a read that finds that
+/// connection busy (a write transaction, a checkpoint) runs on a read-only
+/// connection of its own instead (`DatabasePool`'s model: in WAL mode
+/// readers never wait for the writer), opened when first needed.
 package final class Database: Sendable {
     /// Serialises every use of `connection`.
     private let lock = Lock(())
@@ -12,6 +15,15 @@ package final class Database: Sendable {
     /// lend a non-Sendable value to a caller's closure, so the lock guards it
     /// from beside it.
     private nonisolated(unsafe) let connection: Connection
+    /// The read-only connections not in use, and how many are open.
+    private let readers = Lock(ReaderPool())
+    /// How many read-only connections may be open (`Options.readers`).
+    private let readerLimit: Int
+    /// One turn per read-only connection: a read beyond them waits for
+    /// one to come back (microseconds), not for the writer (a whole write).
+    private let readerTurns: DispatchSemaphore
+    private let busyTimeout: Duration
+    private let logger: Logger
     /// The database file.
     package let path: String
     /// What opening the file found and did.
@@ -47,6 +59,10 @@ package final class Database: Sendable {
         package var onCorruption: CorruptionPolicy = .fail
         /// Where to report recoveries.
         package var logger = Logger(label: "urlloading.storage")
+        /// Read-only connections beside the writer's, for reads that find
+        /// it busy: none by default (every read waits its turn). Each is
+        /// opened on first need and kept; a read beyond them waits for one.
+        package var readers = 0
 
         package init() {}
 
@@ -120,22 +136,53 @@ package final class Database: Sendable {
         }
         self.openReport = report
         self.connection = connection
+        self.readerLimit = max(0, options.readers)
+        self.readerTurns = DispatchSemaphore(value: max(0, options.readers))
+        self.busyTimeout = options.busyTimeout
+        self.logger = options.logger
     }
 
-    /// Runs `body` with the connection, outside any explicit transaction
+    deinit {
+        // Closed before the writer's: the last connection to close
+        // checkpoints and removes the WAL files, which a read-only one cannot.
+        readers.withLock { $0.idle.removeAll() }
+    }
+
+    /// Runs `body` with a connection, outside any explicit transaction
     /// (each statement is its own implicit transaction; WAL readers never
-    /// block writers).
+    /// block writers): the writer's when it is free, else a read-only one
+    /// when the options allow (`body` must only read), else the writer's
+    /// once it is free.
     ///
     /// - Throws: `StorageError`, SQLite's error as its cause.
     package func read<T: Sendable>(_ body: (Connection) throws(SQLiteError) -> T) throws(StorageError) -> T {
-        let result = lock.withLock { _ -> Result<T, SQLiteError> in
-            do throws(SQLiteError) {
-                return .success(try body(connection))
-            } catch {
-                return .failure(error)
-            }
+        let result: Result<T, SQLiteError>
+        if readerLimit > 0, let done = lock.withLockIfAvailable({ _ in Self.run(body, on: connection) }) {
+            result = done
+        } else if readerLimit > 0, let reader = takeReader() {
+            result = Self.run(body, on: reader.connection)
+            readers.withLock { $0.idle.append(reader) }
+            readerTurns.signal()
+        } else {
+            result = lock.withLock { _ in Self.run(body, on: connection) }
         }
         return try result.mapError { StorageError.sqlite($0, path: path) }.get()
+    }
+
+    /// Runs `body` on the writer's connection outside a transaction: for
+    /// statements that write but cannot run inside one (`VACUUM`).
+    ///
+    /// - Throws: `StorageError`, SQLite's error as its cause.
+    package func withoutTransaction<T: Sendable>(_ body: (Connection) throws(SQLiteError) -> T) throws(StorageError) -> T {
+        try lock.withLock { _ in Self.run(body, on: connection) }.mapError { StorageError.sqlite($0, path: path) }.get()
+    }
+
+    private static func run<T>(_ body: (Connection) throws(SQLiteError) -> T, on connection: Connection) -> Result<T, SQLiteError> {
+        do throws(SQLiteError) {
+            return .success(try body(connection))
+        } catch {
+            return .failure(error)
+        }
     }
 
     /// Runs `body` in an immediate transaction: all of it is committed, or
@@ -160,6 +207,39 @@ package final class Database: Sendable {
             }
         }
         return try result.mapError { StorageError.sqlite($0, path: path) }.get()
+    }
+
+    // MARK: Read-only connections
+
+    /// A read-only connection, used by one read at a time: taken from the
+    /// pool, used, put back.
+    private final class Reader: @unchecked Sendable {
+        let connection: Connection
+        init(_ connection: Connection) { self.connection = connection }
+    }
+
+    private struct ReaderPool {
+        var idle: [Reader] = []
+        /// One failed to open (the folder's permissions, a file gone):
+        /// reads wait for the writer's connection, as without readers.
+        var failed = false
+    }
+
+    /// An idle read-only connection, or a new one while fewer than the
+    /// limit are open (a turn is one of them), once a turn is free; nil
+    /// when none could be opened.
+    private func takeReader() -> Reader? {
+        guard !readers.withLock({ $0.failed }) else { return nil }
+        readerTurns.wait()
+        if let idle = readers.withLock({ $0.idle.popLast() }) { return idle }
+        do throws(SQLiteError) {
+            return Reader(try Connection(path: path, busyTimeout: busyTimeout, readOnly: true))
+        } catch {
+            readers.withLock { $0.failed = true }
+            readerTurns.signal()
+            logger.notice("no read-only connection beside the writer's; reads wait for it", metadata: ["path": "\(path)", "error": "\(error)"])
+            return nil
+        }
     }
 
     // MARK: Opening

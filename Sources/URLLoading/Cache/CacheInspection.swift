@@ -406,7 +406,7 @@ extension CacheMaintenance {
     /// `VACUUM`: gives the file's free pages back to the file system.
     public static func vacuum(in directory: URL) throws {
         let file = try openExisting(directory)
-        try file.reading { (connection: Connection) throws(SQLiteError) in try connection.execute("VACUUM") }
+        try file.writingOutsideTransaction { (connection: Connection) throws(SQLiteError) in try connection.execute("VACUUM") }
     }
 
     /// Integrity, body files against the index; with `repair`, orphan files

@@ -70,6 +70,9 @@ final class DiskTier: Sendable {
         options.onCorruption = recreateIfDamaged ? .recreate : .fail
         options.busyTimeout = busyTimeout
         options.logger = logger
+        // Lookups from many tasks go on while a store, a batch of uses or
+        // a checkpoint holds the writing connection.
+        options.readers = 2
         let path = directoryPath + Self.databaseName
         // A tier of this file released in this process may still be writing its last uses.
         ReleasedWrites.wait(for: path)
@@ -111,10 +114,22 @@ final class DiskTier: Sendable {
         }
     }
 
-    /// Runs `body` on the database (no transaction); its failures as the store's.
+    /// Runs `body` on the database (no transaction; it must only read); its
+    /// failures as the store's.
     func reading<T: Sendable>(_ body: (Connection) throws(SQLiteError) -> T) throws(StoreError) -> T {
         do throws(StorageError) {
             return try database.read(body)
+        } catch {
+            throw StoreError(error, path: database.path)
+        }
+    }
+
+    /// Runs `body` on the writing connection outside a transaction, for a
+    /// statement that writes but cannot run in one (`VACUUM`); its failures
+    /// as the store's.
+    func writingOutsideTransaction<T: Sendable>(_ body: (Connection) throws(SQLiteError) -> T) throws(StoreError) -> T {
+        do throws(StorageError) {
+            return try database.withoutTransaction(body)
         } catch {
             throw StoreError(error, path: database.path)
         }

@@ -2,6 +2,7 @@ import Foundation
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
+import Locking
 import Storage
 import Testing
 import TestSupport
@@ -385,5 +386,37 @@ import TestSupport
             #expect(entries == (try cache.diskListing().count))
         }
         #expect(survivors > 0)
+    }
+
+    @Test("A disk lookup answers while another thread's write holds the tier's writing connection (a store, a batch of uses, a checkpoint)")
+    func lookupDoesNotWaitForAWrite() throws {
+        let folder = TemporaryDirectory()
+        let disk = try DiskTier(directory: folder.url, capacity: 64 << 20)
+        let response = Self.stored("https://example.com/while-writing", body: Data("stored".utf8))
+        _ = try disk.store(response, now: Date().timeIntervalSince1970)
+        let (inside, release, ended) = (DispatchSemaphore(value: 0), DispatchSemaphore(value: 0), DispatchSemaphore(value: 0))
+        Thread.detachNewThread {
+            _ = try? disk.writing { (connection: Connection) throws(SQLiteError) in
+                try connection.run("DELETE FROM entries")
+                inside.signal()
+                _ = release.wait(timeout: .now() + 60)
+                throw SQLiteError(extendedCode: 4, message: "rolled back on purpose")
+            }
+            ended.signal()
+        }
+        #expect(inside.wait(timeout: .now() + 30) == .success)
+        // On a thread of its own: a lookup that waited for the write fails the test, never hangs it.
+        let answered = DispatchSemaphore(value: 0)
+        let bodies = Lock<[Data]>([])
+        Thread.detachNewThread {
+            let found = (try? disk.variants(for: response.key, now: Date().timeIntervalSince1970)) ?? []
+            bodies.withLock { $0 = found.map(\.body) }
+            answered.signal()
+        }
+        let answeredWhileWriting = answered.wait(timeout: .now() + 20)
+        release.signal()
+        #expect(answeredWhileWriting == .success, "the lookup waited for the write")
+        #expect(bodies.withLock { $0 } == [Data("stored".utf8)])
+        #expect(ended.wait(timeout: .now() + 30) == .success)
     }
 }

@@ -2,6 +2,7 @@ import Foundation
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
+import Synchronization
 @_spi(Tools) import URLLoading
 
 /// `urlloading-bench cache`: store throughput, memory-tier hit, disk-tier hit
@@ -144,6 +145,11 @@ enum CacheBenchmark {
         }()
         rows.append(("evict", oursEvict, rawEvict, foundationEvict))
 
+        // disk-hit-busy: lookups while another thread of the process stores
+        // (last: it adds entries to the 100,000-entry files).
+        let oursBusy = runChild(["child-disk-hit-busy", "ours", oursBig, "\(bigCache)", "\(diskLookups)"])
+        let rawBusy = runChild(["child-disk-hit-busy", "raw", rawBig, "\(bigCache)", "\(diskLookups)"])
+
         print("figure        ours µs    raw-sqlite µs    foundation µs")
         for row in rows {
             print(
@@ -156,6 +162,11 @@ enum CacheBenchmark {
             print("bench cache \(row.figure): \(String(format: "%.4f", row.ours / row.foundation))x foundation")
         }
         print("bench cache open-scaling: \(String(format: "%.2f", oursOpenBig / oursOpenSmall))x open-1k")
+        print(
+            "disk-hit-busy (a disk hit while another thread stores without pause): ours \(formatted(oursBusy)) µs, "
+                + "raw SQLite (the writer on a second connection) \(formatted(rawBusy)) µs; ours without the writer \(formatted(oursDisk)) µs")
+        print("bench cache disk-hit-busy: \(String(format: "%.2f", oursBusy / rawBusy))x raw-sqlite")
+        print("bench cache disk-hit-busy: \(String(format: "%.2f", oursBusy / oursDisk))x disk-hit")
         print("\nFoundation's figures use \(foundationEntries) entries (stores: \(foundationStoreCount)); ours and raw SQLite use \(bigCache).")
     }
 
@@ -197,6 +208,51 @@ enum CacheBenchmark {
             time = microsecondsPerOperation(lookups) { for i in order { total += FoundationCache.lookup(cache, i) } }
         }
         if total == 0 { fail("\(kind): every disk lookup missed") }
+        return time
+    }
+
+    /// Microseconds per disk lookup while a thread of the same process
+    /// stores new entries without pause (a session's tasks looking up while
+    /// others store): ours on one cache, raw SQLite with a second
+    /// connection for the writer (WAL: its reader never waits for it).
+    static func childDiskHitBusy(kind: String, path: String, entries: Int, lookups: Int) -> Double {
+        let order = Fixture.lookups(lookups, below: entries)
+        let stop = Atomic<Bool>(false)
+        let stopped = DispatchSemaphore(value: 0)
+        let stored = Atomic<Int>(0)
+        var total = 0
+        let time: Double
+        func writing(_ store: @escaping @Sendable (Int) -> Void) {
+            Thread.detachNewThread {
+                var index = entries
+                while !stop.load(ordering: .relaxed) {
+                    store(index)
+                    index += 1
+                }
+                stored.store(index - entries, ordering: .relaxed)
+                stopped.signal()
+            }
+        }
+        switch kind {
+        case "ours":
+            let cache = ours(path)
+            writing { storeOurs(cache, $0) }
+            time = microsecondsPerOperation(lookups) { for i in order { total += lookupOurs(cache, i) } }
+        default:
+            /// The writer's connection, used by the writer's thread only once handed over.
+            final class Writer: @unchecked Sendable {
+                let raw: RawSQLite
+                init(_ raw: RawSQLite) { self.raw = raw }
+            }
+            let writer = Writer(RawSQLite(path: path))
+            let raw = RawSQLite(path: path)
+            writing { writer.raw.store($0) }
+            time = microsecondsPerOperation(lookups) { for i in order { total += raw.lookup(i) } }
+        }
+        stop.store(true, ordering: .relaxed)
+        stopped.wait()
+        if total == 0 { fail("\(kind): every disk lookup missed") }
+        if stored.load(ordering: .relaxed) == 0 { fail("\(kind): the writer stored nothing during the lookups") }
         return time
     }
 

@@ -19,6 +19,7 @@
 //
 // Child modes (the bench runs itself for "new process" figures):
 //   urlloading-bench child-disk-hit <ours|raw|foundation> <path> <entries> <lookups>
+//   urlloading-bench child-disk-hit-busy <ours|raw> <path> <entries> <lookups>   (a writer thread storing meanwhile)
 //   urlloading-bench child-open <ours|ours-phases|raw|foundation> <path> <entries>
 //       (ours-phases, for profiling: open, first and second lookup, release, to stderr)
 //   urlloading-bench child-populate <path> <entries>      (for profiling)
@@ -69,6 +70,9 @@ case "cachetool":
 case "child-disk-hit":
     guard arguments.count == 5, let entries = Int(arguments[3]), let lookups = Int(arguments[4]) else { fail("bad arguments") }
     print(CacheBenchmark.childDiskHit(kind: arguments[1], path: arguments[2], entries: entries, lookups: lookups))
+case "child-disk-hit-busy":
+    guard arguments.count == 5, let entries = Int(arguments[3]), let lookups = Int(arguments[4]) else { fail("bad arguments") }
+    print(CacheBenchmark.childDiskHitBusy(kind: arguments[1], path: arguments[2], entries: entries, lookups: lookups))
 case "child-open":
     guard arguments.count == 4, let entries = Int(arguments[3]) else { fail("bad arguments") }
     print(CacheBenchmark.childOpen(kind: arguments[1], path: arguments[2], entries: entries))
