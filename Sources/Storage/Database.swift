@@ -15,7 +15,7 @@ package final class Database: Sendable {
     /// lend a non-Sendable value to a caller's closure, so the lock guards it
     /// from beside it.
     private nonisolated(unsafe) let connection: Connection
-    /// The read-only connections not in use, and how many are open.
+    /// The read-only connections not in use.
     private let readers = Lock(ReaderPool())
     /// How many read-only connections may be open (`Options.readers`).
     private let readerLimit: Int
@@ -220,8 +220,9 @@ package final class Database: Sendable {
 
     private struct ReaderPool {
         var idle: [Reader] = []
-        /// One failed to open (the folder's permissions, a file gone):
-        /// reads wait for the writer's connection, as without readers.
+        /// One failed to open for a reason that lasts (the folder's
+        /// permissions, a file gone): reads wait for the writer's
+        /// connection, as without readers.
         var failed = false
     }
 
@@ -235,9 +236,12 @@ package final class Database: Sendable {
         do throws(SQLiteError) {
             return Reader(try Connection(path: path, busyTimeout: busyTimeout, readOnly: true))
         } catch {
-            readers.withLock { $0.failed = true }
+            // Busy (another process recovering the WAL) passes: the next read tries again.
+            if !error.isBusy {
+                readers.withLock { $0.failed = true }
+                logger.notice("no read-only connection beside the writer's; reads wait for it", metadata: ["path": "\(path)", "error": "\(error)"])
+            }
             readerTurns.signal()
-            logger.notice("no read-only connection beside the writer's; reads wait for it", metadata: ["path": "\(path)", "error": "\(error)"])
             return nil
         }
     }
