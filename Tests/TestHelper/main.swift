@@ -5,10 +5,12 @@
 //       Opens <db-path> with the helper schema and inserts <count> rows
 //       tagged <tag>, one immediate transaction each; prints "wrote <count>".
 //
-//   urlloading-test-helper cache-store-loop <cache-dir> <first-index>
+//   urlloading-test-helper cache-store-loop <cache-dir> <first-index> [<keys>]
 //       Stores fixture responses (TestSupport.CacheFixtures) for
 //       https://fixture.test/loop/<i> from <first-index> on, for ever,
 //       printing "stored <i>" after each; the test kills it with SIGKILL.
+//       With <keys>, the URL's <i> goes round <first-index> ..< <first-index> + <keys>
+//       (the printed number counts on).
 //
 //   urlloading-test-helper cache-writer <cache-dir> <tag> <count>
 //       Stores <count> fixture responses for https://fixture.test/<tag>/<i>,
@@ -89,12 +91,17 @@ case "storage-writer":
     }
 case "cache-store-loop":
     let rest = Array(arguments.dropFirst())
-    guard rest.count == 2, let first = Int(rest[1]) else { fail("usage: cache-store-loop <cache-dir> <first-index>") }
+    guard rest.count == 2 || rest.count == 3, let first = Int(rest[1]) else { fail("usage: cache-store-loop <cache-dir> <first-index> [<keys>]") }
+    // With <keys>, the stores go round that many keys (stored again,
+    // replaced): the cache stays below its capacity however long the loop runs.
+    let keys = rest.count == 3 ? Int(rest[2]).flatMap { $0 > 0 ? $0 : nil } : nil
+    if rest.count == 3 && keys == nil { fail("cache-store-loop: <keys> must be a positive number") }
     do {
         let cache = try ResponseCache.open(memoryCapacity: 0, diskCapacity: 1 << 30, directory: URL(fileURLWithPath: rest[0]))
         var index = first
         while true {
-            storeFixture(cache, url: "https://fixture.test/loop/\(index)", index: index)
+            let slot = keys.map { first + (index - first) % $0 } ?? index
+            storeFixture(cache, url: "https://fixture.test/loop/\(slot)", index: slot)
             // Unbuffered, so the test sees each line as it is written.
             FileHandle.standardOutput.write(Data("stored \(index)\n".utf8))
             index += 1

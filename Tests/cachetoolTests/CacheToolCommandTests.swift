@@ -123,7 +123,10 @@ import TestSupport
         let directory = TemporaryDirectory()
         let path = directory.url.path
         _ = try await Self.run(["create", "--cache-dir", path])
-        let writer = try ChildProcess.startWithOutputLines(ChildProcess.helper, ["cache-store-loop", path, "0"])
+        // Round 1,000 keys: however long the commands take (minutes under a
+        // sanitizer), the writer never fills the cache, whose eviction would
+        // take the first entries away.
+        let writer = try ChildProcess.startWithOutputLines(ChildProcess.helper, ["cache-store-loop", path, "0", "1000"])
         var stored = 0
         while stored < 50, let line = await writer.nextLine() { if line.hasPrefix("stored") { stored += 1 } }
         for arguments in [["list", "--json"], ["stats"], ["verify"], ["prune", "--older-than", "1d"], ["info", "--json"]] {
