@@ -46,16 +46,16 @@ import TestSupport
         do {
             let store = try CredentialStore(directory: directory.url, backend: .file)
             #expect(store.backend == .file && store.backendReason == "forced by backend: .file")
-            store.set(Credential(user: "ann", password: "p1", persistence: .permanent), for: Self.space)
-            store.setDefaultCredential(Credential(user: "bob", password: "p2", persistence: .permanent), for: Self.space)
+            store.set(Credential(user: "ann", password: "ann-secret-1", persistence: .permanent), for: Self.space)
+            store.setDefaultCredential(Credential(user: "bob", password: "bob-secret-2", persistence: .permanent), for: Self.space)
         }
         let reopened = try CredentialStore(directory: directory.url, backend: .file)
         #expect(reopened.defaultCredential(for: Self.space)?.user == "bob")
-        reopened.setDefaultCredential(Credential(user: "ann", password: "p1", persistence: .permanent), for: Self.space)
+        reopened.setDefaultCredential(Credential(user: "ann", password: "ann-secret-1", persistence: .permanent), for: Self.space)
         let rows = try FileCredentials(path: directory.path(CredentialStore.fileName), logger: Self.logger).load().credentials
         #expect(rows.filter(\.isDefault).map(\.user) == ["ann"], "one default on disk: \(rows.map { ($0.user, $0.isDefault) })")
         #expect(try CredentialStore(directory: directory.url, backend: .file).defaultCredential(for: Self.space)?.user == "ann")
-        #expect("\(reopened)".contains("file (plain text), 1 spaces") && !"\(reopened)".contains("p1"))
+        #expect("\(reopened)".contains("file (plain text), 1 spaces") && !"\(reopened)".contains("ann-secret-1"))
     }
 
     @Test("A change posts credentialStoreChanged (Apple's NSURLCredentialStorageChanged) once; storing what is there, or removing what is not, posts nothing")

@@ -32,20 +32,20 @@ import TestSupport
         do {
             let store = try place.open()
             #expect(store.backend == (backend == .sqlite ? .file : .database) && store.backend.keepsPlainText)
-            store.set(Credential(user: "ann", password: "p1", persistence: .permanent), for: Self.space)
-            store.setDefaultCredential(Credential(user: "bob", password: "p2", persistence: .permanent), for: Self.space)
+            store.set(Credential(user: "ann", password: "ann-secret-1", persistence: .permanent), for: Self.space)
+            store.setDefaultCredential(Credential(user: "bob", password: "bob-secret-2", persistence: .permanent), for: Self.space)
             store.set(Credential(user: "cy", password: "p3", persistence: .forSession), for: Self.space)
             store.set(Credential(user: "eve", password: "p4", persistence: .none), for: Self.space)
-            #expect(!"\(store)".contains("p1") && !"\(store)".contains("p2"))
+            #expect(!"\(store)".contains("ann-secret-1") && !"\(store)".contains("bob-secret-2"))
         }
         let reopened = try place.open()
         #expect(reopened.credentials(for: Self.space)?.keys.sorted() == ["ann", "bob"])
         #expect(reopened.defaultCredential(for: Self.space)?.user == "bob")
-        reopened.setDefaultCredential(Credential(user: "ann", password: "p1", persistence: .permanent), for: Self.space)
+        reopened.setDefaultCredential(Credential(user: "ann", password: "ann-secret-1", persistence: .permanent), for: Self.space)
         reopened.remove(Credential(user: "bob", password: "", persistence: .permanent), for: Self.space)
         let third = try place.open()
         #expect(third.credentials(for: Self.space)?.keys.sorted() == ["ann"])
-        #expect(third.defaultCredential(for: Self.space)?.password == "p1")
+        #expect(third.defaultCredential(for: Self.space)?.password == "ann-secret-1")
     }
 
     @Test("Two workers: a credential one stores reaches the other (by notice, and on a miss); a removal too; another database role cannot read the table")
@@ -54,8 +54,8 @@ import TestSupport
         defer { database.drop() }
         let first = try CredentialStore(database: PostgresDatabase(url: database.url))
         let second = try CredentialStore(database: PostgresDatabase(url: database.url))
-        first.set(Credential(user: "ann", password: "p1", persistence: .permanent), for: Self.space)
-        #expect(await eventually { second.credentials(for: Self.space)?["ann"]?.password == "p1" }, "the notice never came")
+        first.set(Credential(user: "ann", password: "ann-secret-1", persistence: .permanent), for: Self.space)
+        #expect(await eventually { second.credentials(for: Self.space)?["ann"]?.password == "ann-secret-1" }, "the notice never came")
         first.remove(Credential(user: "ann", password: "", persistence: .permanent), for: Self.space)
         #expect(await eventually { second.credentials(for: Self.space) == nil })
 
@@ -82,8 +82,8 @@ import TestSupport
         try connection.run(
             """
             INSERT INTO urlloading_credentials(host, port, protocol, realm, method, is_proxy, username, password, is_default, created)
-            VALUES ('api.example.com', 443, 'https', 'api', 'basic', false, 'ann', 'p1', true, 0)
+            VALUES ('api.example.com', 443, 'https', 'api', 'basic', false, 'ann', 'ann-secret-1', true, 0)
             """)
-        #expect(late.defaultCredential(for: Self.space)?.password == "p1")
+        #expect(late.defaultCredential(for: Self.space)?.password == "ann-secret-1")
     }
 }
