@@ -101,6 +101,7 @@ let package = Package(
             resources: [
                 .embedInCode("0001_cache_create.sql"),
                 .embedInCode("0002_cache_lru_by_id.sql"),
+                .embedInCode("0003_cache_usage_watermark.sql"),
                 .embedInCode("0001_cookies_create.sql"),
                 .embedInCode("0002_cookies_rfc2965.sql"),
                 .embedInCode("0001_credentials_create.sql"),

@@ -9,6 +9,7 @@ package enum Schema {
     package static let cache: [Migration] = [
         Migration(version: 1, name: "cache_create", sql: text(PackageResources._001_cache_create_sql)),
         Migration(version: 2, name: "cache_lru_by_id", sql: text(PackageResources._002_cache_lru_by_id_sql)),
+        Migration(version: 3, name: "cache_usage_watermark", sql: text(PackageResources._003_cache_usage_watermark_sql)),
     ]
 
     /// The persistent cookie store.

@@ -258,6 +258,12 @@ package final class Database: Sendable {
             throw StorageError.sqlite(error, path: path)
         }
         let outcome = try migrator.migrate(connection)
+        if outcome.from != outcome.to {
+            // Each step wrote its pages to the WAL: copied into the file now,
+            // the WAL gives its room back (on a nearly full disk, room the
+            // next store needs). Best effort: a reader may hold it.
+            try? connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        }
         return (connection, OpenReport(migrated: outcome, created: created))
     }
 

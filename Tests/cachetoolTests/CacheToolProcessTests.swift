@@ -26,13 +26,13 @@ import TestSupport
         defer { try? FileManager.default.removeItem(at: directory) }
         let created = try await Self.run(["create", "--cache-dir", directory.path])
         #expect(created.status == 0, "\(created.standardError)")
-        #expect(created.standardOutput.contains("schema:   version 2"))
+        #expect(created.standardOutput.contains("schema:   version 3"))
 
         let info = try await Self.run(["info", "--cache-dir", directory.path, "--json"])
         #expect(info.status == 0, "\(info.standardError)")
         let summary = try JSONDecoder().decode(Summary.self, from: Data(info.standardOutput.utf8))
         #expect(summary.path == directory.appendingPathComponent("Cache.sqlite").path)
-        #expect(summary.schemaVersion == 2)
+        #expect(summary.schemaVersion == 3)
         #expect(summary.entries == 0)
 
         let verify = try await Self.run(["verify", "--cache-dir", directory.path])

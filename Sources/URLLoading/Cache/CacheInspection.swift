@@ -352,17 +352,19 @@ extension CacheMaintenance {
                 var removed = 0
                 while true {
                     let doomed = try file.writing { (connection: Connection) throws(SQLiteError) -> (files: [String], rows: Int) in
-                        guard let bytes = try connection.scalarInt("SELECT bytes FROM usage WHERE id = 1"), bytes > size else { return ([], 0) }
+                        let bytes = try CacheUsage.read(connection).bytes
+                        guard bytes > size else { return ([], 0) }
                         let victims = try connection.query(
                             "SELECT id, body_file, cost FROM entries ORDER BY id LIMIT 1000"
                         ) { ($0.int64(0), $0.text(1), $0.int(2)) }
-                        var excess = Int(bytes) - size
+                        var excess = bytes.subtractingReportingOverflow(size).overflow ? 0 : bytes - size
                         var files: [String] = []
                         var rows = 0
                         for (id, bodyFile, cost) in victims where excess > 0 {
                             try connection.run("DELETE FROM entries WHERE id = ?", [.integer(id)])
                             if let bodyFile { files.append(bodyFile) }
-                            excess -= cost
+                            let (left, overflow) = excess.subtractingReportingOverflow(cost)
+                            excess = overflow ? 0 : left
                             rows += 1
                         }
                         try DiskTier.register(files, connection, now: current)

@@ -36,9 +36,11 @@ final class DiskTier: Sendable {
     /// (URL's appending checks the file system and parses again).
     let bodiesPath: String
     private let state: Lock<Int>
+    /// What this process knows of the rows its usage row does not count yet.
+    let pastRows = CacheUsage.Memo()
     /// LRU touches and counters not yet written.
-    private let ledger: CacheLedger
-    private let logger: Logger
+    let ledger: CacheLedger
+    let logger: Logger
 
     /// Opens (creating and migrating as needed) the cache in `directory`.
     ///
@@ -137,11 +139,32 @@ final class DiskTier: Sendable {
 
     /// Runs `body` in a write transaction; its failures as the store's.
     func writing<T: Sendable>(_ body: (Connection) throws(SQLiteError) -> T) throws(StoreError) -> T {
+        // Whatever it changes, what this process knew of the newest rows is forgotten.
+        try writingKnowingPastRows { (connection: Connection, _: inout CacheUsage.PastRows?) throws(SQLiteError) in try body(connection) }
+    }
+
+    /// `writing`, with what this process knows of the rows past the usage
+    /// row's count (`CacheUsage.PastRows`, nil when unknown): what `body`
+    /// leaves in it is kept for the next store if the transaction commits.
+    func writingKnowingPastRows<T: Sendable>(
+        _ body: (Connection, inout CacheUsage.PastRows?) throws(SQLiteError) -> T
+    ) throws(StoreError) -> T {
+        var generation: UInt64 = 0
+        var left: CacheUsage.PastRows?
+        let result: T
         do throws(StorageError) {
-            return try database.write(body)
+            result = try database.write { (connection: Connection) throws(SQLiteError) -> T in
+                var known: CacheUsage.PastRows?
+                (known, generation) = pastRows.take()
+                let value = try body(connection, &known)
+                left = known
+                return value
+            }
         } catch {
             throw StoreError(error, path: database.path)
         }
+        pastRows.putBack(left, generation: generation)
+        return result
     }
 
     /// Whether a cache database exists in `directory`.
@@ -288,17 +311,21 @@ final class DiskTier: Sendable {
         }
         let touches = ledger.takeTouches()
         let capacity = self.capacity
-        let doomed: [String] = try writing { (connection: Connection) throws(SQLiteError) in
+        let doomed: [String] = try writingKnowingPastRows { (connection: Connection, known: inout CacheUsage.PastRows?) throws(SQLiteError) in
+            // Touches move rows past the usage row's count: read them again then.
+            if !touches.isEmpty { known = nil }
             try Self.applyTouches(touches, connection)
+            var past: CacheUsage.PastRows? = try CacheUsage.PastRows.current(connection, known: known)
             // The entry this one replaces, if any: found first, so that a
             // new key (most stores) runs no DELETE, whose statement
             // journal and trigger cost more than the lookup.
             var doomed: [String] = []
             let replaced = try connection.query(
-                "SELECT id, body_file FROM entries WHERE key = ? AND variant = ?", [.text(response.key), .text(response.variant)]
-            ) { ($0.int64(0), $0.text(1)) }
-            for (id, file) in replaced {
+                "SELECT id, body_file, cost FROM entries WHERE key = ? AND variant = ?", [.text(response.key), .text(response.variant)]
+            ) { ($0.int64(0), $0.text(1), $0.int(2)) }
+            for (id, file, replacedCost) in replaced {
                 try connection.run("DELETE FROM entries WHERE id = ?", [.integer(id)])
+                past?.removed(id: id, cost: replacedCost)
                 if let file { doomed.append(file) }
             }
             try connection.run(
@@ -319,11 +346,13 @@ final class DiskTier: Sendable {
                     response.userInfo.isEmpty ? .null : .blob(response.userInfo.encoded),
                 ])
             let inserted = connection.lastInsertRowID
+            past?.added(id: inserted, cost: cost)
             if let bodyFile {
                 try connection.run("DELETE FROM pending_files WHERE name = ?", [.text(bodyFile)])
             }
-            doomed += try Self.evict(connection, capacity: capacity, keeping: inserted)
+            doomed += try Self.evict(connection, capacity: capacity, keeping: inserted, past: &past)
             try Self.register(doomed, connection, now: now)
+            known = past
             return doomed
         }
         deleteFiles(doomed)
@@ -361,11 +390,11 @@ final class DiskTier: Sendable {
         deleteFiles(doomed)
     }
 
-    /// Entries and bytes, as the triggers keep them.
+    /// Entries and bytes, exact in every process (see `CacheUsage`).
     func usage() throws(StoreError) -> (entries: Int, bytes: Int) {
         try reading { (connection: Connection) throws(SQLiteError) in
-            let rows = try connection.query("SELECT entries, bytes FROM usage WHERE id = 1") { ($0.int(0), $0.int(1)) }
-            return rows.first ?? (0, 0)
+            let usage = try CacheUsage.read(connection)
+            return (usage.entries, usage.bytes)
         }
     }
 
@@ -375,7 +404,8 @@ final class DiskTier: Sendable {
         let touches = ledger.takeTouches()
         let doomed = try writing { (connection: Connection) throws(SQLiteError) in
             try Self.applyTouches(touches, connection)
-            let doomed = try Self.evict(connection, capacity: capacity, keeping: nil)
+            var unknown: CacheUsage.PastRows?
+            let doomed = try Self.evict(connection, capacity: capacity, keeping: nil, past: &unknown)
             try Self.register(doomed, connection, now: now)
             return doomed
         }
@@ -401,64 +431,6 @@ final class DiskTier: Sendable {
         }
     }
 
-    // MARK: LRU touches
-
-    /// Counts an event for `cachetool stats` (written with the next flush).
-    func count(_ counter: String) {
-        ledger.count(counter)
-    }
-
-    /// Writes the gathered LRU updates and counter increments in one transaction.
-    func flushTouches() {
-        writeGathered(waitsForLocks: true)
-    }
-
-    /// `flushTouches`, or, when it may not wait for another process's lock
-    /// and finds it taken, what it took goes back to the ledger.
-    private func writeGathered(waitsForLocks: Bool) {
-        let touches = ledger.takeTouches()
-        let counters = ledger.takeCounters()
-        guard !touches.isEmpty || !counters.isEmpty else { return }
-        if !Self.write(touches: touches, counters: counters, to: database, waitsForLocks: waitsForLocks, logger: logger) {
-            ledger.putBack(touches: touches, counters: counters)
-        }
-    }
-
-    /// Writes gathered touches and counter increments in one transaction.
-    /// Returns false, having written nothing, when it may not wait and
-    /// another process holds the lock; any other failure is logged (what
-    /// it held is lost: a later use records it again).
-    @discardableResult
-    private static func write(
-        touches: [Int64: Double], counters: [String: Int], to database: Database, waitsForLocks: Bool = true, logger: Logger
-    ) -> Bool {
-        do throws(StorageError) {
-            try database.write(waitsForLocks: waitsForLocks) { (connection: Connection) throws(SQLiteError) in
-                try applyTouches(touches, connection)
-                for (name, delta) in counters {
-                    try connection.run(
-                        "INSERT INTO counters(name, value) VALUES (?, ?) ON CONFLICT(name) DO UPDATE SET value = value + excluded.value",
-                        [.text(name), .integer(Int64(delta))])
-                }
-            }
-        } catch  where !waitsForLocks && error.isBusy {
-            return false
-        } catch {
-            logger.warning("cache LRU update failed", metadata: ["error": "\(StoreError(error, path: database.path))"])
-        }
-        return true
-    }
-
-    /// Moves each touched row to the next id, in the order of use, and
-    /// notes when it was used: the id order stays the LRU order.
-    private static func applyTouches(_ touches: [Int64: Double], _ connection: Connection) throws(SQLiteError) {
-        for (id, time) in touches.sorted(by: { ($0.value, $0.key) < ($1.value, $1.key) }) {
-            try connection.run(
-                "UPDATE entries SET id = (SELECT max(id) FROM entries) + 1, last_used = max(last_used, ?) WHERE id = ?",
-                [.real(time), .integer(id)])
-        }
-    }
-
     // MARK: Rows and files
 
     /// Deletes rows, returning their body files.
@@ -466,18 +438,33 @@ final class DiskTier: Sendable {
         try connection.query("DELETE FROM entries WHERE \(condition) RETURNING body_file", arguments) { $0.text(0) }.compactMap { $0 }
     }
 
-    /// Deletes least recently used rows until usage fits `capacity`.
-    private static func evict(_ connection: Connection, capacity: Int, keeping kept: Int64?) throws(SQLiteError) -> [String] {
+    /// Deletes least recently used rows until usage fits `capacity`;
+    /// folds the newest rows into the usage row when there are enough.
+    /// `past` (in a store's transaction) is what is known of those rows,
+    /// kept up to date; without it they are read.
+    private static func evict(
+        _ connection: Connection, capacity: Int, keeping kept: Int64?, past: inout CacheUsage.PastRows?
+    ) throws(SQLiteError) -> [String] {
+        let usage: CacheUsage
+        if let past { usage = try CacheUsage.read(connection, past: past) } else { usage = try CacheUsage.read(connection) }
+        if usage.uncounted >= CacheUsage.foldThreshold {
+            let folded = try CacheUsage.fold(connection, version: past?.version ?? -1)
+            if past != nil { past = folded }
+        }
+        var bytes = usage.bytes
         var files: [String] = []
-        while let bytes = try connection.scalarInt("SELECT bytes FROM usage WHERE id = 1"), bytes > capacity {
+        while bytes > capacity {
             let victims = try connection.query(
-                "SELECT id, body_file FROM entries WHERE id != ? ORDER BY id LIMIT 32", [.integer(kept ?? -1)]
-            ) { ($0.int64(0), $0.text(1)) }
+                "SELECT id, body_file, cost FROM entries WHERE id != ? ORDER BY id LIMIT 32", [.integer(kept ?? -1)]
+            ) { ($0.int64(0), $0.text(1), $0.int(2)) }
             guard !victims.isEmpty else { break }
-            for (id, file) in victims {
+            for (id, file, cost) in victims where bytes > capacity {
                 try connection.run("DELETE FROM entries WHERE id = ?", [.integer(id)])
+                past?.removed(id: id, cost: cost)
                 if let file { files.append(file) }
-                if let bytes = try connection.scalarInt("SELECT bytes FROM usage WHERE id = 1"), bytes <= capacity { break }
+                // A cost read from the file: never trusted with a trap.
+                let (left, overflow) = bytes.subtractingReportingOverflow(cost)
+                bytes = overflow ? 0 : left
             }
         }
         return files
