@@ -260,9 +260,11 @@ package final class Database: Sendable {
         let outcome = try migrator.migrate(connection)
         if outcome.from != outcome.to {
             // Each step wrote its pages to the WAL: copied into the file now,
-            // the WAL gives its room back (on a nearly full disk, room the
-            // next store needs). Best effort: a reader may hold it.
-            try? connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            // a new file's WAL gives its room back (on a nearly full disk,
+            // room the next store needs). An upgraded file's may have
+            // readers in other processes: copied without waiting for them.
+            // Best effort either way.
+            try? connection.execute(created ? "PRAGMA wal_checkpoint(TRUNCATE)" : "PRAGMA wal_checkpoint(PASSIVE)")
         }
         return (connection, OpenReport(migrated: outcome, created: created))
     }
