@@ -357,7 +357,8 @@ extension CacheMaintenance {
                         let victims = try connection.query(
                             "SELECT id, body_file, cost FROM entries ORDER BY id LIMIT 1000"
                         ) { ($0.int64(0), $0.text(1), $0.int(2)) }
-                        var excess = bytes.subtractingReportingOverflow(size).overflow ? 0 : bytes - size
+                        let (difference, overflow) = bytes.subtractingReportingOverflow(size)
+                        var excess = overflow ? 0 : difference
                         var files: [String] = []
                         var rows = 0
                         for (id, bodyFile, cost) in victims where excess > 0 {

@@ -23,15 +23,7 @@ struct CacheUsage: Equatable {
     /// Usage as `connection`'s transaction sees it, reading the rows past
     /// `counted_through`.
     static func read(_ connection: Connection) throws(SQLiteError) -> CacheUsage {
-        let rows = try connection.query(
-            """
-            WITH past AS (
-                SELECT count(*) AS rows, coalesce(sum(cost), 0) AS bytes FROM entries
-                WHERE id > (SELECT counted_through FROM usage WHERE id = 1))
-            SELECT usage.entries + past.rows, usage.bytes + past.bytes, past.rows FROM usage, past WHERE usage.id = 1
-            """
-        ) { CacheUsage(entries: $0.int(0), bytes: $0.int(1), uncounted: $0.int(2)) }
-        return rows.first ?? CacheUsage(entries: 0, bytes: 0, uncounted: 0)
+        try read(connection, past: PastRows.current(connection, known: nil))
     }
 
     /// Usage in a store's transaction: the usage row's figures and what

@@ -445,10 +445,11 @@ final class DiskTier: Sendable {
     private static func evict(
         _ connection: Connection, capacity: Int, keeping kept: Int64?, past: inout CacheUsage.PastRows?
     ) throws(SQLiteError) -> [String] {
-        let usage: CacheUsage
-        if let past { usage = try CacheUsage.read(connection, past: past) } else { usage = try CacheUsage.read(connection) }
+        let known: CacheUsage.PastRows
+        if let past { known = past } else { known = try CacheUsage.PastRows.current(connection, known: nil) }
+        let usage = try CacheUsage.read(connection, past: known)
         if usage.uncounted >= CacheUsage.foldThreshold {
-            let folded = try CacheUsage.fold(connection, version: past?.version ?? -1)
+            let folded = try CacheUsage.fold(connection, version: known.version)
             if past != nil { past = folded }
         }
         var bytes = usage.bytes

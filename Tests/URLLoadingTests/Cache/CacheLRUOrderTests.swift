@@ -42,19 +42,7 @@ import TestSupport
             try old.write { (connection: Connection) throws(SQLiteError) in
                 // Stored in id order 1, 2, 3; used in the order 2, 3, 1.
                 for (name, lastUsed) in [("one", 300.0), ("two", 100.0), ("three", 200.0)] {
-                    let url = "https://example.com/\(name)"
-                    try connection.run(
-                        """
-                        INSERT INTO entries(key, variant, url, host, status, response_headers, request_headers, body, body_size,
-                            cost, request_time, response_time, stored_at, last_used, storage_policy)
-                        VALUES (?, '', ?, 'example.com', 200, ?, ?, ?, ?, 105, ?, ?, ?, ?, 0)
-                        """,
-                        [
-                            .text(ResponseCacheTests.key(url)), .text(url),
-                            .blob(FieldCoding.encode([("Cache-Control", "max-age=60")] as HeaderFields)),
-                            .blob(FieldCoding.encode(HeaderFields())), .blob(Data(name.utf8)), .integer(Int64(name.utf8.count)),
-                            .real(lastUsed), .real(lastUsed), .real(lastUsed), .real(lastUsed),
-                        ])
+                    try Self.insertOldRow(connection, url: "https://example.com/\(name)", body: Data(name.utf8), cost: 105, time: lastUsed)
                 }
             }
         }
@@ -74,6 +62,23 @@ import TestSupport
         // The triggers came back: a removal keeps the usage exact.
         cache.removeCachedResponse(for: URLRequest(url: try #require(URL(string: "https://example.com/two"))))
         #expect(cache.currentDiskUsage == 210)
+    }
+
+    /// Inserts a row as an earlier version of the cache stored it (its
+    /// triggers count it in the usage row).
+    static func insertOldRow(_ connection: Connection, url: String, body: Data, cost: Int, time: Double) throws(SQLiteError) {
+        try connection.run(
+            """
+            INSERT INTO entries(key, variant, url, host, status, response_headers, request_headers, body, body_size,
+                cost, request_time, response_time, stored_at, last_used, storage_policy)
+            VALUES (?, '', ?, 'example.com', 200, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0)
+            """,
+            [
+                .text(ResponseCacheTests.key(url)), .text(url),
+                .blob(FieldCoding.encode([("Cache-Control", "max-age=60")] as HeaderFields)),
+                .blob(FieldCoding.encode(HeaderFields())), .blob(body), .integer(Int64(body.count)), .integer(Int64(cost)),
+                .real(time), .real(time), .real(time), .real(time),
+            ])
     }
 
     @Test("A full batch of uses is written off the lookups and never waits for another process's lock: every lookup answers while one holds it, and no use is lost")

@@ -123,18 +123,8 @@ import TestSupport
             // Five rows as version 2 stored them, its triggers counting each.
             try old.write { (connection: Connection) throws(SQLiteError) in
                 for index in 0..<5 {
-                    let url = "https://example.com/\(index)"
-                    try connection.run(
-                        """
-                        INSERT INTO entries(key, variant, url, host, status, response_headers, request_headers, body, body_size,
-                            cost, request_time, response_time, stored_at, last_used, storage_policy)
-                        VALUES (?, '', ?, 'example.com', 200, ?, ?, ?, 300, ?, 1, 1, 1, 1, 0)
-                        """,
-                        [
-                            .text(ResponseCacheTests.key(url)), .text(url),
-                            .blob(FieldCoding.encode([("Cache-Control", "max-age=60")] as HeaderFields)),
-                            .blob(FieldCoding.encode(HeaderFields())), .blob(Data(count: 300)), .integer(Int64(400 + index)),
-                        ])
+                    try CacheLRUOrderTests.insertOldRow(
+                        connection, url: "https://example.com/\(index)", body: Data(count: 300), cost: 400 + index, time: 1)
                 }
             }
         }
