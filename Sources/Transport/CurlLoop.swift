@@ -250,7 +250,12 @@ final class CurlLoop: @unchecked Sendable {
 
     /// Waits without sleeping, at most `commandSpinNanoseconds` for a
     /// command or (with transfers running) `socketSpinNanoseconds` for a
-    /// command or a ready socket.
+    /// command or a ready socket. With several transfers running, a look
+    /// that finds no socket ready yields the core: the callers' threads
+    /// taking the answers that came in are then what the loop waits for,
+    /// and on a machine with few cores the spin would otherwise take one
+    /// from them (at 16 GETs in flight 6% less time and CPU; with one
+    /// transfer the caller waits on the loop, and a yield only costs).
     private func spin() {
         let wait: SpinPolicy.Wait = transfers.isEmpty ? .command : .socket
         guard spinPolicy.shouldSpin(for: wait), Self.spinSlots.take() else { return }
@@ -267,6 +272,7 @@ final class CurlLoop: @unchecked Sendable {
             } else {
                 curl_multi_poll(multi, nil, 0, 0, &ready)
                 caught = ready > 0
+                if !caught, transfers.count > 1 { sched_yield() }
             }
         }
         spinPolicy.spun(for: wait, caughtWork: caught)
