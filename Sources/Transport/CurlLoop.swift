@@ -228,7 +228,8 @@ final class CurlLoop: @unchecked Sendable {
             }
             expireIdleTransfers()
             held.flush()
-            if worked { spin() }
+            // A spin that found work: the next turn takes it without a poll.
+            if worked, spin() { continue }
             // Sleep only with no command waiting; from here on, new
             // commands wake the poll. At least every 250 ms, for idle timeouts.
             let sleeps = shared.withLock { state -> Bool in
@@ -256,9 +257,10 @@ final class CurlLoop: @unchecked Sendable {
     /// and on a machine with few cores the spin would otherwise take one
     /// from them (at 16 GETs in flight 6% less time and CPU; with one
     /// transfer the caller waits on the loop, and a yield only costs).
-    private func spin() {
+    /// Returns whether it found a command or a ready socket.
+    private func spin() -> Bool {
         let wait: SpinPolicy.Wait = transfers.isEmpty ? .command : .socket
-        guard spinPolicy.shouldSpin(for: wait), Self.spinSlots.take() else { return }
+        guard spinPolicy.shouldSpin(for: wait), Self.spinSlots.take() else { return false }
         defer { Self.spinSlots.give() }
         let budget = wait == .command ? Self.commandSpinNanoseconds : Self.socketSpinNanoseconds
         let deadline = DispatchTime.now().uptimeNanoseconds + budget
@@ -276,6 +278,7 @@ final class CurlLoop: @unchecked Sendable {
             }
         }
         spinPolicy.spun(for: wait, caughtWork: caught)
+        return caught
     }
 
     private func expireIdleTransfers() {
