@@ -206,7 +206,7 @@ final class BackgroundEngine: TaskEngine {
             return inner.kind
         }
         if let head, let request = task.currentRequest {
-            SessionTask.storeCookies(of: head.1, url: head.0, request: request, session: session)
+            RequestCookies.store(from: head.1, url: head.0, request: request, session: session)
         }
         if kind == .upload, let body = result.body, !body.isEmpty {
             task.events.enqueueSync { task.callDelegate { $0.urlSession(session, dataTask: task, didReceive: body) } }

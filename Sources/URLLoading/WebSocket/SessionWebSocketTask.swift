@@ -175,7 +175,7 @@ public final class SessionWebSocketTask: Sendable, Hashable, CustomStringConvert
     /// The session's cookies for the handshake, unless cookies are off or
     /// the request sets its own Cookie field.
     private func cookieHeader(existing fields: [(name: String, value: String)]) -> String? {
-        guard let session, let request = originalRequest, let url = cookieURL, SessionTask.handlesCookies(request, session: session),
+        guard let session, let request = originalRequest, let url = cookieURL, RequestCookies.handled(request, session: session),
             !fields.contains(where: { $0.name.lowercased() == "cookie" })
         else { return nil }
         return session.cookieStore?.cookieHeader(for: url, mainDocumentURL: request.mainDocumentURL)
@@ -184,7 +184,7 @@ public final class SessionWebSocketTask: Sendable, Hashable, CustomStringConvert
     /// Keeps the `Set-Cookie` fields of the server's answer (on the task's context).
     func storeCookies(_ answer: WebSocketHandshake.Answer) {
         let values = answer.fields.filter { $0.name.lowercased() == "set-cookie" }.map(\.value)
-        guard !values.isEmpty, let session, let request = originalRequest, let url = cookieURL, SessionTask.handlesCookies(request, session: session)
+        guard !values.isEmpty, let session, let request = originalRequest, let url = cookieURL, RequestCookies.handled(request, session: session)
         else { return }
         _ = session.cookieStore?.setCookies(values, for: url, mainDocumentURL: request.mainDocumentURL, policy: session.settings.httpCookieAcceptPolicy)
     }

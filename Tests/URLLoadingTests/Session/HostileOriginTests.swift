@@ -256,8 +256,8 @@ import TestSupport
         let stored = try #require(
             session.urlCache?.lookup(
                 key: key,
-                requestHeaders: SessionTask.cacheRequestHeaders(
-                    alice, cookie: nil, credentials: SessionTask.credentialIdentity(alice, sent: nil))))
+                requestHeaders: CacheView.requestHeaders(
+                    alice, cookie: nil, credentials: CacheView.credentialIdentity(alice, sent: nil))))
         #expect(stored.body == Data("user=alice".utf8))
         #expect(!"\(stored.entry.requestHeaders.map { $0.value })".contains("YWxpY2U6YQ"))
         #expect(!"\(stored.entry.requestHeaders.map { $0.value })".contains("alice:a"))

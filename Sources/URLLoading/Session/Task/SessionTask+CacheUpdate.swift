@@ -14,12 +14,12 @@ extension SessionTask {
     func serveStaleIfError(reason: String) -> Bool {
         guard let session else { return false }
         let (fallback, headers) = locked.withLock { inner in
-            (inner.machine.cache.fallback, inner.currentRequest.map { Self.cacheRequestHeaders($0, cookie: inner.machine.record.cookie, credentials: inner.machine.record.credentialIdentity) } ?? [])
+            (inner.machine.cache.fallback, inner.currentRequest.map { CacheView.requestHeaders($0, cookie: inner.machine.record.cookie, credentials: inner.machine.record.credentialIdentity) } ?? [])
         }
         let now = Date().timeIntervalSince1970
         guard let stored = CacheExchange.staleIfError(fallback, requestHeaders: headers, now: now) else { return false }
         let shown = session.settings.sendsCacheStatus ? CacheExchange.staleIfErrorStatus(reason) : nil
-        guard let response = Self.servedResponse(stored, cacheStatus: shown, now: now) else { return false }
+        guard let response = CacheView.servedResponse(stored, cacheStatus: shown, now: now) else { return false }
         locked.withLock { $0.machine.cacheAnswered(status: shown) }
         respondWithoutNetwork(response, body: ServedBody(stored))
         return true
@@ -58,7 +58,7 @@ extension SessionTask {
         for target in CacheExchange.invalidatedKeys(method: method, status: status, url: url, responseHeaders: headers) {
             cache.remove(key: target)
         }
-        let requestHeaders = Self.cacheRequestHeaders(request, cookie: cookie, credentials: credentials)
+        let requestHeaders = CacheView.requestHeaders(request, cookie: cookie, credentials: credentials)
         let now = Date().timeIntervalSince1970
         if method == "HEAD", status == 200, let headKey = CachePolicy.primaryKey(url) {
             let stored = cache.lookup(key: headKey, requestHeaders: requestHeaders, now: now)

@@ -27,7 +27,7 @@ extension SessionTask {
             case .stream, .none: break
             }
         }
-        let cookie = Self.cookieHeader(for: loaded, headers: [], session: session)
+        let cookie = RequestCookies.header(for: loaded, headers: [], session: session)
         if let cookie { loaded.setValue(cookie, forHTTPHeaderField: "Cookie") }
         locked.withLock { inner in
             inner.currentRequest = canonical
@@ -38,7 +38,7 @@ extension SessionTask {
             let key = CachePolicy.primaryKey(url)
         {
             let now = Date().timeIntervalSince1970
-            let stored = cache.lookup(key: key, requestHeaders: Self.cacheRequestHeaders(loaded, cookie: cookie, credentials: nil), now: now)
+            let stored = cache.lookup(key: key, requestHeaders: CacheView.requestHeaders(loaded, cookie: cookie, credentials: nil), now: now)
             if let stored, let response = stored.httpResponse(), let data = try? stored.bodyFile.map({ try $0.readAll() }) ?? stored.body {
                 cached = CachedURLResponse(response: response, data: data)
             }

@@ -45,7 +45,7 @@ extension SessionTask {
     func decisionTouchesStores(_ head: ResponseHead, _ inputs: DecisionInputs) -> Bool {
         if head.status == 401 || head.status == 407 { return true }
         if inputs.revalidating != nil || inputs.sentCredentials { return true }
-        guard let session = inputs.session, let request = inputs.request, Self.handlesCookies(request, session: session) else { return false }
+        guard let session = inputs.session, let request = inputs.request, RequestCookies.handled(request, session: session) else { return false }
         return head.headers.contains { HeaderFields.namesEqual($0.name, "Set-Cookie") }
     }
 
@@ -55,7 +55,7 @@ extension SessionTask {
     func decide(_ head: ResponseHead, hop: Int, _ inputs: DecisionInputs) {
         let (session, request, revalidating, worked) = (inputs.session, inputs.request, inputs.revalidating, inputs.worked)
         guard let session, let request, let url = request.url else { return }
-        Self.storeCookies(of: head, url: url, request: request, session: session)
+        RequestCookies.store(from: head, url: url, request: request, session: session)
         if let worked { Self.remember(worked, session: session) }
         let decision = HeadDecision.of(status: head.status, headers: head.headers, request: request, hop: hop, revalidating: revalidating != nil)
         if decision == .challenge, handleChallenge(head, url: url, request: request, session: session) { return }
@@ -85,7 +85,7 @@ extension SessionTask {
             stored, notModifiedHeaders: notModified, requestTime: locked.withLock { $0.machine.cache.requestTime }, now: now)
         if refreshed { cache.store(served, now: now) }
         let shown = session.settings.sendsCacheStatus ? CacheExchange.notModifiedStatus : nil
-        guard let response = Self.servedResponse(served, cacheStatus: shown, now: now) else { return false }
+        guard let response = CacheView.servedResponse(served, cacheStatus: shown, now: now) else { return false }
         locked.withLock { $0.machine.cacheAnswered(status: shown) }
         respondWithoutNetwork(response, body: ServedBody(served)) { inner in
             // The 304's exchange, recorded now: its transfer may end after the

@@ -312,10 +312,10 @@ extension SessionTask {
             transfer.headers.append(field)
         }
         if inputs.streamed == false, awaitsBodyStream(hop: hop, request: request, session: session) { return }
-        let cookie = Self.cookieHeader(for: request, headers: transfer.headers, session: session)
+        let cookie = RequestCookies.header(for: request, headers: transfer.headers, session: session)
         let (authorization, sent) = authorizationFields(for: request, headers: transfer.headers, pending: inputs.pendingAuthorization, session: session)
         // Recorded (for the cache's keys) before the transfer starts, below.
-        let (libcurlAuthentication, credentials) = (sent?.libcurl, Self.credentialIdentity(request, sent: sent))
+        let (libcurlAuthentication, credentials) = (sent?.libcurl, CacheView.credentialIdentity(request, sent: sent))
         var validators: [(name: String, value: String)] = []
         // Whether the cache's consultation recorded what the hop sends.
         var planRecorded = false
@@ -323,14 +323,14 @@ extension SessionTask {
             let key = CachePolicy.primaryKey(url)
         {
             let now = Date().timeIntervalSince1970
-            let headers = Self.cacheRequestHeaders(request, cookie: cookie, credentials: credentials)
+            let headers = CacheView.requestHeaders(request, cookie: cookie, credentials: credentials)
             let stored = cache.lookup(key: key, requestHeaders: headers, now: now)
             let policy = request.cachePolicy == .useProtocolCachePolicy ? session.settings.requestCachePolicy : request.cachePolicy
             let showStatus = session.settings.sendsCacheStatus
             switch CacheExchange.before(policy: policy, requestHeaders: headers, stored: stored, now: now) {
             case .serve(let stored, let status, let revalidate):
                 if revalidate { session.revalidateInBackground(request, key: key) }
-                guard let response = Self.servedResponse(stored, cacheStatus: showStatus ? status : nil, now: now) else { break }
+                guard let response = CacheView.servedResponse(stored, cacheStatus: showStatus ? status : nil, now: now) else { break }
                 let transaction = Self.cacheTransaction(request, response: response, cacheStatus: status)
                 respondWithoutNetwork(response, body: ServedBody(stored)) { inner in
                     inner.machine.cacheAnswered(status: status)

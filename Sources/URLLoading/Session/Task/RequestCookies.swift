@@ -1,0 +1,34 @@
+import Foundation
+import Transport
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// The cookie store's part in a request: every hop of a task, redirects
+/// included, sends the store's cookies for its URL and stores the cookies
+/// its response sets; a WebSocket's handshake and a background task's
+/// requests follow the same rules.
+enum RequestCookies {
+    /// Whether this request takes part in cookie handling at all.
+    static func handled(_ request: URLRequest, session: Session) -> Bool {
+        session.cookieStore != nil && session.settings.httpShouldSetCookies && request.httpShouldHandleCookies
+    }
+
+    /// The Cookie header for a request, or nil: none stored, cookies off, or
+    /// the request carries its own Cookie header, which is left alone.
+    static func header(for request: URLRequest, headers: [(name: String, value: String)], session: Session) -> String? {
+        guard handled(request, session: session), let store = session.cookieStore, let url = request.url,
+            !headers.contains(where: { HeaderFields.namesEqual($0.name, "Cookie") })
+        else { return nil }
+        return store.cookieHeader(for: url, mainDocumentURL: request.mainDocumentURL)
+    }
+
+    /// Stores the `Set-Cookie` fields of a response under the
+    /// configuration's accept policy.
+    static func store(from head: ResponseHead, url: URL, request: URLRequest, session: Session) {
+        guard handled(request, session: session), let store = session.cookieStore else { return }
+        let fields = head.headers.compactMap { HeaderFields.namesEqual($0.name, "Set-Cookie") ? $0.value : nil }
+        guard !fields.isEmpty else { return }
+        store.setCookies(fields, for: url, mainDocumentURL: request.mainDocumentURL, policy: session.settings.httpCookieAcceptPolicy)
+    }
+}
