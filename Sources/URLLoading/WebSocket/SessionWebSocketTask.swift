@@ -175,18 +175,14 @@ public final class SessionWebSocketTask: Sendable, Hashable, CustomStringConvert
     /// The session's cookies for the handshake, unless cookies are off or
     /// the request sets its own Cookie field.
     private func cookieHeader(existing fields: [(name: String, value: String)]) -> String? {
-        guard let session, let request = originalRequest, let url = cookieURL, RequestCookies.handled(request, session: session),
-            !fields.contains(where: { $0.name.lowercased() == "cookie" })
-        else { return nil }
-        return session.cookieStore?.cookieHeader(for: url, mainDocumentURL: request.mainDocumentURL)
+        guard let session, let request = originalRequest, let url = cookieURL else { return nil }
+        return RequestCookies.header(for: request, url: url, headers: fields, session: session)
     }
 
     /// Keeps the `Set-Cookie` fields of the server's answer (on the task's context).
     func storeCookies(_ answer: WebSocketHandshake.Answer) {
-        let values = answer.fields.filter { $0.name.lowercased() == "set-cookie" }.map(\.value)
-        guard !values.isEmpty, let session, let request = originalRequest, let url = cookieURL, RequestCookies.handled(request, session: session)
-        else { return }
-        _ = session.cookieStore?.setCookies(values, for: url, mainDocumentURL: request.mainDocumentURL, policy: session.settings.httpCookieAcceptPolicy)
+        guard let session, let request = originalRequest, let url = cookieURL else { return }
+        RequestCookies.store(answer.fields, url: url, request: request, session: session)
     }
 
     /// The session's additional header fields the request does not set itself.
