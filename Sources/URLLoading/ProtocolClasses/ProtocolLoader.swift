@@ -108,7 +108,7 @@ final class ProtocolLoader: NSObject, URLProtocolClient, @unchecked Sendable {
             case .allowedInMemoryOnly: .allowedInMemoryOnly
             default: .notAllowed
             }
-        (observer as? HopObserver)?.task.protocolClassAllowsStorage(allowed)
+        (observer as? Hop)?.task.protocolClassAllowsStorage(allowed)
         enqueue([.head(Self.head(of: response))])
     }
 
@@ -126,7 +126,7 @@ final class ProtocolLoader: NSObject, URLProtocolClient, @unchecked Sendable {
     }
 
     func urlProtocol(_ protocol: URLProtocol, didReceive challenge: URLAuthenticationChallenge) {
-        guard let task = (observer as? HopObserver)?.task, let sender = challenge.sender else { return }
+        guard let task = (observer as? Hop)?.task, let sender = challenge.sender else { return }
         task.answerProtocolClassChallenge(challenge, sender: sender)
     }
 

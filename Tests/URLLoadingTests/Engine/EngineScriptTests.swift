@@ -68,17 +68,18 @@ import Transport
         let current = try #require(await harness.executor.transfer(1))
         // What the old hop's connection still had on its way when the cancel was sent.
         #expect(old.wasCancelled)
-        old.head(200, [("Content-Length", "5")])
+        old.head(203, [("Content-Length", "5"), ("X-Hop", "old")])
         #expect(old.body("stale"), "an old hop's chunk is taken and dropped, never a pause")
         old.fail(.connection(.connectionLost, "reset"))
         #expect(!outcome.isFinished, "an old hop's failure ended the task")
-        current.head(200, [("Content-Length", "5")])
+        current.head(200, [("Content-Length", "5"), ("X-Hop", "new")])
         #expect(await current.bodyTaken("fresh"))
         current.finish(bytesReceived: 5)
         await outcome.wait()
         #expect(outcome.error == nil)
         #expect(outcome.body == "fresh")
         #expect(outcome.response?.url?.path == "/new")
+        #expect(outcome.response?.statusCode == 200 && outcome.response?.value(forHTTPHeaderField: "X-Hop") == "new", "the old hop's head")
         #expect(outcome.calls == 1)
     }
 

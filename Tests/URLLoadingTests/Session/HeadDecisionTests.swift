@@ -14,10 +14,10 @@ import Transport
         return request
     }
 
-    static func decide(_ status: Int, _ headers: [(name: String, value: String)] = [], request: URLRequest = request(), hop: Int = 0, revalidating: Bool = false)
+    static func decide(_ status: Int, _ headers: [(name: String, value: String)] = [], request: URLRequest = request(), firstRequest: Bool = true, revalidating: Bool = false)
         -> HeadDecision
     {
-        HeadDecision.of(status: status, headers: headers, request: request, hop: hop, revalidating: revalidating)
+        HeadDecision.of(status: status, headers: headers, request: request, firstRequest: firstRequest, revalidating: revalidating)
     }
 
     @Test("The order of Apple's delegate calls: challenges, a revalidation's 304, a first request's 5xx, redirects, else the response")
@@ -25,7 +25,7 @@ import Transport
         #expect(Self.decide(401) == .challenge && Self.decide(407) == .challenge)
         #expect(Self.decide(304, revalidating: true) == .notModified)
         #expect(Self.decide(304) == .response, "a 304 to the caller's own conditional request is the response")
-        #expect(Self.decide(503) == .serverError && Self.decide(503, hop: 1) == .response)
+        #expect(Self.decide(503) == .serverError && Self.decide(503, firstRequest: false) == .response)
         #expect(Self.decide(200) == .response && Self.decide(404) == .response)
     }
 

@@ -4,7 +4,7 @@ import Transport
 @testable import URLLoading
 
 /// What a hop sent and saw, and the cache's part of a task, as the task's
-/// state machine keeps them: no socket, no session.
+/// state machine keeps them: no socket, no thread.
 @Suite struct TaskRecordsTests {
     typealias Machine = SessionTask.StateMachine
     static let head = ResponseHead(status: 302, httpVersion: "HTTP/1.1", headers: [("Location", "/next")])
@@ -21,30 +21,27 @@ import Transport
     func hopRecord() {
         var machine = Machine()
         _ = machine.resume()
-        _ = machine.proceed()
+        _ = machine.proceed(with: TaskStateMachineTests.first)
         let sent = Date(timeIntervalSince1970: 100), came = Date(timeIntervalSince1970: 101)
-        machine.planned(cookie: "a=1", credentialIdentity: "alice", hop: 0)
-        machine.handedOver(at: sent, viaProxy: true, hop: 0)
-        _ = machine.started(CurlMulti.TransferID(1), hop: 0)
-        _ = machine.head(Self.head, hop: 0, at: came)
+        machine.planned(cookie: "a=1", credentialIdentity: "alice")
+        machine.handedOver(at: sent, viaProxy: true)
+        _ = machine.started(CurlMulti.TransferID(1))
+        _ = machine.head(Self.head, at: came)
         #expect(
             machine.record
                 == Machine.HopRecord(startedAt: sent, viaProxy: true, head: Self.head, headDate: came, cookie: "a=1", credentialIdentity: "alice"))
         _ = machine.follow(.redirect, url: Self.url)
         #expect(machine.record == Machine.HopRecord(), "the redirect's hop starts with nothing of the first")
-        // Late events of the first hop change nothing of the second's record.
-        machine.planned(cookie: "stale=1", credentialIdentity: "mallory", hop: 0)
-        machine.handedOver(at: sent, viaProxy: true, hop: 0)
-        _ = machine.head(Self.final, hop: 0, at: came)
-        #expect(machine.record == Machine.HopRecord())
-        machine.planned(cookie: nil, credentialIdentity: nil, hop: 1)
-        machine.handedOver(at: came, viaProxy: false, hop: 1)
-        _ = machine.head(Self.final, hop: 1, at: came)
+        // The first hop's late events stop at the task's entries (`isCurrent`).
+        #expect(!machine.isCurrent(TaskStateMachineTests.first))
+        machine.planned(cookie: nil, credentialIdentity: nil)
+        machine.handedOver(at: came, viaProxy: false)
+        _ = machine.head(Self.final, at: came)
         #expect(machine.record.head == Self.final && machine.record.startedAt == came && !machine.record.viaProxy && machine.record.cookie == nil)
         _ = machine.allow()
-        _ = machine.transferCompleted(.success(TransferMetrics()), hop: 1)
+        _ = machine.transferCompleted(.success(TransferMetrics()))
         #expect(machine.record.head == Self.final, "the final hop's record outlives the end: the cache stores with it")
-        machine.planned(cookie: "after=1", credentialIdentity: nil, hop: 1)
+        machine.planned(cookie: "after=1", credentialIdentity: nil)
         #expect(machine.record.cookie == nil, "nothing is recorded once the task ended")
     }
 
@@ -52,14 +49,14 @@ import Transport
     func waitingKeepsRecord() {
         var machine = Machine()
         _ = machine.resume()
-        _ = machine.proceed()
-        machine.planned(cookie: "a=1", credentialIdentity: nil, hop: 0)
-        let waits = machine.wait(.otherRequest, hop: 0)
+        _ = machine.proceed(with: TaskStateMachineTests.first)
+        machine.planned(cookie: "a=1", credentialIdentity: nil)
+        let waits = machine.wait(.otherRequest)
         #expect(waits)
-        _ = machine.proceedHop(0)
+        _ = machine.proceedHop()
         #expect(machine.record.cookie == "a=1", "the same hop goes again with what it planned")
-        _ = machine.started(CurlMulti.TransferID(1), hop: 0)
-        _ = machine.head(ResponseHead(status: 401, httpVersion: "HTTP/1.1", headers: []), hop: 0)
+        _ = machine.started(CurlMulti.TransferID(1))
+        _ = machine.head(ResponseHead(status: 401, httpVersion: "HTTP/1.1", headers: []))
         _ = machine.follow(.authentication, url: Self.url)
         #expect(machine.record.cookie == nil && machine.record.head == nil)
     }
@@ -68,13 +65,13 @@ import Transport
     func cacheRecord() {
         var machine = Machine()
         _ = machine.resume()
-        _ = machine.proceed()
+        _ = machine.proceed(with: TaskStateMachineTests.first)
         let stale = Self.stored("old")
         machine.cacheConsulted(key: "k", status: "ours; fwd=stale", revalidating: stale, fallback: stale, requestTime: 42)
         #expect(machine.cache.key == "k" && machine.cache.status == "ours; fwd=stale" && machine.cache.requestTime == 42)
         #expect(machine.cache.revalidating?.body == Data("old".utf8) && machine.cache.fallback != nil)
-        _ = machine.started(CurlMulti.TransferID(1), hop: 0)
-        _ = machine.head(Self.head, hop: 0)
+        _ = machine.started(CurlMulti.TransferID(1))
+        _ = machine.head(Self.head)
         _ = machine.follow(.redirect, url: Self.url)
         #expect(machine.cache.key == "k" && machine.cache.fallback != nil, "a redirect keeps the first request's key")
         #expect(machine.cache.networkHeaders == nil, "no response from the network yet")

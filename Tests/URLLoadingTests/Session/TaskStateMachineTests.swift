@@ -4,9 +4,13 @@ import Transport
 @testable import URLLoading
 
 /// A task's state machine with events and actions only: no socket, no
-/// session, no thread.
+/// thread. Its hops hang on a task that is never resumed (a hop is the
+/// transport's observer for a task); which hop's events reach the machine is
+/// the task's entries' part (`EngineScriptTests`' late hop).
 @Suite struct TaskStateMachineTests {
     typealias Machine = SessionTask.StateMachine
+    /// The first hop of every machine here.
+    static let first = Hop(task: EngineHarness().task("/machine").0, index: 0)
     static let id = CurlMulti.TransferID(1)
     static let other = CurlMulti.TransferID(2)
     static let head = ResponseHead(status: 200, httpVersion: "HTTP/1.1", headers: [("Content-Length", "2")])
@@ -16,9 +20,9 @@ import Transport
     static func deciding() -> Machine {
         var machine = Machine()
         _ = machine.resume()
-        _ = machine.proceed()
-        _ = machine.started(id, hop: 0)
-        _ = machine.head(head, hop: 0)
+        _ = machine.proceed(with: Self.first)
+        _ = machine.started(id)
+        _ = machine.head(head)
         return machine
     }
 
@@ -27,9 +31,9 @@ import Transport
         var actions = Machine.Actions()
         #expect(actions.isEmpty && actions.count == 0)
         actions.append(.cancelTransfer(Self.id))
-        actions.append(.startTransfer(hop: 1))
-        #expect(Array(actions) == [.cancelTransfer(Self.id), .startTransfer(hop: 1)])
-        #expect(actions == [.cancelTransfer(Self.id), .startTransfer(hop: 1)] && actions != [.cancelTransfer(Self.id)])
+        actions.append(.startTransfer(Self.first))
+        #expect(Array(actions) == [.cancelTransfer(Self.id), .startTransfer(Self.first)])
+        #expect(actions == [.cancelTransfer(Self.id), .startTransfer(Self.first)] && actions != [.cancelTransfer(Self.id)])
         actions.append(.runInterceptors)
         #expect(actions.count == 2 && actions[0] == .cancelTransfer(Self.id))
         guard case .impossible(let what) = actions[1] else {
@@ -46,7 +50,7 @@ import Transport
         #expect(machine.resume(delayed: true) == [.awaitBeginDate])
         #expect(machine.phase == .delayed && !machine.isSuspended)
         #expect(machine.resume(delayed: true).isEmpty, "a second resume changes nothing")
-        #expect(machine.proceed().first.map { if case .impossible = $0 { true } else { false } } == true)
+        #expect(machine.proceed(with: Self.first).first.map { if case .impossible = $0 { true } else { false } } == true)
         #expect(machine.beginDelayed() == [.runInterceptors] && machine.phase == .intercepting)
         #expect(machine.beginDelayed().first.map { if case .impossible = $0 { true } else { false } } == true)
         var cancelled = Machine()
@@ -63,19 +67,19 @@ import Transport
         #expect(r1 == [.runInterceptors])
         let r2 = machine.resume()
         #expect(r2 == [])
-        let r3 = machine.proceed()
-        #expect(r3 == [.startTransfer(hop: 0)])
-        let r4 = machine.started(Self.id, hop: 0)
+        let r3 = machine.proceed(with: Self.first)
+        #expect(r3 == [.startTransfer(Self.first)])
+        let r4 = machine.started(Self.id)
         #expect(r4 == [])
-        let r5 = machine.chunk(hop: 0)
+        let r5 = machine.chunk()
         #expect(r5 == false, "no body before the head is decided")
-        let r6 = machine.head(Self.head, hop: 0)
-        #expect(r6 == [.decide(Self.head, hop: 0)])
+        let r6 = machine.head(Self.head)
+        #expect(r6 == [.decide(Self.head, Self.first)])
         let r7 = machine.allow()
         #expect(r7 == [.unpause(Self.id)], "the refused chunk is asked for again")
-        let r8 = machine.chunk(hop: 0)
+        let r8 = machine.chunk()
         #expect(r8)
-        let r9 = machine.transferCompleted(.success(TransferMetrics()), hop: 0)
+        let r9 = machine.transferCompleted(.success(TransferMetrics()))
         #expect(r9 == [.complete(.success(TransferMetrics()))])
         #expect(machine.isFinished)
     }
@@ -83,7 +87,7 @@ import Transport
     @Test("A transfer that ends while its head is decided completes when the decision comes")
     func completionWaitsForDecision() {
         var machine = Self.deciding()
-        let r10 = machine.transferCompleted(.success(TransferMetrics()), hop: 0)
+        let r10 = machine.transferCompleted(.success(TransferMetrics()))
         #expect(r10 == [])
         #expect(!machine.isFinished)
         let r11 = machine.allow()
@@ -104,68 +108,79 @@ import Transport
         #expect(r15 == [.cancelTransfer(Self.id), .complete(.failure(cancelled))])
         // Late events after the end change nothing and are not impossible.
         let r16 = deciding.allow()
-        let r17 = deciding.head(Self.head, hop: 0)
+        let r17 = deciding.head(Self.head)
         #expect(r16 == [] && r17 == [])
-        let r18 = deciding.transferCompleted(.failure(.cancelled), hop: 0)
+        let r18 = deciding.transferCompleted(.failure(.cancelled))
         #expect(r18 == [])
-        let r19 = deciding.started(Self.other, hop: 0)
+        let r19 = deciding.started(Self.other)
         #expect(r19 == [.cancelTransfer(Self.other)])
+        #expect(!deciding.isCurrent(Self.first) && deciding.hop == nil, "a finished task has no current hop (nor holds one)")
     }
 
-    @Test("Following a redirect or a challenge moves to the next hop; the old hop's events are dropped")
+    @Test("Following a redirect or a challenge moves to a new hop object after the old one; the old hop is no longer current")
     func follow() {
         var machine = Self.deciding()
         let r20 = machine.follow(.redirect, url: Self.url)
-        #expect(r20 == [.cancelTransfer(Self.id), .startTransfer(hop: 1)])
-        #expect(machine.hop == 1 && machine.redirects == 1)
-        let r21 = machine.head(Self.head, hop: 0)
-        #expect(r21 == [], "the old hop's head")
-        let r22 = machine.transferCompleted(.success(TransferMetrics()), hop: 0)
-        #expect(r22 == [])
-        let r23 = machine.chunk(hop: 0)
-        #expect(r23, "an old hop's bytes are consumed and dropped")
-        let r24 = machine.started(Self.other, hop: 1)
+        guard let second = machine.hop else {
+            Issue.record("no hop after a redirect")
+            return
+        }
+        #expect(r20 == [.cancelTransfer(Self.id), .startTransfer(second)])
+        #expect(second !== Self.first && second.index == 1 && second.task === Self.first.task && machine.redirects == 1)
+        #expect(!machine.isCurrent(Self.first) && machine.isCurrent(second), "the old hop's events stop at the task's entries")
+        #expect(machine.phase == .awaitingHead(Machine.Exchange()) && machine.record == Machine.HopRecord(), "nothing of the old hop is kept")
+        let r24 = machine.started(Self.other)
         #expect(r24 == [])
-        let r25 = machine.head(Self.head, hop: 1)
-        #expect(r25 == [.decide(Self.head, hop: 1)])
+        let r25 = machine.head(Self.head)
+        #expect(r25 == [.decide(Self.head, second)] && r25 != [.decide(Self.head, Self.first)])
         let r26 = machine.follow(.authentication, url: Self.url)
-        #expect(r26 == [.cancelTransfer(Self.other), .startTransfer(hop: 2)])
+        guard let third = machine.hop else {
+            Issue.record("no hop after a challenge")
+            return
+        }
+        #expect(r26 == [.cancelTransfer(Self.other), .startTransfer(third)] && third.index == 2 && third !== second)
         #expect(machine.redirects == 1, "a challenge is no redirect")
     }
 
-    @Test("A failed transfer sent again (a resumable upload's resumption) is a new hop: the old hop's events are dropped, the bound holds")
+    @Test("A failed transfer sent again (a resumable upload's resumption) is a new hop, the old one no longer current; the bound holds")
     func resend() {
         var machine = Machine()
         _ = machine.resume()
-        _ = machine.proceed()
-        _ = machine.started(Self.id, hop: 0)
-        #expect(machine.resend(after: 0, url: Self.url) == [.startTransfer(hop: 1)], "the failed transfer ended: nothing to cancel")
-        #expect(machine.hop == 1 && machine.redirects == 0 && machine.authentications == 0)
-        #expect(machine.transferCompleted(.failure(.cancelled), hop: 0) == [], "the old hop's end")
-        #expect(machine.resend(after: 0, url: Self.url) == [], "a second resend of the old hop")
-        _ = machine.started(Self.other, hop: 1)
-        #expect(machine.head(Self.head, hop: 1) == [.decide(Self.head, hop: 1)])
-        #expect(machine.follow(.resumption, url: Self.url) == [.cancelTransfer(Self.other), .startTransfer(hop: 2)])
+        _ = machine.proceed(with: Self.first)
+        _ = machine.started(Self.id)
+        let resent = machine.resend(url: Self.url)
+        guard let second = machine.hop else {
+            Issue.record("no hop after a resend")
+            return
+        }
+        #expect(resent == [.startTransfer(second)], "the failed transfer ended: nothing to cancel")
+        #expect(second.index == 1 && !machine.isCurrent(Self.first) && machine.redirects == 0 && machine.authentications == 0)
+        _ = machine.started(Self.other)
+        #expect(machine.head(Self.head) == [.decide(Self.head, second)])
+        let resumed = machine.follow(.resumption, url: Self.url)
+        #expect(machine.hop?.index == 2 && resumed == [.cancelTransfer(Self.other), .startTransfer(machine.hop ?? second)])
         #expect(machine.redirects == 0 && machine.authentications == 0, "a resumption counts as neither")
 
         var suspended = Machine()
-        guard case .impossible = suspended.resend(after: 0, url: Self.url).first else {
+        guard case .impossible = suspended.resend(url: Self.url).first else {
             Issue.record("a task never resumed was sent again")
             return
         }
         var bounded = Machine()
         _ = bounded.resume()
-        _ = bounded.proceed()
+        _ = bounded.proceed(with: Self.first)
         var last = Machine.Actions()
-        for hop in 0..<SessionTask.maximumHops {
-            last = bounded.resend(after: hop, url: Self.url)
+        var hops = 1
+        for _ in 0..<SessionTask.maximumHops {
+            last = bounded.resend(url: Self.url)
             if bounded.isFinished { break }
+            hops += 1
         }
         guard case .complete(.failure(let error)) = last.last else {
             Issue.record("resends are unbounded")
             return
         }
-        #expect(error.code == .networkConnectionLost && bounded.hop == SessionTask.maximumHops - 1)
+        #expect(error.code == .networkConnectionLost && hops == SessionTask.maximumHops)
     }
 
     @Test("The redirect limit and the one bound on all hops end the task with a clear error")
@@ -178,16 +193,18 @@ import Transport
         #expect(error.code == .httpTooManyRedirects && limited.isFinished)
         var machine = Self.deciding()
         var last = Machine.Actions()
-        for hop in 0..<SessionTask.maximumHops {
+        var hops = 1
+        for _ in 0..<SessionTask.maximumHops {
             last = machine.follow(.authentication, url: Self.url)
             if machine.isFinished { break }
-            _ = machine.head(Self.head, hop: hop + 1)
+            hops += 1
+            _ = machine.head(Self.head)
         }
         guard case .complete(.failure(let bound)) = last.last else {
             Issue.record("no bound")
             return
         }
-        #expect(bound.code == .userAuthenticationRequired && machine.hop == SessionTask.maximumHops - 1)
+        #expect(bound.code == .userAuthenticationRequired && hops == SessionTask.maximumHops)
     }
 
     @Test("Events out of their phase are reported as impossible and change nothing")
@@ -197,14 +214,14 @@ import Transport
             Issue.record("allow before anything was not reported")
             return
         }
-        guard case .impossible = machine.proceed().first else {
+        guard case .impossible = machine.proceed(with: Self.first).first else {
             Issue.record("proceed before resume was not reported")
             return
         }
         #expect(machine.phase == .suspended)
         var receiving = Self.deciding()
         _ = receiving.allow()
-        guard case .impossible = receiving.head(Self.head, hop: 0).first else {
+        guard case .impossible = receiving.head(Self.head).first else {
             Issue.record("a second head was not reported")
             return
         }
@@ -216,21 +233,22 @@ import Transport
         var machine = Self.deciding()
         _ = machine.allow()
         machine.suspend()
-        let r27 = machine.chunk(hop: 0)
+        let r27 = machine.chunk()
         #expect(r27 == false)
         let r28 = machine.resume()
         #expect(r28 == [.unpause(Self.id)])
         var waiting = Machine()
         _ = waiting.resume()
-        _ = waiting.proceed()
-        let r29 = waiting.retryForConnectivity(hop: 0)
+        _ = waiting.proceed(with: Self.first)
+        let r29 = waiting.retryForConnectivity()
         #expect(waiting.phase == .waiting(.connectivity))
-        let again = waiting.proceedHop(0)
-        #expect(again == [.startTransfer(hop: 0)])
-        let r30 = waiting.retryForConnectivity(hop: 0)
+        let again = waiting.proceedHop()
+        #expect(again == [.startTransfer(Self.first)])
+        let r30 = waiting.retryForConnectivity()
         #expect(r29 == 1 && r30 == 2)
-        let r31 = waiting.retryForConnectivity(hop: 1)
-        #expect(r31 == nil)
+        var deciding = Self.deciding()
+        let r31 = deciding.retryForConnectivity()
+        #expect(r31 == nil && deciding.phase == .deciding(Machine.Exchange(transfer: Self.id)), "a hop whose head came waits for nothing")
     }
 
     @Test("x-mixed-replace: the task completes only after every part's decision")
@@ -238,7 +256,7 @@ import Transport
         var machine = Self.deciding()
         _ = machine.allow()
         machine.partDecisionOpened()
-        let r32 = machine.transferCompleted(.success(TransferMetrics()), hop: 0)
+        let r32 = machine.transferCompleted(.success(TransferMetrics()))
         #expect(r32 == [])
         let r33 = machine.partDecisionClosed()
         #expect(r33 == [.complete(.success(TransferMetrics()))])
@@ -249,25 +267,23 @@ import Transport
         for reason in [Machine.Wait.bodyStream, .serverTrust, .clientCertificate, .otherRequest] {
             var machine = Machine()
             _ = machine.resume()
-            _ = machine.proceed()
-            let waits = machine.wait(reason, hop: 0)
+            _ = machine.proceed(with: Self.first)
+            let waits = machine.wait(reason)
             #expect(waits && machine.phase == .waiting(reason))
-            let again = machine.wait(reason, hop: 0)
+            let again = machine.wait(reason)
             #expect(again == false, "already waiting")
-            let stale = machine.proceedHop(1)
-            #expect(stale == [], "another hop's answer")
-            let go = machine.proceedHop(0)
-            #expect(go == [.startTransfer(hop: 0)])
-            guard case .impossible = machine.proceedHop(0).first else {
+            let go = machine.proceedHop()
+            #expect(go == [.startTransfer(Self.first)])
+            guard case .impossible = machine.proceedHop().first else {
                 Issue.record("a second answer to one wait was not reported")
                 return
             }
             var cancelled = Machine()
             _ = cancelled.resume()
-            _ = cancelled.proceed()
-            _ = cancelled.wait(reason, hop: 0)
+            _ = cancelled.proceed(with: Self.first)
+            _ = cancelled.wait(reason)
             _ = cancelled.cancel()
-            let late = cancelled.proceedHop(0)
+            let late = cancelled.proceedHop()
             #expect(late == [] && cancelled.outcome == .cancelled, "the answer after a cancel starts nothing")
         }
     }
@@ -276,7 +292,7 @@ import Transport
     func outcomes() {
         var succeeded = Self.deciding()
         _ = succeeded.allow()
-        _ = succeeded.transferCompleted(.success(TransferMetrics()), hop: 0)
+        _ = succeeded.transferCompleted(.success(TransferMetrics()))
         #expect(succeeded.outcome == .succeeded)
         var failed = Self.deciding()
         _ = failed.fail(SessionError(.badServerResponse, failingURL: nil, message: "x"))
@@ -302,26 +318,26 @@ import Transport
     func counts() {
         var machine = Self.deciding()
         _ = machine.follow(.authentication, url: Self.url)
-        _ = machine.head(Self.head, hop: 1)
+        _ = machine.head(Self.head)
         _ = machine.follow(.redirect, url: Self.url)
-        _ = machine.head(Self.head, hop: 2)
+        _ = machine.head(Self.head)
         _ = machine.follow(.authentication, url: Self.url)
-        #expect(machine.redirects == 1 && machine.authentications == 2 && machine.hop == 3)
+        #expect(machine.redirects == 1 && machine.authentications == 2 && machine.hop?.index == 3)
     }
 
     @Test("The transfer's id may come back after its head and first chunk: it is kept, and the refused chunk asked for again")
     func idAfterHead() {
         var machine = Machine()
         _ = machine.resume()
-        _ = machine.proceed()
-        let head = machine.head(Self.head, hop: 0)
-        #expect(head == [.decide(Self.head, hop: 0)], "the head came before the id")
-        let early = machine.chunk(hop: 0)
+        _ = machine.proceed(with: Self.first)
+        let head = machine.head(Self.head)
+        #expect(head == [.decide(Self.head, Self.first)], "the head came before the id")
+        let early = machine.chunk()
         #expect(early == false)
         _ = machine.allow()
-        let started = machine.started(Self.id, hop: 0)
+        let started = machine.started(Self.id)
         #expect(started == [.unpause(Self.id)], "the live transfer is kept, never cancelled")
-        let second = machine.started(Self.other, hop: 0)
+        let second = machine.started(Self.other)
         #expect(second == [.cancelTransfer(Self.other)], "a second id for one hop is a stray transfer")
     }
 }

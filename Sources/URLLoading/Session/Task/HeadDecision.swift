@@ -28,10 +28,10 @@ enum HeadDecision: Equatable {
     /// The task's response.
     case response
 
-    static func of(status: Int, headers: [(name: String, value: String)], request: URLRequest, hop: Int, revalidating: Bool) -> HeadDecision {
+    static func of(status: Int, headers: [(name: String, value: String)], request: URLRequest, firstRequest: Bool, revalidating: Bool) -> HeadDecision {
         if status == 401 || status == 407 { return .challenge }
         if status == 304, revalidating { return .notModified }
-        if status >= 500, hop == 0 { return .serverError }
+        if status >= 500, firstRequest { return .serverError }
         if let next = SessionTask.redirectRequest(from: request, status: status, headers: headers) { return .redirect(next) }
         return .response
     }

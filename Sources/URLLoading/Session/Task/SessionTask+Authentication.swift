@@ -210,10 +210,7 @@ extension SessionTask {
     private func retry(with authorization: SentAuthorization, url: URL) {
         perform(
             locked.withLock { inner in
-                if inner.transactions.count == inner.machine.hop {
-                    let transaction = Self.transaction(&inner, metrics: nil)
-                    inner.transactions.append(transaction)
-                }
+                Self.recordCutShort(&inner)
                 inner.authentication.queue(authorization)
                 return inner.machine.follow(.authentication, url: url)
             })

@@ -18,8 +18,8 @@ extension SessionTask {
 
     /// The transport asks, right after the head, whether the rest may come:
     /// not before the task decided (the delegate may want the connection).
-    func mayProceedPastHead(hop: Int) -> Bool {
-        locked.withLock { $0.machine.chunk(hop: hop) }
+    func mayProceedPastHead(of hop: Hop) -> Bool {
+        locked.withLock { !$0.machine.isCurrent(hop) || $0.machine.chunk() }
     }
 
     /// The delegate answered `.becomeStream`: the connection, from right

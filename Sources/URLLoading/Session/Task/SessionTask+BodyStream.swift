@@ -58,8 +58,8 @@ extension SessionTask {
     /// at hand yet: then the delegate is asked, and the transfer starts
     /// (again, through `startTransfer`) once it answered. Returns true when
     /// the caller must stop here.
-    func awaitsBodyStream(hop: Int, request: URLRequest, session: Session) -> Bool {
-        guard sendsStreamedBody(hop: hop, request: request) else { return false }
+    func awaitsBodyStream(_ hop: Hop, request: URLRequest, session: Session) -> Bool {
+        guard sendsStreamedBody(hop, request: request) else { return false }
         let missing = locked.withLock { inner -> StreamedBody.Remake? in
             guard let streamed = inner.streamedBody, streamed.next == nil else { return nil }
             return streamed.remake
@@ -73,7 +73,7 @@ extension SessionTask {
         case .once?:
             perform(
                 locked.withLock { inner in
-                    guard hop == inner.machine.hop else { return [] }
+                    guard inner.machine.isCurrent(hop) else { return [] }
                     return inner.machine.fail(
                         SessionError(
                             .requestBodyStreamExhausted, failingURL: request.url,
@@ -82,7 +82,8 @@ extension SessionTask {
             return true
         case .delegate?: break
         }
-        guard let from = locked.withLock({ $0.machine.wait(.bodyStream, hop: hop) ? $0.streamedBody?.from ?? 0 : nil }) else { return true }
+        guard let from = locked.withLock({ $0.machine.isCurrent(hop) && $0.machine.wait(.bodyStream) ? $0.streamedBody?.from ?? 0 : nil })
+        else { return true }
         events.enqueue { [self] in
             var owned: OwnedInputStream?? = nil
             var skip: Int64 = 0
@@ -102,7 +103,7 @@ extension SessionTask {
             guard let stream else {
                 self.perform(
                     self.locked.withLock { inner in
-                        guard hop == inner.machine.hop else { return [] }
+                        guard inner.machine.isCurrent(hop) else { return [] }
                         return inner.machine.fail(
                             SessionError(
                                 .requestBodyStreamExhausted, failingURL: request.url,
@@ -112,10 +113,10 @@ extension SessionTask {
             }
             self.perform(
                 self.locked.withLock { inner in
-                    guard hop == inner.machine.hop, !inner.machine.isFinished else { return [] }
+                    guard inner.machine.isCurrent(hop) else { return [] }
                     inner.streamedBody?.next = .stream(OwnedInputStream(stream: stream))
                     inner.streamedBody?.skip = skip
-                    return inner.machine.proceedHop(hop)
+                    return inner.machine.proceedHop()
                 })
         }
         return true
@@ -123,14 +124,14 @@ extension SessionTask {
 
     /// Whether this hop sends the task's body: the first, and any that
     /// keeps a method with a body.
-    func sendsBody(hop: Int, request: URLRequest) -> Bool {
-        hop == 0 || request.httpMethod != "GET"
+    func sendsBody(_ hop: Hop, request: URLRequest) -> Bool {
+        hop.isFirst || request.httpMethod != "GET"
     }
 
     /// Whether this hop sends a streamed body: as `sendsBody`, never for a
     /// resumable upload's `HEAD` (whose other bodies are `.none` already).
-    func sendsStreamedBody(hop: Int, request: URLRequest) -> Bool {
-        sendsBody(hop: hop, request: request) && request.httpMethod != "HEAD"
+    func sendsStreamedBody(_ hop: Hop, request: URLRequest) -> Bool {
+        sendsBody(hop, request: request) && request.httpMethod != "HEAD"
     }
 
     /// Takes the stream at hand and starts reading it into a pipe the

@@ -3,7 +3,7 @@ extension SessionTask {
     /// the response meanwhile, died, or nobody held it): the hop starts
     /// again from the cache's lookup, without waiting in this process again.
     /// A claim granted after the task ended is let go at once.
-    func fleetClaimGranted(_ claim: any FleetClaim) {
+    func fleetClaimGranted(_ claim: any FleetClaim, for hop: Hop) {
         let adopted = locked.withLock { inner -> Bool in
             guard !inner.fleetClaimEnded else { return false }
             inner.fleetClaim = claim
@@ -15,8 +15,9 @@ extension SessionTask {
         }
         perform(
             locked.withLock { inner in
+                guard inner.machine.isCurrent(hop) else { return [] }
                 inner.machine.markCoalesced()
-                return inner.machine.proceedHop(0)
+                return inner.machine.proceedHop()
             })
     }
 

@@ -34,6 +34,15 @@ extension SessionTask {
         return transaction
     }
 
+    /// Records the current hop's exchange before its transfer ends (a
+    /// redirect followed, a challenge answered, a 304 served, an upload
+    /// resumed): the task may move on, or end, first. Once per hop, in its
+    /// slot (`Hop.index`); `fillCutShort` adds the transport's figures.
+    static func recordCutShort(_ inner: inout Inner) {
+        guard let hop = inner.machine.hop, inner.transactions.count == hop.index else { return }
+        inner.transactions.append(transaction(&inner, metrics: nil))
+    }
+
     /// An answer from the response cache: no network phase at all.
     static func cacheTransaction(_ request: URLRequest, response: HTTPURLResponse, cacheStatus: String) -> TaskTransactionMetrics {
         let now = Date()

@@ -16,11 +16,11 @@ extension SessionTask {
     /// response, and what it loads is stored by the usual rules, within the
     /// storage policy it gives.
     func startThroughProtocolClass(
-        _ protocolClass: URLProtocol.Type, transfers: ProtocolClassTransfers, request: URLRequest, hop: Int, usesCache: Bool, session: Session
+        _ protocolClass: URLProtocol.Type, transfers: ProtocolClassTransfers, request: URLRequest, hop: Hop, usesCache: Bool, session: Session
     ) {
         let canonical = protocolClass.canonicalRequest(for: request)
         var loaded = canonical
-        if sendsBody(hop: hop, request: request) {
+        if sendsBody(hop, request: request) {
             switch body {
             case .data(let data): loaded.httpBody = data
             case .file(let path, _, _): loaded.httpBodyStream = InputStream(fileAtPath: path)
@@ -31,10 +31,10 @@ extension SessionTask {
         if let cookie { loaded.setValue(cookie, forHTTPHeaderField: "Cookie") }
         locked.withLock { inner in
             inner.currentRequest = canonical
-            inner.machine.planned(cookie: cookie, credentialIdentity: nil, hop: hop)
+            if inner.machine.isCurrent(hop) { inner.machine.planned(cookie: cookie, credentialIdentity: nil) }
         }
         var cached: CachedURLResponse?
-        if hop == 0, usesCache, let cache = session.urlCache, (loaded.httpMethod ?? "GET") == "GET", let url = loaded.url,
+        if hop.isFirst, usesCache, let cache = session.urlCache, (loaded.httpMethod ?? "GET") == "GET", let url = loaded.url,
             let key = CachePolicy.primaryKey(url)
         {
             let now = Date().timeIntervalSince1970
@@ -46,11 +46,12 @@ extension SessionTask {
         }
         let startedAt = Date()
         let loading = ProtocolClassTransfers.Loading(protocolClass: protocolClass, request: loaded, cachedResponse: cached)
-        let id = transfers.start(loading, observer: HopObserver(task: self, hop: hop))
+        let id = transfers.start(loading, observer: hop)
         perform(
             locked.withLock { inner in
-                inner.machine.handedOver(at: startedAt, viaProxy: false, hop: hop)
-                return inner.machine.started(id, hop: hop)
+                guard inner.machine.isCurrent(hop) else { return StateMachine.Actions(.cancelTransfer(id)) }
+                inner.machine.handedOver(at: startedAt, viaProxy: false)
+                return inner.machine.started(id)
             })
     }
 

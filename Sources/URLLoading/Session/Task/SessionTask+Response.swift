@@ -32,11 +32,11 @@ extension SessionTask {
     ///
     /// - Parameter touchesStores: `decisionTouchesStores`, when the caller
     ///   learned it already.
-    func decideOnHead(_ head: ResponseHead, hop: Int, _ inputs: DecisionInputs, touchesStores: Bool? = nil) {
+    func decideOnHead(_ head: ResponseHead, of hop: Hop, _ inputs: DecisionInputs, touchesStores: Bool? = nil) {
         if touchesStores ?? decisionTouchesStores(head, inputs) {
-            events.enqueueSync { [self] in self.decide(head, hop: hop, inputs) }
+            events.enqueueSync { [self] in self.decide(head, of: hop, inputs) }
         } else {
-            decide(head, hop: hop, inputs)
+            decide(head, of: hop, inputs)
         }
     }
 
@@ -52,12 +52,12 @@ extension SessionTask {
     /// Carries out what a hop's head asks (`HeadDecision`, in that order):
     /// cookies kept and credentials remembered first, then a challenge, a
     /// revalidation's 304, stale-if-error, a redirect, else the response.
-    func decide(_ head: ResponseHead, hop: Int, _ inputs: DecisionInputs) {
+    func decide(_ head: ResponseHead, of hop: Hop, _ inputs: DecisionInputs) {
         let (session, request, revalidating, worked) = (inputs.session, inputs.request, inputs.revalidating, inputs.worked)
         guard let session, let request, let url = request.url else { return }
         RequestCookies.store(from: head, url: url, request: request, session: session)
         if let worked { Self.remember(worked, session: session) }
-        let decision = HeadDecision.of(status: head.status, headers: head.headers, request: request, hop: hop, revalidating: revalidating != nil)
+        let decision = HeadDecision.of(status: head.status, headers: head.headers, request: request, firstRequest: hop.isFirst, revalidating: revalidating != nil)
         if decision == .challenge, handleChallenge(head, url: url, request: request, session: session) { return }
         if revalidating != nil { session.urlCache?.count(head.status == 304 ? "revalidations-not-modified" : "revalidations-replaced") }
         switch decision {
@@ -90,7 +90,7 @@ extension SessionTask {
         respondWithoutNetwork(response, body: ServedBody(served)) { inner in
             // The 304's exchange, recorded now: its transfer may end after the
             // task does, and the task's metrics must list it all the same.
-            if inner.transactions.count == inner.machine.hop { inner.transactions.append(Self.transaction(&inner, metrics: nil)) }
+            Self.recordCutShort(&inner)
         }
         return true
     }
@@ -111,10 +111,7 @@ extension SessionTask {
             self.perform(
                 self.locked.withLock { inner in
                     // The redirect's own transfer may be cut short: record its exchange now.
-                    if inner.transactions.count == inner.machine.hop {
-                        let transaction = Self.transaction(&inner, metrics: nil)
-                        inner.transactions.append(transaction)
-                    }
+                    Self.recordCutShort(&inner)
                     inner.currentRequest = chosen
                     return inner.machine.follow(.redirect, url: url, maximumRedirects: maximum)
                 })

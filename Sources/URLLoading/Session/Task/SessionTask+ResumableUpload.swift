@@ -87,20 +87,20 @@ extension SessionTask {
     /// The transfer of an upload hop ended without a final head (a reset,
     /// a timeout before the deadline): the upload goes on from what the
     /// server has, when a `104` named where. False when it cannot.
-    func resumeUpload(after error: TransferError, hop: Int) -> Bool {
+    func resumeUpload(after error: TransferError, of hop: Hop) -> Bool {
         switch error.failure {
         case .connectionLost, .timedOut: break
         default: return false
         }
         let actions = locked.withLock { inner -> StateMachine.Actions? in
-            guard hop == inner.machine.hop, !inner.machine.isFinished, inner.machine.record.head == nil, var upload = inner.resumableUpload,
+            guard inner.machine.isCurrent(hop), inner.machine.record.head == nil, var upload = inner.resumableUpload,
                 inner.deadline.map({ $0.timeIntervalSinceNow > 0 }) ?? true
             else { return nil }
             guard case .send(let request) = upload.failed() else { return nil }
             inner.resumableUpload = upload
-            if inner.transactions.count == hop { inner.transactions.append(Self.transaction(&inner, metrics: nil)) }
+            Self.recordCutShort(&inner)
             prepareResumption(request, &inner)
-            return inner.machine.resend(after: hop, url: inner.currentRequest?.url)
+            return inner.machine.resend(url: inner.currentRequest?.url)
         }
         guard let actions else { return false }
         perform(actions)
@@ -119,7 +119,7 @@ extension SessionTask {
             return nil
         case .send(let request):
             // This exchange ends here: recorded now, its figures filled when its transfer ends.
-            if inner.transactions.count == inner.machine.hop { inner.transactions.append(Self.transaction(&inner, metrics: nil)) }
+            Self.recordCutShort(&inner)
             prepareResumption(request, &inner)
             return inner.machine.follow(.resumption, url: inner.currentRequest?.url)
         case .fail(let reason):

@@ -32,7 +32,7 @@ extension SessionTask {
 
     /// Applies the session's trust decision for the hop's host, or starts
     /// the probe that leads to one; returns true when the hop waits for it.
-    func prepareServerTrust(_ transfer: inout TransferRequest, url: URL, hop: Int, session: Session) -> Bool {
+    func prepareServerTrust(_ transfer: inout TransferRequest, url: URL, hop: Hop, session: Session) -> Bool {
         guard url.scheme?.lowercased() == "https", let host = url.host?.lowercased(),
             (session.delegate?.evaluatesServerTrust ?? false) || (delegate?.evaluatesServerTrust ?? false)
         else { return false }
@@ -46,7 +46,7 @@ extension SessionTask {
             return false
         case nil:
             if locked.withLock({ $0.trust.skipsProbe }) { return false }
-            guard locked.withLock({ $0.machine.wait(.serverTrust, hop: hop) }) else { return true }
+            guard locked.withLock({ $0.machine.isCurrent(hop) && $0.machine.wait(.serverTrust) }) else { return true }
             probe(transfer, verifying: true, host: host, port: port, url: url, hop: hop, session: session)
             return true
         }
@@ -55,7 +55,7 @@ extension SessionTask {
     /// Connects without sending anything and collects the chain: first
     /// verifying (success means the roots trust the server, name included),
     /// then, if verification failed, without verifying, to show the chain.
-    private func probe(_ transfer: TransferRequest, verifying: Bool, host: String, port: Int, url: URL, hop: Int, session: Session) {
+    private func probe(_ transfer: TransferRequest, verifying: Bool, host: String, port: Int, url: URL, hop: Hop, session: Session) {
         var probe = TransferRequest(url: transfer.url, method: "GET")
         probe.connectOnly = true
         probe.tls = transfer.tls
@@ -79,15 +79,16 @@ extension SessionTask {
     }
 
     private func trustProbeCompleted(
-        _ result: Result<TransferMetrics, TransferError>, trusted: Bool, host: String, port: Int, url: URL, hop: Int, session: Session
+        _ result: Result<TransferMetrics, TransferError>, trusted: Bool, host: String, port: Int, url: URL, hop: Hop, session: Session
     ) {
-        guard !locked.withLock({ $0.machine.isFinished || $0.machine.hop != hop }) else { return }
+        guard locked.withLock({ $0.machine.isCurrent(hop) }) else { return }
         guard case .success(let metrics) = result, !metrics.certificateChain.isEmpty else {
             // The real transfer reports the failure (cannot connect, handshake) as it is.
             perform(
                 locked.withLock { inner in
+                    guard inner.machine.isCurrent(hop) else { return [] }
                     inner.trust.probeFailed()
-                    return inner.machine.proceedHop(hop)
+                    return inner.machine.proceedHop()
                 })
             return
         }
@@ -121,7 +122,7 @@ extension SessionTask {
                     })
                 return
             }
-            self.perform(self.locked.withLock { $0.machine.proceedHop(hop) })
+            self.perform(self.locked.withLock { $0.machine.isCurrent(hop) ? $0.machine.proceedHop() : [] })
         }
     }
 
@@ -143,11 +144,11 @@ extension SessionTask {
 
     /// A client-certificate challenge after such a failure; returns whether
     /// the hop is being answered (it is sent again, or the task fails).
-    func handleClientCertificateRequest(after error: TransferError, hop: Int) -> Bool {
+    func handleClientCertificateRequest(after error: TransferError, of hop: Hop) -> Bool {
         guard let session, let url = currentRequest?.url, url.scheme?.lowercased() == "https", let host = url.host,
             Self.asksForClientCertificate(error),
             locked.withLock({ inner in
-                guard inner.trust.mayAskForClientCertificate, inner.machine.wait(.clientCertificate, hop: hop) else { return false }
+                guard inner.trust.mayAskForClientCertificate, inner.machine.isCurrent(hop), inner.machine.wait(.clientCertificate) else { return false }
                 inner.trust.askedForClientCertificate()
                 return true
             })
@@ -183,8 +184,9 @@ extension SessionTask {
             if credential.persistence != .none { session.credentialStore?.set(credential, for: space) }
             self.perform(
                 self.locked.withLock { inner in
+                    guard inner.machine.isCurrent(hop) else { return [] }
                     inner.trust.use(credential)
-                    return inner.machine.proceedHop(hop)
+                    return inner.machine.proceedHop()
                 })
         }
         return true

@@ -53,9 +53,10 @@ extension SessionTask {
         }
         guard !interceptors.isEmpty else {
             // The hop's start reads the task in the same turn of the lock.
-            let (actions, inputs) = locked.withLock { inner in (inner.machine.proceed(), HopInputs(&inner, hop: inner.machine.hop)) }
+            let first = Hop(task: self, index: 0)
+            let (actions, inputs) = locked.withLock { inner in (inner.machine.proceed(with: first), HopInputs(&inner, hop: first)) }
             for action in actions {
-                if case .startTransfer(let hop) = action { startTransfer(hop: hop, inputs) } else { perform(StateMachine.Actions(action)) }
+                if case .startTransfer(let hop) = action { startTransfer(hop, inputs) } else { perform(StateMachine.Actions(action)) }
             }
             return
         }
@@ -73,10 +74,11 @@ extension SessionTask {
                     return
                 }
             }
+            let first = Hop(task: self, index: 0)
             self.perform(
                 self.locked.withLock { inner in
                     inner.currentRequest = request
-                    return inner.machine.proceed()
+                    return inner.machine.proceed(with: first)
                 })
         }
     }
@@ -273,10 +275,10 @@ extension SessionTask {
         /// The fields a resumable upload announces itself with.
         let resumableFields: [(name: String, value: String)]?
 
-        init(_ inner: inout Inner, hop: Int) {
+        init(_ inner: inout Inner, hop: Hop) {
             hopBody = inner.hopBody
             resumableFields = SessionTask.resumableFields(&inner)
-            pendingAuthorization = inner.authentication.beginHop(hop)
+            pendingAuthorization = inner.authentication.beginHop(at: hop.index)
             session = inner.session
             request = inner.currentRequest
             deadline = inner.deadline
@@ -288,10 +290,10 @@ extension SessionTask {
         }
     }
 
-    func startTransfer(hop: Int, _ known: HopInputs? = nil) {
+    func startTransfer(_ hop: Hop, _ known: HopInputs? = nil) {
         let inputs = known ?? locked.withLock { HopInputs(&$0, hop: hop) }
         guard let session = inputs.session, let request = inputs.request else { return }
-        if hop == 0, let url = request.url, url.scheme?.lowercased() == "data" {
+        if hop.isFirst, let url = request.url, url.scheme?.lowercased() == "data" {
             // On the task's context: a download writes its file, never inside resume().
             events.enqueueSync { [self] in answer(DataURL.parse(url.absoluteString), url: url) }
             return
@@ -303,7 +305,7 @@ extension SessionTask {
         // Refusals first (scheme, CR/LF, the deadline), then what the stores give, then the plan's completion.
         let hopBody = inputs.hopBody ?? body
         let base = HopPlan.base(
-            request, body: sendsBody(hop: hop, request: request) ? hopBody : .none, settings: session.settings, deadline: inputs.deadline, now: Date())
+            request, body: sendsBody(hop, request: request) ? hopBody : .none, settings: session.settings, deadline: inputs.deadline, now: Date())
         guard case .success(var transfer) = base, let url = request.url else {
             if case .failure(let refusal) = base { perform(locked.withLock { $0.machine.fail(refusal) }) }
             return
@@ -311,7 +313,7 @@ extension SessionTask {
         for field in inputs.resumableFields ?? [] where !transfer.headers.contains(where: { HeaderFields.namesEqual($0.name, field.name) }) {
             transfer.headers.append(field)
         }
-        if inputs.streamed == false, awaitsBodyStream(hop: hop, request: request, session: session) { return }
+        if inputs.streamed == false, awaitsBodyStream(hop, request: request, session: session) { return }
         let cookie = RequestCookies.header(for: request, headers: transfer.headers, session: session)
         let (authorization, sent) = authorizationFields(for: request, headers: transfer.headers, pending: inputs.pendingAuthorization, session: session)
         // Recorded (for the cache's keys) before the transfer starts, below.
@@ -319,7 +321,7 @@ extension SessionTask {
         var validators: [(name: String, value: String)] = []
         // Whether the cache's consultation recorded what the hop sends.
         var planRecorded = false
-        if hop == 0, inputs.usesCache, let cache = session.urlCache, (request.httpMethod ?? "GET") == "GET",
+        if hop.isFirst, inputs.usesCache, let cache = session.urlCache, (request.httpMethod ?? "GET") == "GET",
             let key = CachePolicy.primaryKey(url)
         {
             let now = Date().timeIntervalSince1970
@@ -349,7 +351,7 @@ extension SessionTask {
             case .network(let revalidating, let status):
                 // Identical GETs wait for the one in flight and read its stored result.
                 let consulted: (inout StateMachine) -> Void = {
-                    $0.planned(cookie: cookie, credentialIdentity: credentials, hop: hop)
+                    $0.planned(cookie: cookie, credentialIdentity: credentials)
                     $0.cacheConsulted(
                         key: key, status: showStatus ? status : nil, revalidating: revalidating,
                         fallback: policy == .useProtocolCachePolicy ? stored : nil, requestTime: now)
@@ -357,28 +359,30 @@ extension SessionTask {
                 if revalidating == nil, policy == .useProtocolCachePolicy {
                     // Waits unless it waited once already (or must never wait behind itself).
                     let waiting = locked.withLock { inner -> Bool? in
-                        inner.machine.cache.coalesced ? false : (inner.machine.wait(.otherRequest, hop: 0) ? true : nil)
+                        guard inner.machine.isCurrent(hop) else { return nil }
+                        return inner.machine.cache.coalesced ? false : (inner.machine.wait(.otherRequest) ? true : nil)
                     }
                     guard let waiting else { return }
                     if waiting {
                         let waits = session.joinInFlight(key: key) { [self] in
                             self.perform(
                                 self.locked.withLock { inner in
+                                    guard inner.machine.isCurrent(hop) else { return [] }
                                     inner.machine.markCoalesced()
-                                    return inner.machine.proceedHop(0)
+                                    return inner.machine.proceedHop()
                                 })
                         }
                         if waits { return }
                         let fleet = cache.fleet
                         locked.withLock { inner in
                             inner.machine.leadInFlight(key)
-                            guard fleet == nil else { return }
-                            _ = inner.machine.proceedHop(0)  // leads: goes on at once
+                            guard fleet == nil, inner.machine.isCurrent(hop) else { return }
+                            _ = inner.machine.proceedHop()  // leads: goes on at once
                             consulted(&inner.machine)
                         }
                         if let fleet {
                             // Leads in this process; across a fleet it first claims the key, then looks again.
-                            fleet.claim(key: key) { [self] claim in self.fleetClaimGranted(claim) }
+                            fleet.claim(key: key) { [self] claim in self.fleetClaimGranted(claim, for: hop) }
                             return
                         }
                     } else {
@@ -406,21 +410,23 @@ extension SessionTask {
             return
         }
         if prepareServerTrust(&transfer, url: url, hop: hop, session: session) { return }
-        if inputs.streamed != nil, sendsStreamedBody(hop: hop, request: request), let stream = takeBodyStream() { transfer.body = stream }
+        if inputs.streamed != nil, sendsStreamedBody(hop, request: request), let stream = takeBodyStream() { transfer.body = stream }
         let (startedAt, viaProxy) = (Date(), transfer.proxy != nil)
         let executor: any TransferExecutor = runsOnOwnConnection(transfer, kind: inputs.kind, taskDelegate: inputs.taskDelegate, session: session) ? session.ownedTransfers : transport
         // The cache keys its entry by what the hop sent: recorded before the
         // transfer starts (its end may come before the hand-over's turn),
         // with the cache's consultation when there was one.
         if session.urlCache != nil, !planRecorded {
-            locked.withLock { $0.machine.planned(cookie: cookie, credentialIdentity: credentials, hop: hop) }
+            locked.withLock { if $0.machine.isCurrent(hop) { $0.machine.planned(cookie: cookie, credentialIdentity: credentials) } }
         }
         trace?.inject(into: &transfer.headers)
-        let id = executor.start(transfer, observer: HopObserver(task: self, hop: hop))
+        let id = executor.start(transfer, observer: hop)
         perform(
             locked.withLock { inner in
-                inner.machine.handedOver(at: startedAt, viaProxy: viaProxy, hop: hop)
-                return inner.machine.started(id, hop: hop)
+                // A hop the task moved past (it was cancelled meanwhile) gives its transfer up.
+                guard inner.machine.isCurrent(hop) else { return StateMachine.Actions(.cancelTransfer(id)) }
+                inner.machine.handedOver(at: startedAt, viaProxy: viaProxy)
+                return inner.machine.started(id)
             })
     }
 }

@@ -15,10 +15,10 @@ extension SessionTask {
     /// A 1xx head: to the delegate on the task's context, before the final
     /// response's calls (they are queued after it). swift-http-types' form
     /// first; Foundation's is built only for a delegate without that one.
-    func receivedInterim(_ head: ResponseHead, hop: Int) {
+    func receivedInterim(_ head: ResponseHead, from hop: Hop) {
         // A resumable upload's 104 names where it goes on (on the request's origin only).
         let (url, ignored) = locked.withLock { inner -> (URL?, Bool) in
-            guard hop == inner.machine.hop, !inner.machine.isFinished, let url = inner.currentRequest?.url else { return (nil, false) }
+            guard inner.machine.isCurrent(hop), let url = inner.currentRequest?.url else { return (nil, false) }
             let location = head.headers.first { HeaderFields.namesEqual($0.name, "Location") }?.value
             let refused = inner.resumableUpload?.informational(status: head.status, location: location, requestURL: url)
             return (url, refused != nil)
@@ -38,8 +38,8 @@ extension SessionTask {
 
     /// A chunked body's trailer fields: to the delegate on the task's
     /// context, after the body's chunks and before the end.
-    func receivedTrailers(_ fields: [(name: String, value: String)], hop: Int) {
-        guard hasDelegate, let session, locked.withLock({ hop == $0.machine.hop && !$0.machine.isFinished }) else { return }
+    func receivedTrailers(_ fields: [(name: String, value: String)], from hop: Hop) {
+        guard hasDelegate, let session, locked.withLock({ $0.machine.isCurrent(hop) }) else { return }
         var trailers = HTTPFields()
         for field in fields {
             guard let name = HTTPField.Name(field.name) else { continue }
@@ -51,19 +51,21 @@ extension SessionTask {
         }
     }
 
-    func received(_ head: ResponseHead, hop: Int) {
+    func received(_ head: ResponseHead, from hop: Hop) {
         // The decision reads the task in the head's turn of the lock; a
         // plain response that writes to no store is accepted in it too.
         let (actions, inputs, touchesStores, accepted) = locked.withLock {
             inner -> (StateMachine.Actions, DecisionInputs?, Bool, (url: URL, session: Session, kind: Kind, published: Published?)?) in
-            let actions = inner.machine.head(head, hop: hop, at: Date())
+            guard inner.machine.isCurrent(hop) else { return ([], nil, false, nil) }
+            let actions = inner.machine.head(head, at: Date())
             guard actions.contains(where: { if case .decide = $0 { true } else { false } }) else { return (actions, nil, false, nil) }
             if inner.resumableUpload != nil, let next = resumableStep(&inner, head) { return (next, nil, false, nil) }
             let inputs = DecisionInputs(&inner, status: head.status)
             let touchesStores = decisionTouchesStores(head, inputs)
             guard !touchesStores, inputs.revalidating == nil, let session = inputs.session,
                 let request = inputs.request, let url = request.url,
-                HeadDecision.of(status: head.status, headers: head.headers, request: request, hop: hop, revalidating: false) == .response
+                HeadDecision.of(status: head.status, headers: head.headers, request: request, firstRequest: hop.isFirst, revalidating: false)
+                    == .response
             else { return (actions, inputs, touchesStores, nil) }
             let (kind, published) = Self.accept(&inner, head, url: url, session: session)
             return ([], nil, false, (url, session, kind, published))
@@ -74,19 +76,20 @@ extension SessionTask {
         }
         for action in actions {
             if case .decide(let head, let hop) = action, let inputs {
-                decideOnHead(head, hop: hop, inputs, touchesStores: touchesStores)
+                decideOnHead(head, of: hop, inputs, touchesStores: touchesStores)
             } else {
                 perform(StateMachine.Actions(action))
             }
         }
     }
 
-    func received(_ chunk: UnsafeRawBufferPointer, hop: Int) -> Bool {
+    func received(_ chunk: UnsafeRawBufferPointer, from hop: Hop) -> Bool {
         // The sink decides under the task's lock, so a consumer's
         // `continueDelivery` cannot slip between a refusal and the pause.
         let (step, session) = locked.withLock { inner -> (SinkStep, Session?) in
-            guard inner.machine.chunk(hop: hop) else { return (.refuse, nil) }
-            guard hop == inner.machine.hop, !inner.machine.isFinished else { return (.taken, nil) }
+            // An earlier hop's bytes, or a finished task's, are dropped.
+            guard inner.machine.isCurrent(hop) else { return (.taken, nil) }
+            guard inner.machine.chunk() else { return (.refuse, nil) }
             let listens = inner.delegate != nil || inner.session?.delegate != nil
             let step = inner.sink.take(chunk, delegateListens: listens)
             if step == .refuse {
@@ -157,13 +160,13 @@ extension SessionTask {
         return nil
     }
 
-    func sent(_ sent: Int64, total: Int64, hop: Int) {
+    func sent(_ sent: Int64, total: Int64, from hop: Hop) {
         let report = locked.withLock { inner -> (Session, delta: Int64, sent: Int64, total: Int64)? in
-            guard hop == inner.machine.hop else { return nil }
-            if hop != inner.sendingHop {
+            guard inner.machine.isCurrent(hop) else { return nil }
+            if hop.index != inner.sendingHop {
                 // The body is sent anew (after a challenge or redirect): count from 0,
                 // or from what the server had (a resumed upload).
-                inner.sendingHop = hop
+                inner.sendingHop = hop.index
                 inner.bytesSent = inner.sendBase
             }
             let sent = inner.sendBase + sent
@@ -180,28 +183,28 @@ extension SessionTask {
         }
     }
 
-    func completed(_ result: Result<TransferMetrics, TransferError>, hop: Int) {
-        if case .failure(let error) = result, resumeUpload(after: error, hop: hop) {
+    func completed(_ result: Result<TransferMetrics, TransferError>, of hop: Hop) {
+        if case .failure(let error) = result, resumeUpload(after: error, of: hop) {
             return
         }
-        if case .failure(let error) = result, error.kind != .cancelled, hop == 0, serveStaleIfError(reason: "fwd-status=error") {
+        if case .failure(let error) = result, error.kind != .cancelled, hop.isFirst, serveStaleIfError(reason: "fwd-status=error") {
             return
         }
-        if case .failure(let error) = result, waitForConnectivity(after: error, hop: hop) {
+        if case .failure(let error) = result, waitForConnectivity(after: error, of: hop) {
             return
         }
-        if case .failure(let error) = result, handleClientCertificateRequest(after: error, hop: hop) {
+        if case .failure(let error) = result, handleClientCertificateRequest(after: error, of: hop) {
             return
         }
         // A transfer that ends the task: its end is read in the same turn of the lock.
         let (actions, end) = locked.withLock { inner -> (StateMachine.Actions, (Result<TransferMetrics?, SessionError>, Ending?)?) in
-            guard hop == inner.machine.hop, !inner.machine.isFinished else {
+            guard inner.machine.isCurrent(hop) else {
                 if case .success(let metrics) = result { Self.fillCutShort(&inner, hop: hop, metrics) }
                 return ([], nil)
             }
             let transaction = Self.transaction(&inner, metrics: try? result.get())
             inner.transactions.append(transaction)
-            let actions = inner.machine.transferCompleted(result, hop: hop)
+            let actions = inner.machine.transferCompleted(result)
             guard actions.count == 1, case .complete(let ended) = actions[0] else { return (actions, nil) }
             return ([], (ended, ending(&inner, ended)))
         }
@@ -212,13 +215,14 @@ extension SessionTask {
     /// A hop that was cut short by a redirect or a challenge was recorded
     /// without the transport's figures; they arrive with its end (before the
     /// next hop's, on the same connection and completion path).
-    static func fillCutShort(_ inner: inout Inner, hop: Int, _ metrics: TransferMetrics) {
-        guard !inner.machine.isFinished, inner.transactions.indices.contains(hop), inner.transactions[hop].awaitsTransportFigures else { return }
-        inner.transactions[hop].fill(metrics, bodyBytesAfterDecoding: metrics.bytesReceived)
+    static func fillCutShort(_ inner: inout Inner, hop: Hop, _ metrics: TransferMetrics) {
+        let slot = hop.index
+        guard !inner.machine.isFinished, inner.transactions.indices.contains(slot), inner.transactions[slot].awaitsTransportFigures else { return }
+        inner.transactions[slot].fill(metrics, bodyBytesAfterDecoding: metrics.bytesReceived)
     }
 
     /// A hop's transfer was cancelled (cut short): its figures so far.
-    func cancelled(after metrics: TransferMetrics, hop: Int) {
+    func cancelled(after metrics: TransferMetrics, of hop: Hop) {
         locked.withLock { Self.fillCutShort(&$0, hop: hop, metrics) }
     }
 
@@ -226,13 +230,13 @@ extension SessionTask {
     /// is tried again (after 0.25 s, doubling to 4 s) until the resource
     /// timeout, instead of failing at once; the delegate hears once that the
     /// task waits. Returns whether the task waits.
-    func waitForConnectivity(after error: TransferError, hop: Int) -> Bool {
+    func waitForConnectivity(after error: TransferError, of hop: Hop) -> Bool {
         guard let session, session.settings.waitsForConnectivity,
             error.failure == .cannotFindHost || error.failure == .cannotConnect
         else { return false }
         let retry = locked.withLock { inner -> Int? in
-            guard (inner.deadline.map { $0.timeIntervalSinceNow > 0 } ?? true),
-                let retry = inner.machine.retryForConnectivity(hop: hop)
+            guard inner.machine.isCurrent(hop), inner.deadline.map({ $0.timeIntervalSinceNow > 0 }) ?? true,
+                let retry = inner.machine.retryForConnectivity()
             else { return nil }
             // A retry never waits behind itself for its own cache key.
             inner.machine.markCoalesced()
@@ -254,44 +258,8 @@ extension SessionTask {
         }
         let delay = min(4.0, 0.25 * pow(2.0, Double(retry - 1)))
         DispatchQueue.global().asyncAfter(deadline: .now() + delay) { [self] in
-            self.perform(self.locked.withLock { $0.machine.proceedHop(hop) })
+            self.perform(self.locked.withLock { $0.machine.isCurrent(hop) ? $0.machine.proceedHop() : [] })
         }
         return true
-    }
-}
-
-/// The transport's observer for one hop of a task.
-final class HopObserver: TransferObserver {
-    let task: SessionTask
-    let hop: Int
-
-    init(task: SessionTask, hop: Int) {
-        self.task = task
-        self.hop = hop
-    }
-
-    func transferDidReceiveHead(_ head: ResponseHead) { task.received(head, hop: hop) }
-    func transferDidReceiveInterimHead(_ head: ResponseHead) { task.receivedInterim(head, hop: hop) }
-    func transferDidReceiveTrailers(_ fields: [(name: String, value: String)]) { task.receivedTrailers(fields, hop: hop) }
-    func transferDidReceive(_ chunk: UnsafeRawBufferPointer) -> Bool { task.received(chunk, hop: hop) }
-    func transferDidSendBody(sent: Int64, total: Int64) { task.sent(sent, total: total, hop: hop) }
-    func transferMayProceedPastHead() -> Bool { task.mayProceedPastHead(hop: hop) }
-    func transferWasCancelled(after metrics: TransferMetrics) {
-        if let runner = task.completionRunner {
-            let (task, hop) = (self.task, self.hop)
-            runner { task.cancelled(after: metrics, hop: hop) }
-        } else {
-            task.cancelled(after: metrics, hop: hop)
-        }
-    }
-    func transferDidComplete(_ result: Result<TransferMetrics, TransferError>) {
-        // The async APIs run the completion's bookkeeping on the awaiting
-        // task: the transport's one thread carries every transfer.
-        if let runner = task.completionRunner {
-            let (task, hop) = (self.task, self.hop)
-            runner { task.completed(result, hop: hop) }
-        } else {
-            task.completed(result, hop: hop)
-        }
     }
 }

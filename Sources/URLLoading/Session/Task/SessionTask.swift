@@ -246,14 +246,14 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
             switch action {
             case .awaitBeginDate: awaitBeginDate()
             case .runInterceptors: runInterceptors()
-            case .startTransfer(let hop): startTransfer(hop: hop)
+            case .startTransfer(let hop): startTransfer(hop)
             case .cancelTransfer(let id): session?.executor(of: id)?.cancel(id)
             case .impossible(let what):
                 // A bug of ours, never the network's: logged, nothing changed.
                 Logger(label: "urlloading.session").error("task \(taskIdentifier): impossible event: \(what)")
             case .unpause(let id): session?.executor(of: id)?.unpause(id)
             case .decide(let head, let hop):
-                decideOnHead(head, hop: hop, locked.withLock { DecisionInputs(&$0, status: head.status) })
+                decideOnHead(head, of: hop, locked.withLock { DecisionInputs(&$0, status: head.status) })
             case .complete(let result): complete(result)
             }
         }

@@ -17,14 +17,14 @@ extension SessionTask {
         /// Stale nonces answered in a row, with no other answer between.
         private(set) var staleInARow = 0
 
-        /// The hop whose credentials `sent` holds.
+        /// The index of the hop whose credentials `sent` holds (`Hop.index`).
         private(set) var begunHop: Int?
 
-        /// A hop starts: it carries what was queued for it (nil: nothing).
-        /// A hop that starts again (after a wait) carries what it carried.
-        mutating func beginHop(_ hop: Int) -> SentAuthorization? {
-            guard begunHop != hop else { return sent }
-            begunHop = hop
+        /// The hop at `index` starts: it carries what was queued for it (nil:
+        /// nothing). A hop that starts again (after a wait) carries what it carried.
+        mutating func beginHop(at index: Int) -> SentAuthorization? {
+            guard begunHop != index else { return sent }
+            begunHop = index
             sent = pending
             pending = nil
             return sent

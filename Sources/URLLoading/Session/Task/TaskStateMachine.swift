@@ -4,8 +4,8 @@ extension SessionTask {
     /// The life of a task as pure state: events come in, actions go out; the
     /// task applies them under its lock and performs them after releasing it
     /// (transport commands, delegate calls). Each phase carries what only it
-    /// needs; the counts that span hops (hop, redirects, connectivity tries)
-    /// sit beside it.
+    /// needs; the current hop and the counts that span hops (redirects,
+    /// connectivity tries) sit beside it.
     ///
     /// ```
     /// suspended ─resume→ intercepting ─proceed→ awaitingHead ─head→ deciding ─allow→ receiving ─done→ finished
@@ -16,11 +16,13 @@ extension SessionTask {
     ///        any phase ─cancel / fail / finishWithoutTransfer────────────────────────────────────────────┘
     /// ```
     ///
-    /// Two kinds of late events are expected and ignored: any event once the
-    /// task is finished (a cancel raced the transport), and transport events
-    /// of a hop that is no longer current (after a redirect or challenge).
-    /// Any other event out of its phase is a bug of ours: it changes nothing
-    /// and comes back as `.impossible`, which the task logs.
+    /// The machine's events are the current hop's: the task hands on a
+    /// hop's event only after `isCurrent` said it is, in the same turn of its
+    /// lock (a hop the task moved past, after a redirect or a challenge,
+    /// still hears its transfer's end: `Hop`). An event once the task is
+    /// finished (a cancel raced the transport) is expected and ignored. Any
+    /// other event out of its phase is a bug of ours: it changes nothing and
+    /// comes back as `.impossible`, which the task logs.
     struct StateMachine {
         enum Phase: Equatable {
             /// Made and never resumed.
@@ -77,10 +79,10 @@ extension SessionTask {
         enum Action: Equatable {
             case awaitBeginDate
             case runInterceptors
-            case startTransfer(hop: Int)
+            case startTransfer(Hop)
             case cancelTransfer(CurlMulti.TransferID)
             case unpause(CurlMulti.TransferID)
-            case decide(ResponseHead, hop: Int)
+            case decide(ResponseHead, Hop)
             /// Boxed: the metrics and the error are large, and every
             /// action of every event is copied at the size of the largest.
             indirect case complete(Result<TransferMetrics?, SessionError>)
@@ -97,7 +99,9 @@ extension SessionTask {
         }
 
         private(set) var phase: Phase = .suspended
-        private(set) var hop = 0
+        /// The request the task is at; nil before the first and once the
+        /// task is finished (the hop holds the task: this drops the cycle).
+        private(set) var hop: Hop?
         /// `suspend()` was called on a started task: no body byte is taken.
         private(set) var paused = false
         /// Redirects followed (metrics, and the configuration's limit).
@@ -110,6 +114,10 @@ extension SessionTask {
         private(set) var record = HopRecord()
         /// The cache's part of the task.
         private(set) var cache = CacheRecord()
+
+        /// Whether `hop` is the task's current one and the task runs: its
+        /// events may reach the machine.
+        func isCurrent(_ hop: Hop) -> Bool { self.hop === hop }
 
         var isFinished: Bool {
             if case .finished = phase { return true }
@@ -147,7 +155,7 @@ extension SessionTask {
         }
 
         private func impossible(_ event: String) -> Actions {
-            Actions(.impossible("\(event) in phase \(phase) of hop \(hop)"))
+            Actions(.impossible("\(event) in phase \(phase) of hop \(hop.map { "\($0.index)" } ?? "none")"))
         }
 
         /// - Parameter delayed: The task's earliest begin date is still to come.
@@ -183,37 +191,38 @@ extension SessionTask {
             return finish(.failure(SessionError(.cancelled, failingURL: nil, message: "the task was cancelled")))
         }
 
-        /// Interceptors let the request through: start the first hop.
-        mutating func proceed() -> Actions {
+        /// Interceptors let the request through: `first` starts.
+        mutating func proceed(with first: Hop) -> Actions {
             guard !isFinished else { return Actions() }
             guard phase == .intercepting else { return impossible("proceed") }
+            hop = first
             phase = .awaitingHead(Exchange())
             record = HopRecord()
-            return Actions(.startTransfer(hop: hop))
+            return Actions(.startTransfer(first))
         }
 
-        /// The hop waits before its transfer starts (again). False when the
-        /// hop is no longer current or the task is over: the caller stops.
-        mutating func wait(_ reason: Wait, hop: Int) -> Bool {
-            guard hop == self.hop, case .awaitingHead = phase else { return false }
+        /// The hop waits before its transfer starts (again). False when its
+        /// transfer started already or the task is over: the caller stops.
+        mutating func wait(_ reason: Wait) -> Bool {
+            guard case .awaitingHead = phase else { return false }
             if reason == .connectivity { connectivityRetries += 1 }
             phase = .waiting(reason)
             return true
         }
 
         /// What the hop waited for is there: its transfer starts.
-        mutating func proceedHop(_ hop: Int) -> Actions {
-            guard hop == self.hop, !isFinished else { return Actions() }
+        mutating func proceedHop() -> Actions {
+            guard !isFinished, let hop else { return Actions() }
             guard case .waiting = phase else { return impossible("proceedHop") }
             phase = .awaitingHead(Exchange())
-            return Actions(.startTransfer(hop: hop))
+            return Actions(.startTransfer(hop))
         }
 
         /// The host could not be reached and the task waits for connectivity
         /// (the caller decides whether it may): the same hop goes again.
         /// Returns the number of this try, from 1.
-        mutating func retryForConnectivity(hop: Int) -> Int? {
-            wait(.connectivity, hop: hop) ? connectivityRetries : nil
+        mutating func retryForConnectivity() -> Int? {
+            wait(.connectivity) ? connectivityRetries : nil
         }
 
         /// An interceptor or the cache answered (or failed): the task ends
@@ -226,8 +235,8 @@ extension SessionTask {
         /// The hop's transfer was handed to the transport.
         /// The id comes back from the transport after the transfer started
         /// on its thread: its head (even its body) may have come first.
-        mutating func started(_ id: CurlMulti.TransferID, hop: Int) -> Actions {
-            guard hop == self.hop, exchange?.transfer == nil else { return Actions(.cancelTransfer(id)) }
+        mutating func started(_ id: CurlMulti.TransferID) -> Actions {
+            guard exchange?.transfer == nil else { return Actions(.cancelTransfer(id)) }
             switch phase {
             case .awaitingHead, .deciding, .receiving: updateExchange { $0.transfer = id }
             default: return Actions(.cancelTransfer(id))
@@ -236,18 +245,17 @@ extension SessionTask {
             return unpauseIfRefused()
         }
 
-        mutating func head(_ head: ResponseHead, hop: Int, at date: Date = Date()) -> Actions {
-            guard hop == self.hop, !isFinished else { return Actions() }
+        mutating func head(_ head: ResponseHead, at date: Date = Date()) -> Actions {
+            guard !isFinished, let hop else { return Actions() }
             guard case .awaitingHead(let exchange) = phase else { return impossible("a second head") }
             phase = .deciding(exchange)
             record.head = head
             record.headDate = date
-            return Actions(.decide(head, hop: hop))
+            return Actions(.decide(head, hop))
         }
 
         /// Whether a body chunk may be consumed now.
-        mutating func chunk(hop: Int) -> Bool {
-            guard hop == self.hop else { return true }  // a stale hop's bytes are dropped
+        mutating func chunk() -> Bool {
             if case .receiving = phase, !paused { return true }
             refuseChunk()
             return isFinished  // a finished task's bytes are dropped
@@ -269,11 +277,11 @@ extension SessionTask {
         /// `maximumHops` requests in all, the task fails.
         mutating func follow(_ reason: FollowReason, url: URL?, maximumRedirects: Int = .max) -> Actions {
             guard !isFinished else { return Actions() }
-            guard case .deciding(let exchange) = phase else { return impossible("follow") }
+            guard case .deciding(let exchange) = phase, let current = hop else { return impossible("follow") }
             if reason == .redirect, redirects >= maximumRedirects {
                 return finish(.failure(SessionError(.httpTooManyRedirects, failingURL: url, message: "more than \(maximumRedirects) redirects")))
             }
-            guard hop + 1 < SessionTask.maximumHops else { return finish(.failure(Self.tooManyHops(reason, url: url))) }
+            guard current.index + 1 < SessionTask.maximumHops else { return finish(.failure(Self.tooManyHops(reason, url: url))) }
             var actions = Actions()
             if let transfer = exchange.transfer { actions.append(.cancelTransfer(transfer)) }
             switch reason {
@@ -281,27 +289,26 @@ extension SessionTask {
             case .authentication: authentications += 1
             case .resumption: break
             }
-            hop += 1
+            let next = current.next()
+            hop = next
             phase = .awaitingHead(Exchange())
             record = HopRecord()
-            actions.append(.startTransfer(hop: hop))
+            actions.append(.startTransfer(next))
             return actions
         }
 
         /// The hop's transfer failed and the task goes on with another
         /// request (a resumable upload asks the server how much it has),
         /// within `maximumHops`.
-        mutating func resend(after hop: Int, url: URL?) -> Actions {
-            guard hop == self.hop, !isFinished else { return Actions() }
-            switch phase {
-            case .awaitingHead, .deciding, .receiving: break
-            default: return impossible("resend")
-            }
-            guard hop + 1 < SessionTask.maximumHops else { return finish(.failure(Self.tooManyHops(.resumption, url: url))) }
-            self.hop += 1
+        mutating func resend(url: URL?) -> Actions {
+            guard !isFinished else { return Actions() }
+            guard let current = hop, exchange != nil else { return impossible("resend") }
+            guard current.index + 1 < SessionTask.maximumHops else { return finish(.failure(Self.tooManyHops(.resumption, url: url))) }
+            let next = current.next()
+            hop = next
             phase = .awaitingHead(Exchange())
             record = HopRecord()
-            return Actions(.startTransfer(hop: self.hop))
+            return Actions(.startTransfer(next))
         }
 
         private static func tooManyHops(_ reason: FollowReason, url: URL?) -> SessionError {
@@ -331,8 +338,8 @@ extension SessionTask {
             return finish(.failure(error))
         }
 
-        mutating func transferCompleted(_ result: Result<TransferMetrics, TransferError>, hop: Int) -> Actions {
-            guard hop == self.hop, !isFinished else { return Actions() }
+        mutating func transferCompleted(_ result: Result<TransferMetrics, TransferError>) -> Actions {
+            guard !isFinished else { return Actions() }
             switch phase {
             case .deciding(var exchange) where (try? result.get()) != nil:
                 exchange.pendingCompletion = result
@@ -364,15 +371,15 @@ extension SessionTask {
         // MARK: What a hop sent, and the cache's part
 
         /// The hop's request was planned: the Cookie field and credentials it carries.
-        mutating func planned(cookie: String?, credentialIdentity: String?, hop: Int) {
-            guard hop == self.hop, !isFinished else { return }
+        mutating func planned(cookie: String?, credentialIdentity: String?) {
+            guard !isFinished else { return }
             record.cookie = cookie
             record.credentialIdentity = credentialIdentity
         }
 
         /// The hop's transfer was handed to the transport at `date`.
-        mutating func handedOver(at date: Date, viaProxy: Bool, hop: Int) {
-            guard hop == self.hop, !isFinished else { return }
+        mutating func handedOver(at date: Date, viaProxy: Bool) {
+            guard !isFinished else { return }
             record.startedAt = date
             record.viaProxy = viaProxy
         }
@@ -440,6 +447,7 @@ extension SessionTask {
             var actions = Actions()
             if let transfer = exchange?.transfer { actions.append(.cancelTransfer(transfer)) }
             phase = .finished(Self.outcome(of: result))
+            hop = nil
             actions.append(.complete(result))
             return actions
         }
@@ -447,6 +455,7 @@ extension SessionTask {
         private mutating func completion(_ result: Result<TransferMetrics, TransferError>) -> Actions {
             let converted = result.map { Optional($0) }.mapError { SessionError(transfer: $0) }
             phase = .finished(Self.outcome(of: converted))
+            hop = nil
             return Actions(.complete(converted))
         }
 
