@@ -20,8 +20,9 @@
 // Child modes (the bench runs itself for "new process" figures):
 //   urlloading-bench child-disk-hit <ours|raw|foundation> <path> <entries> <lookups>
 //   urlloading-bench child-disk-hit-busy <ours|raw> <path> <entries> <lookups>   (a writer thread storing meanwhile)
-//   urlloading-bench child-open <ours|ours-phases|raw|foundation> <path> <entries>
-//       (ours-phases, for profiling: open, first and second lookup, release, to stderr)
+//   urlloading-bench child-open <ours|ours-phases|raw|foundation> <path> <entries> [warm]
+//       (ours-phases, for profiling: open, first and second lookup, release, to stderr;
+//       warm: after the process filled a dictionary, as any program has)
 //   urlloading-bench child-populate <path> <entries>      (for profiling)
 //   urlloading-bench child-memory-hit <lookups> [<dir>]   (for profiling; with a disk tier in dir)
 //   urlloading-bench session-child <contender> <mode> <url> <count> <in-flight> [<file>]
@@ -74,8 +75,8 @@ case "child-disk-hit-busy":
     guard arguments.count == 5, let entries = Int(arguments[3]), let lookups = Int(arguments[4]) else { fail("bad arguments") }
     print(CacheBenchmark.childDiskHitBusy(kind: arguments[1], path: arguments[2], entries: entries, lookups: lookups))
 case "child-open":
-    guard arguments.count == 4, let entries = Int(arguments[3]) else { fail("bad arguments") }
-    print(CacheBenchmark.childOpen(kind: arguments[1], path: arguments[2], entries: entries))
+    guard arguments.count == 4 || (arguments.count == 5 && arguments[4] == "warm"), let entries = Int(arguments[3]) else { fail("bad arguments") }
+    print(CacheBenchmark.childOpen(kind: arguments[1], path: arguments[2], entries: entries, warm: arguments.count == 5))
 case "session":
     guard arguments.count == 6 else { fail("usage: urlloading-bench session <base-url> <curl-bench> <work-dir> <sink-dir> <ws-bench>") }
     SessionBenchmark.run(base: arguments[1], curlBench: arguments[2], work: arguments[3], sink: arguments[4], wsBench: arguments[5])
