@@ -210,7 +210,7 @@ extension SessionTask {
     private func retry(with authorization: SentAuthorization, url: URL) {
         perform(
             locked.withLock { inner in
-                Self.recordCutShort(&inner)
+                TaskTransactions.recordCutShort(&inner)
                 inner.authentication.queue(authorization)
                 return inner.machine.follow(.authentication, url: url)
             })

@@ -178,7 +178,7 @@ extension SessionTask {
                 inner.error = failure
             }
             metrics = TaskMetrics(
-                transactionMetrics: metricsListeners ? SessionTask.readyToRead(inner.transactions) : inner.transactions,
+                transactionMetrics: metricsListeners ? TaskTransactions.readyToRead(inner.transactions) : inner.transactions,
                 taskInterval: DateInterval(start: inner.started ?? Date(), end: max(Date(), inner.started ?? Date())),
                 redirectCount: inner.machine.redirects)
             session = inner.session

@@ -90,7 +90,7 @@ extension SessionTask {
         respondWithoutNetwork(response, body: ServedBody(served)) { inner in
             // The 304's exchange, recorded now: its transfer may end after the
             // task does, and the task's metrics must list it all the same.
-            Self.recordCutShort(&inner)
+            TaskTransactions.recordCutShort(&inner)
         }
         return true
     }
@@ -111,7 +111,7 @@ extension SessionTask {
             self.perform(
                 self.locked.withLock { inner in
                     // The redirect's own transfer may be cut short: record its exchange now.
-                    Self.recordCutShort(&inner)
+                    TaskTransactions.recordCutShort(&inner)
                     inner.currentRequest = chosen
                     return inner.machine.follow(.redirect, url: url, maximumRedirects: maximum)
                 })

@@ -98,7 +98,7 @@ extension SessionTask {
             else { return nil }
             guard case .send(let request) = upload.failed() else { return nil }
             inner.resumableUpload = upload
-            Self.recordCutShort(&inner)
+            TaskTransactions.recordCutShort(&inner)
             prepareResumption(request, &inner)
             return inner.machine.resend(url: inner.currentRequest?.url)
         }
@@ -119,7 +119,7 @@ extension SessionTask {
             return nil
         case .send(let request):
             // This exchange ends here: recorded now, its figures filled when its transfer ends.
-            Self.recordCutShort(&inner)
+            TaskTransactions.recordCutShort(&inner)
             prepareResumption(request, &inner)
             return inner.machine.follow(.resumption, url: inner.currentRequest?.url)
         case .fail(let reason):

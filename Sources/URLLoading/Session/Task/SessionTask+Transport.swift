@@ -199,10 +199,10 @@ extension SessionTask {
         // A transfer that ends the task: its end is read in the same turn of the lock.
         let (actions, end) = locked.withLock { inner -> (StateMachine.Actions, (Result<TransferMetrics?, SessionError>, Ending?)?) in
             guard inner.machine.isCurrent(hop) else {
-                if case .success(let metrics) = result { Self.fillCutShort(&inner, hop: hop, metrics) }
+                if case .success(let metrics) = result { TaskTransactions.fillCutShort(&inner, hop: hop, metrics) }
                 return ([], nil)
             }
-            let transaction = Self.transaction(&inner, metrics: try? result.get())
+            let transaction = TaskTransactions.network(&inner, metrics: try? result.get())
             inner.transactions.append(transaction)
             let actions = inner.machine.transferCompleted(result)
             guard actions.count == 1, case .complete(let ended) = actions[0] else { return (actions, nil) }
@@ -212,18 +212,9 @@ extension SessionTask {
         if let (result, end) = end { complete(result, end) }
     }
 
-    /// A hop that was cut short by a redirect or a challenge was recorded
-    /// without the transport's figures; they arrive with its end (before the
-    /// next hop's, on the same connection and completion path).
-    static func fillCutShort(_ inner: inout Inner, hop: Hop, _ metrics: TransferMetrics) {
-        let slot = hop.index
-        guard !inner.machine.isFinished, inner.transactions.indices.contains(slot), inner.transactions[slot].awaitsTransportFigures else { return }
-        inner.transactions[slot].fill(metrics, bodyBytesAfterDecoding: metrics.bytesReceived)
-    }
-
     /// A hop's transfer was cancelled (cut short): its figures so far.
     func cancelled(after metrics: TransferMetrics, of hop: Hop) {
-        locked.withLock { Self.fillCutShort(&$0, hop: hop, metrics) }
+        locked.withLock { TaskTransactions.fillCutShort(&$0, hop: hop, metrics) }
     }
 
     /// With `waitsForConnectivity`, a host that cannot be found or reached

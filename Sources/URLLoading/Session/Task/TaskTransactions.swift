@@ -4,13 +4,17 @@ import FoundationNetworking
 #endif
 import Transport
 
-/// Transactions of Apple's shape from libcurl's figures.
-extension SessionTask {
+/// A task's exchanges as Apple's transaction metrics (`TaskMetrics`): one
+/// for each hop that went to the network, in the hop's slot (`Hop.index`),
+/// made from libcurl's figures when its transfer ends, or earlier from what
+/// the task saw when the task moves on first (`recordCutShort`, then
+/// `fillCutShort`); one for an answer from the cache.
+enum TaskTransactions {
     /// The current hop's exchange over the network; `metrics` is nil when
     /// its transfer was cut short (a redirect or challenge answered early).
     /// `inout` only so that the state is read in place: borrowed from the
     /// lock's `inout` value, all of `Inner` was copied for it per request.
-    static func transaction(_ inner: inout Inner, metrics: TransferMetrics?) -> TaskTransactionMetrics {
+    static func network(_ inner: inout SessionTask.Inner, metrics: TransferMetrics?) -> TaskTransactionMetrics {
         let request = inner.currentRequest ?? URLRequest(url: URL(fileURLWithPath: "/"))
         let url = request.url ?? URL(fileURLWithPath: "/")
         // The final hop's response may be built already; any other (a redirect, a 401,
@@ -38,13 +42,22 @@ extension SessionTask {
     /// redirect followed, a challenge answered, a 304 served, an upload
     /// resumed): the task may move on, or end, first. Once per hop, in its
     /// slot (`Hop.index`); `fillCutShort` adds the transport's figures.
-    static func recordCutShort(_ inner: inout Inner) {
+    static func recordCutShort(_ inner: inout SessionTask.Inner) {
         guard let hop = inner.machine.hop, inner.transactions.count == hop.index else { return }
-        inner.transactions.append(transaction(&inner, metrics: nil))
+        inner.transactions.append(network(&inner, metrics: nil))
+    }
+
+    /// A hop that was cut short by a redirect or a challenge was recorded
+    /// without the transport's figures; they arrive with its end (before the
+    /// next hop's, on the same connection and completion path).
+    static func fillCutShort(_ inner: inout SessionTask.Inner, hop: Hop, _ metrics: TransferMetrics) {
+        let slot = hop.index
+        guard !inner.machine.isFinished, inner.transactions.indices.contains(slot), inner.transactions[slot].awaitsTransportFigures else { return }
+        inner.transactions[slot].fill(metrics, bodyBytesAfterDecoding: metrics.bytesReceived)
     }
 
     /// An answer from the response cache: no network phase at all.
-    static func cacheTransaction(_ request: URLRequest, response: HTTPURLResponse, cacheStatus: String) -> TaskTransactionMetrics {
+    static func cached(_ request: URLRequest, response: HTTPURLResponse, cacheStatus: String) -> TaskTransactionMetrics {
         let now = Date()
         var transaction = TaskTransactionMetrics(request: request, response: response, fetchType: .localCache, cacheStatus: cacheStatus)
         transaction.fetchStartDate = now
@@ -119,7 +132,7 @@ extension TaskTransactionMetrics {
         // A transfer cancelled before its head has no first byte.
         responseStartDate = metrics.firstByte > 0 ? at(metrics.firstByte) : responseStartDate
         responseEndDate = end
-        networkProtocolName = SessionTask.alpnName(metrics.httpVersion) ?? networkProtocolName
+        networkProtocolName = TaskTransactions.alpnName(metrics.httpVersion) ?? networkProtocolName
         isProxyConnection = metrics.viaProxy
         isReusedConnection = metrics.reusedConnection
         countOfRequestHeaderBytesSent = metrics.requestHeaderBytes
