@@ -45,20 +45,16 @@ final class Hop: TransferObserver, Equatable {
     func transferMayProceedPastHead() -> Bool { task.mayProceedPastHead(of: self) }
 
     func transferWasCancelled(after metrics: TransferMetrics) {
-        if let runner = task.completionRunner {
-            runner { [self] in task.cancelled(after: metrics, of: self) }
-        } else {
-            task.cancelled(after: metrics, of: self)
-        }
+        onCompletionContext { [self] in task.cancelled(after: metrics, of: self) }
     }
 
     func transferDidComplete(_ result: Result<TransferMetrics, TransferError>) {
-        // The async APIs run the completion's bookkeeping on the awaiting
-        // task: the transport's one thread carries every transfer.
-        if let runner = task.completionRunner {
-            runner { [self] in task.completed(result, of: self) }
-        } else {
-            task.completed(result, of: self)
-        }
+        onCompletionContext { [self] in task.completed(result, of: self) }
+    }
+
+    /// The async APIs run a transfer's end on the awaiting task: the
+    /// transport's one thread carries every transfer. Others run it here.
+    private func onCompletionContext(_ work: @escaping @Sendable () -> Void) {
+        if let runner = task.completionRunner { runner(work) } else { work() }
     }
 }

@@ -111,13 +111,10 @@ extension SessionTask {
                     })
                 return
             }
-            self.perform(
-                self.locked.withLock { inner in
-                    guard inner.machine.isCurrent(hop) else { return [] }
-                    inner.streamedBody?.next = .stream(OwnedInputStream(stream: stream))
-                    inner.streamedBody?.skip = skip
-                    return inner.machine.proceedHop()
-                })
+            self.waitEnded(for: hop) { inner in
+                inner.streamedBody?.next = .stream(OwnedInputStream(stream: stream))
+                inner.streamedBody?.skip = skip
+            }
         }
         return true
     }

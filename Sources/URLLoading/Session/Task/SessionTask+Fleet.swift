@@ -13,12 +13,7 @@ extension SessionTask {
             claim.release()
             return
         }
-        perform(
-            locked.withLock { inner in
-                guard inner.machine.isCurrent(hop) else { return [] }
-                inner.machine.markCoalesced()
-                return inner.machine.proceedHop()
-            })
+        waitEnded(for: hop) { $0.machine.markCoalesced() }
     }
 
     /// The task's response is stored (or will not be): the workers waiting

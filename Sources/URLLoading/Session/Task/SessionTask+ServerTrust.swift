@@ -84,12 +84,7 @@ extension SessionTask {
         guard locked.withLock({ $0.machine.isCurrent(hop) }) else { return }
         guard case .success(let metrics) = result, !metrics.certificateChain.isEmpty else {
             // The real transfer reports the failure (cannot connect, handshake) as it is.
-            perform(
-                locked.withLock { inner in
-                    guard inner.machine.isCurrent(hop) else { return [] }
-                    inner.trust.probeFailed()
-                    return inner.machine.proceedHop()
-                })
+            waitEnded(for: hop) { $0.trust.probeFailed() }
             return
         }
         let trust = ServerTrust(host: host, port: port, certificates: metrics.certificateChain, isTrustedByRoots: trusted)
@@ -122,7 +117,7 @@ extension SessionTask {
                     })
                 return
             }
-            self.perform(self.locked.withLock { $0.machine.isCurrent(hop) ? $0.machine.proceedHop() : [] })
+            self.waitEnded(for: hop)
         }
     }
 
@@ -182,12 +177,7 @@ extension SessionTask {
                 return
             }
             if credential.persistence != .none { session.credentialStore?.set(credential, for: space) }
-            self.perform(
-                self.locked.withLock { inner in
-                    guard inner.machine.isCurrent(hop) else { return [] }
-                    inner.trust.use(credential)
-                    return inner.machine.proceedHop()
-                })
+            self.waitEnded(for: hop) { $0.trust.use(credential) }
         }
         return true
     }

@@ -365,12 +365,7 @@ extension SessionTask {
                     guard let waiting else { return }
                     if waiting {
                         let waits = session.joinInFlight(key: key) { [self] in
-                            self.perform(
-                                self.locked.withLock { inner in
-                                    guard inner.machine.isCurrent(hop) else { return [] }
-                                    inner.machine.markCoalesced()
-                                    return inner.machine.proceedHop()
-                                })
+                            self.waitEnded(for: hop) { $0.machine.markCoalesced() }
                         }
                         if waits { return }
                         let fleet = cache.fleet

@@ -249,7 +249,7 @@ extension SessionTask {
         }
         let delay = min(4.0, 0.25 * pow(2.0, Double(retry - 1)))
         DispatchQueue.global().asyncAfter(deadline: .now() + delay) { [self] in
-            self.perform(self.locked.withLock { $0.machine.isCurrent(hop) ? $0.machine.proceedHop() : [] })
+            self.waitEnded(for: hop)
         }
         return true
     }

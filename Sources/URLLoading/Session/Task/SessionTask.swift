@@ -259,6 +259,19 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
         }
     }
 
+    /// What `hop` waited for is there (a body stream, the server's trust,
+    /// a client identity, connectivity, another request's stored result):
+    /// unless the task moved past the hop or ended, `change` records what
+    /// came, and the hop's transfer starts (again).
+    func waitEnded(for hop: Hop, _ change: (inout Inner) -> Void = { _ in }) {
+        perform(
+            locked.withLock { inner in
+                guard inner.machine.isCurrent(hop) else { return [] }
+                change(&inner)
+                return inner.machine.proceedHop()
+            })
+    }
+
     var session: Session? { locked.withLock { $0.session } }
 
     /// Whether this task reads and fills the cache: data tasks whose sink
