@@ -44,17 +44,21 @@ import Transport
         #expect(Machine.Actions(.awaitBeginDate) == [.awaitBeginDate])
     }
 
+    static let t0 = Date(timeIntervalSince1970: 1_800_000_000)
+
     @Test("A delayed task waits for its begin date, then goes on to the interceptors; a cancel while it waits ends it")
     func delayedBegin() {
         var machine = Machine()
-        #expect(machine.resume(delayed: true) == [.awaitBeginDate])
+        #expect(machine.resume(at: Self.t0, earliestBegin: Self.t0.addingTimeInterval(60)) == [.awaitBeginDate])
         #expect(machine.phase == .delayed && !machine.isSuspended)
-        #expect(machine.resume(delayed: true).isEmpty, "a second resume changes nothing")
+        #expect(machine.resume(at: Self.t0.addingTimeInterval(1), earliestBegin: Self.t0.addingTimeInterval(60)).isEmpty, "a second resume changes nothing")
         #expect(machine.proceed(with: Self.first).first.map { if case .impossible = $0 { true } else { false } } == true)
         #expect(machine.beginDelayed() == [.runInterceptors] && machine.phase == .intercepting)
         #expect(machine.beginDelayed().first.map { if case .impossible = $0 { true } else { false } } == true)
+        var past = Machine()
+        #expect(past.resume(at: Self.t0, earliestBegin: Self.t0.addingTimeInterval(-1)) == [.runInterceptors], "a begin date gone by delays nothing")
         var cancelled = Machine()
-        _ = cancelled.resume(delayed: true)
+        _ = cancelled.resume(at: Self.t0, earliestBegin: Self.t0.addingTimeInterval(60))
         _ = cancelled.cancel()
         #expect(cancelled.outcome == .cancelled && cancelled.beginDelayed().isEmpty)
     }
@@ -339,5 +343,75 @@ import Transport
         #expect(started == [.unpause(Self.id)], "the live transfer is kept, never cancelled")
         let second = machine.started(Self.other)
         #expect(second == [.cancelTransfer(Self.other)], "a second id for one hop is a stray transfer")
+    }
+
+    @Test("The deadline is the task's: set at the first resume from when it may begin, kept by later resumes; past it a connectivity retry is refused")
+    func deadline() {
+        var delayed = Machine()
+        _ = delayed.resume(at: Self.t0, earliestBegin: Self.t0.addingTimeInterval(60), resourceTimeout: 10)
+        #expect(delayed.deadline == Self.t0.addingTimeInterval(70), "the resource timeout counts from the begin date")
+        var machine = Machine()
+        _ = machine.resume(at: Self.t0, resourceTimeout: 10)
+        machine.suspend()
+        _ = machine.resume(at: Self.t0.addingTimeInterval(5), resourceTimeout: 30)
+        #expect(machine.deadline == Self.t0.addingTimeInterval(10), "a second resume moved the deadline")
+        #expect(machine.hasTime(at: Self.t0.addingTimeInterval(9.9)) && !machine.hasTime(at: Self.t0.addingTimeInterval(10)))
+        _ = machine.proceed(with: Self.first)
+        let late = machine.retryForConnectivity(at: Self.t0.addingTimeInterval(11))
+        #expect(late == nil && machine.phase == .awaitingHead(Machine.Exchange()), "a retry after the deadline")
+        let inTime = machine.retryForConnectivity(at: Self.t0.addingTimeInterval(1))
+        #expect(inTime == 1)
+        var unbounded = Machine()
+        _ = unbounded.resume(at: Self.t0, resourceTimeout: .infinity)
+        #expect(unbounded.deadline == nil && unbounded.hasTime(at: .distantFuture))
+    }
+
+    @Test("A challenge answered: the next hop carries the credentials, also when it goes again after a wait; the hop after it carries nothing")
+    func challengeRounds() {
+        let credentials = SessionTask.SentAuthorization(
+            space: AuthenticationStateTests.origin, credential: Credential(user: "ann", password: "pw", persistence: .none),
+            fieldName: "Authorization", value: "Basic x")
+        var machine = Self.deciding()
+        #expect(machine.authentication.sent == nil)
+        let answered = machine.answerChallenge(with: credentials, url: Self.url)
+        #expect(answered.first == .cancelTransfer(Self.id), "the challenge's transfer goes on")
+        guard answered.count == 2, case .startTransfer(let second) = answered[1] else {
+            Issue.record("the answer started no hop: \(answered)")
+            return
+        }
+        #expect(second !== Self.first && machine.authentication.sent?.space == credentials.space && machine.authentication.pending == nil)
+        let waited = machine.retryForConnectivity()
+        #expect(waited == 1)
+        _ = machine.proceedHop()
+        #expect(machine.isCurrent(second) && machine.authentication.sent?.space == credentials.space, "the hop went again without its credentials")
+        _ = machine.head(Self.head)
+        _ = machine.follow(.redirect, url: Self.url)
+        #expect(machine.authentication.sent == nil && machine.authentications == 1)
+        var receiving = Self.deciding()
+        _ = receiving.allow()
+        let outOfPhase = receiving.answerChallenge(with: credentials, url: Self.url)
+        #expect(outOfPhase.first.map { if case .impossible = $0 { true } else { false } } == true)
+        #expect(receiving.authentication.pending == nil, "credentials were queued for a hop that never comes")
+    }
+
+    @Test("A client certificate is asked for once per task, by a hop whose head has not come")
+    func clientCertificateOnce() {
+        var machine = Machine()
+        _ = machine.resume()
+        _ = machine.proceed(with: Self.first)
+        let asked = machine.waitForClientCertificate()
+        #expect(asked && machine.phase == .waiting(.clientCertificate))
+        _ = machine.proceedHop()
+        let twice = machine.waitForClientCertificate()
+        #expect(!twice, "asked twice")
+        var given = Machine()
+        _ = given.resume()
+        _ = given.proceed(with: Self.first)
+        given.trust.use(Credential(certificatePath: "/c.pem", privateKeyPath: "/k.pem"))
+        let withIdentity = given.waitForClientCertificate()
+        #expect(!withIdentity && given.phase == .awaitingHead(Machine.Exchange()), "asked with an identity given")
+        var deciding = Self.deciding()
+        let pastHead = deciding.waitForClientCertificate()
+        #expect(!pastHead && deciding.trust.mayAskForClientCertificate, "a hop past its head waited")
     }
 }

@@ -65,7 +65,7 @@ extension SessionTask {
             let remembered = session.preemptiveAuthorization(for: url, method: request.httpMethod ?? "GET")
         {
             fields.append((remembered.fieldName, remembered.value))
-            locked.withLock { $0.authentication.sendRemembered(remembered) }
+            locked.withLock { $0.machine.authentication.sendRemembered(remembered) }
             if sent == nil { sent = remembered }
         }
         if url.scheme?.lowercased() == "http", let proxy = session.settings.proxyAsURL(for: url), !carries("Proxy-Authorization"),
@@ -90,13 +90,13 @@ extension SessionTask {
         let field = isProxy ? "Proxy-Authenticate" : "WWW-Authenticate"
         let lines = head.headers.filter { HeaderFields.namesEqual($0.name, field) }.map(\.value)
         let challenges = AuthChallenge.parse(lines, duplicateParameters: .lastWins)
-        let sent = locked.withLock { $0.authentication.sent }
+        let sent = locked.withLock { $0.machine.authentication.sent }
         // A stale nonce is not a failure: answer the new nonce with the same
         // credential, twice in a row at most.
         let fresh = challenges.compactMap(DigestChallenge.init).first(where: \.stale)
-        if fresh == nil { locked.withLock { $0.authentication.noStaleNonce() } }
+        if fresh == nil { locked.withLock { $0.machine.authentication.noStaleNonce() } }
         if let sent, sent.digest != nil, let fresh, fresh.realm == sent.digest?.realm, let user = sent.credential.user,
-            let password = sent.credential.password, locked.withLock({ $0.authentication.answerStaleNonce(maximum: Self.maximumStaleNonces) })
+            let password = sent.credential.password, locked.withLock({ $0.machine.authentication.answerStaleNonce(maximum: Self.maximumStaleNonces) })
         {
             retry(
                 with: Self.digestAuthorization(
@@ -106,7 +106,7 @@ extension SessionTask {
             return true
         }
         if let sent {
-            locked.withLock { $0.authentication.failed(sent) }
+            locked.withLock { $0.machine.authentication.failed(sent) }
         }
         return answerNextChallenge(challenges, head: head, url: url, request: request, session: session, isProxy: isProxy)
     }
@@ -115,7 +115,7 @@ extension SessionTask {
     private func answerNextChallenge(
         _ challenges: [AuthChallenge], head: ResponseHead, url: URL, request: URLRequest, session: Session, isProxy: Bool
     ) -> Bool {
-        let rejected = locked.withLock { $0.authentication.rejected }
+        let rejected = locked.withLock { $0.machine.authentication.rejected }
         let proxy = isProxy ? session.settings.proxyAsURL(for: url) : nil
         let candidates = challenges.compactMap { challenge -> (AuthChallenge, ProtectionSpace, Int)? in
             let method: ProtectionSpace.AuthenticationMethod
@@ -147,8 +147,8 @@ extension SessionTask {
         guard let (challenge, space, _) = candidates.first else { return false }
         let (failures, failedUsers, sentCredential) = locked.withLock { inner in
             (
-                inner.authentication.failures[space] ?? 0, inner.authentication.failedUsers[space] ?? [],
-                inner.authentication.sent?.space == space ? inner.authentication.sent?.credential : nil
+                inner.machine.authentication.failures[space] ?? 0, inner.machine.authentication.failedUsers[space] ?? [],
+                inner.machine.authentication.sent?.space == space ? inner.machine.authentication.sent?.credential : nil
             )
         }
         guard failures < Self.maximumAuthenticationFailures else { return false }
@@ -186,7 +186,7 @@ extension SessionTask {
                     })
                 return
             case .rejectProtectionSpace:
-                self.locked.withLock { $0.authentication.reject(space) }
+                self.locked.withLock { $0.machine.authentication.reject(space) }
                 if !self.answerNextChallenge(challenges, head: head, url: url, request: request, session: session, isProxy: isProxy) {
                     self.acceptResponse(head, url: url, session: session)
                 }
@@ -211,8 +211,7 @@ extension SessionTask {
         perform(
             locked.withLock { inner in
                 TaskTransactions.recordCutShort(&inner)
-                inner.authentication.queue(authorization)
-                return inner.machine.follow(.authentication, url: url)
+                return inner.machine.answerChallenge(with: authorization, url: url)
             })
     }
 

@@ -29,13 +29,8 @@ extension SessionTask {
         var priority: Float = 0.5
         var transactions: [TaskMetrics.Transaction] = []
         var started: Date?
-        /// When `timeoutIntervalForResource` runs out: set once, at the first
-        /// `resume()`, and the bound of every hop, retry and challenge round.
-        var deadline: Date?
         /// Not before this date does a resumed task start.
         var earliestBeginDate: Date?
-        /// Challenges answered and credentials sent.
-        var authentication = AuthenticationState()
         /// Data, upload or download; a data task may become a download.
         var kind = Kind.data
         /// The task became a stream task (`becomeStream`): it ends without a call.
@@ -55,8 +50,6 @@ extension SessionTask {
         var startupError: SessionError?
         /// The request body comes from streams (`httpBodyStream`, `needNewBodyStream`).
         var streamedBody: StreamedBody?
-        /// The server-trust probe and the client identity.
-        var trust = TrustState()
         /// The cache key this task claimed across a fleet, held
         /// until its response is stored; `fleetClaimEnded` once let go.
         var fleetClaim: (any FleetClaim)?

@@ -21,8 +21,8 @@ extension SessionTask {
             session = inner.session
             request = inner.currentRequest
             revalidating = inner.machine.cache.revalidating
-            sentCredentials = inner.authentication.sent != nil
-            worked = inner.authentication.succeeded(status: status)
+            sentCredentials = inner.machine.authentication.sent != nil
+            worked = inner.machine.authentication.succeeded(status: status)
         }
     }
 

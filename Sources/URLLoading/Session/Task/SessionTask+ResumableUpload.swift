@@ -94,7 +94,7 @@ extension SessionTask {
         }
         let actions = locked.withLock { inner -> StateMachine.Actions? in
             guard inner.machine.isCurrent(hop), inner.machine.record.head == nil, var upload = inner.resumableUpload,
-                inner.deadline.map({ $0.timeIntervalSinceNow > 0 }) ?? true
+                inner.machine.hasTime()
             else { return nil }
             guard case .send(let request) = upload.failed() else { return nil }
             inner.resumableUpload = upload

@@ -45,7 +45,7 @@ extension SessionTask {
             transfer.tls.pinnedPublicKey = "sha256//" + hash
             return false
         case nil:
-            if locked.withLock({ $0.trust.skipsProbe }) { return false }
+            if locked.withLock({ $0.machine.trust.skipsProbe }) { return false }
             guard locked.withLock({ $0.machine.isCurrent(hop) && $0.machine.wait(.serverTrust) }) else { return true }
             probe(transfer, verifying: true, host: host, port: port, url: url, hop: hop, session: session)
             return true
@@ -84,7 +84,7 @@ extension SessionTask {
         guard locked.withLock({ $0.machine.isCurrent(hop) }) else { return }
         guard case .success(let metrics) = result, !metrics.certificateChain.isEmpty else {
             // The real transfer reports the failure (cannot connect, handshake) as it is.
-            waitEnded(for: hop) { $0.trust.probeFailed() }
+            waitEnded(for: hop) { $0.machine.trust.probeFailed() }
             return
         }
         let trust = ServerTrust(host: host, port: port, certificates: metrics.certificateChain, isTrustedByRoots: trusted)
@@ -142,11 +142,7 @@ extension SessionTask {
     func handleClientCertificateRequest(after error: TransferError, of hop: Hop) -> Bool {
         guard let session, let url = currentRequest?.url, url.scheme?.lowercased() == "https", let host = url.host,
             Self.asksForClientCertificate(error),
-            locked.withLock({ inner in
-                guard inner.trust.mayAskForClientCertificate, inner.machine.isCurrent(hop), inner.machine.wait(.clientCertificate) else { return false }
-                inner.trust.askedForClientCertificate()
-                return true
-            })
+            locked.withLock({ $0.machine.isCurrent(hop) && $0.machine.waitForClientCertificate() })
         else { return false }
         let space = ProtectionSpace(host: host, port: url.port ?? 443, protocol: "https", authenticationMethod: .clientCertificate)
         let stored = session.credentialStore?.defaultCredential(for: space)
@@ -177,7 +173,7 @@ extension SessionTask {
                 return
             }
             if credential.persistence != .none { session.credentialStore?.set(credential, for: space) }
-            self.waitEnded(for: hop) { $0.trust.use(credential) }
+            self.waitEnded(for: hop) { $0.machine.trust.use(credential) }
         }
         return true
     }

@@ -278,14 +278,14 @@ extension SessionTask {
         init(_ inner: inout Inner, hop: Hop) {
             hopBody = inner.hopBody
             resumableFields = SessionTask.resumableFields(&inner)
-            pendingAuthorization = inner.authentication.beginHop(at: hop.index)
+            pendingAuthorization = inner.machine.authentication.sent
             session = inner.session
             request = inner.currentRequest
-            deadline = inner.deadline
+            deadline = inner.machine.deadline
             kind = inner.kind
             usesCache = inner.kind == .data && inner.sink.usesCache
             streamed = inner.streamedBody.map { $0.next != nil }
-            identity = inner.trust.clientIdentity
+            identity = inner.machine.trust.clientIdentity
             taskDelegate = inner.delegate
         }
     }

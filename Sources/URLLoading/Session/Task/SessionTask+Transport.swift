@@ -226,8 +226,7 @@ extension SessionTask {
             error.failure == .cannotFindHost || error.failure == .cannotConnect
         else { return false }
         let retry = locked.withLock { inner -> Int? in
-            guard inner.machine.isCurrent(hop), inner.deadline.map({ $0.timeIntervalSinceNow > 0 }) ?? true,
-                let retry = inner.machine.retryForConnectivity()
+            guard inner.machine.isCurrent(hop), let retry = inner.machine.retryForConnectivity()
             else { return nil }
             // A retry never waits behind itself for its own cache key.
             inner.machine.markCoalesced()

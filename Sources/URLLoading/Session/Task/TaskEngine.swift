@@ -36,12 +36,9 @@ package final class LocalEngine: TaskEngine {
         // The first hop's start reads the task in the same turn of the lock.
         let (actions, context) = task.locked.withLock { inner -> (SessionTask.StateMachine.Actions, SessionTask.StartContext?) in
             let now = Date()
-            if inner.started == nil {
-                inner.started = now
-                let begins = max(now, inner.earliestBeginDate ?? now)
-                inner.deadline = inner.session.flatMap { Session.deadline(from: begins, resourceTimeout: $0.settings.timeoutIntervalForResource) }
-            }
-            let actions = inner.machine.resume(delayed: inner.earliestBeginDate.map { $0 > now } ?? false)
+            if inner.started == nil { inner.started = now }
+            let actions = inner.machine.resume(
+                at: now, earliestBegin: inner.earliestBeginDate, resourceTimeout: inner.session?.settings.timeoutIntervalForResource)
             guard actions.count == 1, case .runInterceptors = actions[0] else { return (actions, nil) }
             return (actions, SessionTask.StartContext(&inner))
         }

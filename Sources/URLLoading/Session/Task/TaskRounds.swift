@@ -17,17 +17,12 @@ extension SessionTask {
         /// Stale nonces answered in a row, with no other answer between.
         private(set) var staleInARow = 0
 
-        /// The index of the hop whose credentials `sent` holds (`Hop.index`).
-        private(set) var begunHop: Int?
-
-        /// The hop at `index` starts: it carries what was queued for it (nil:
-        /// nothing). A hop that starts again (after a wait) carries what it carried.
-        mutating func beginHop(at index: Int) -> SentAuthorization? {
-            guard begunHop != index else { return sent }
-            begunHop = index
+        /// A new hop begins (the task's machine says when): it carries what
+        /// was queued for it, else nothing. A hop that starts again after a
+        /// wait is no new hop, and carries what it carried.
+        mutating func beginHop() {
             sent = pending
             pending = nil
-            return sent
         }
 
         /// The hop also carries credentials the session remembers for the

@@ -4,8 +4,9 @@ extension SessionTask {
     /// The life of a task as pure state: events come in, actions go out; the
     /// task applies them under its lock and performs them after releasing it
     /// (transport commands, delegate calls). Each phase carries what only it
-    /// needs; the current hop and the counts that span hops (redirects,
-    /// connectivity tries) sit beside it.
+    /// needs; what spans hops sits beside it: the current hop and its record,
+    /// the task's one deadline, the authentication and trust rounds, the
+    /// cache's part, the counts of redirects and connectivity tries.
     ///
     /// ```
     /// suspended ─resume→ intercepting ─proceed→ awaitingHead ─head→ deciding ─allow→ receiving ─done→ finished
@@ -114,6 +115,15 @@ extension SessionTask {
         private(set) var record = HopRecord()
         /// The cache's part of the task.
         private(set) var cache = CacheRecord()
+        /// When `timeoutIntervalForResource` runs out: set once, at the first
+        /// resume, from when the task may begin; the bound of every hop,
+        /// retry and challenge round.
+        private(set) var deadline: Date?
+        /// Challenges answered and credentials sent, across hops: a new hop
+        /// carries what was queued for it (the machine begins each hop).
+        var authentication = AuthenticationState()
+        /// The server-trust probe and the client identity, across hops.
+        var trust = TrustState()
 
         /// Whether `hop` is the task's current one and the task runs: its
         /// events may reach the machine.
@@ -158,11 +168,15 @@ extension SessionTask {
             Actions(.impossible("\(event) in phase \(phase) of hop \(hop.map { "\($0.index)" } ?? "none")"))
         }
 
-        /// - Parameter delayed: The task's earliest begin date is still to come.
-        mutating func resume(delayed: Bool = false) -> Actions {
+        /// The first resume sets the deadline, `resourceTimeout` seconds after
+        /// the task may begin (nil or out of range: none); a task whose
+        /// earliest begin date is still to come waits for it.
+        mutating func resume(at now: Date = Date(), earliestBegin: Date? = nil, resourceTimeout: TimeInterval? = nil) -> Actions {
             guard !isFinished else { return Actions() }
             if phase == .suspended {
-                if delayed {
+                let begins = max(now, earliestBegin ?? now)
+                deadline = resourceTimeout.flatMap { Session.deadline(from: begins, resourceTimeout: $0) }
+                if begins > now {
                     phase = .delayed
                     return Actions(.awaitBeginDate)
                 }
@@ -191,14 +205,26 @@ extension SessionTask {
             return finish(.failure(SessionError(.cancelled, failingURL: nil, message: "the task was cancelled")))
         }
 
+        /// Whether the task's deadline is still ahead (a task without one has time).
+        func hasTime(at now: Date = Date()) -> Bool {
+            deadline.map { $0 > now } ?? true
+        }
+
         /// Interceptors let the request through: `first` starts.
         mutating func proceed(with first: Hop) -> Actions {
             guard !isFinished else { return Actions() }
             guard phase == .intercepting else { return impossible("proceed") }
-            hop = first
+            begin(first)
+            return Actions(.startTransfer(first))
+        }
+
+        /// `next` is the task's request from now on, with a record of its own
+        /// and the credentials queued for it.
+        private mutating func begin(_ next: Hop) {
+            hop = next
             phase = .awaitingHead(Exchange())
             record = HopRecord()
-            return Actions(.startTransfer(first))
+            authentication.beginHop()
         }
 
         /// The hop waits before its transfer starts (again). False when its
@@ -220,9 +246,19 @@ extension SessionTask {
 
         /// The host could not be reached and the task waits for connectivity
         /// (the caller decides whether it may): the same hop goes again.
-        /// Returns the number of this try, from 1.
-        mutating func retryForConnectivity() -> Int? {
-            wait(.connectivity) ? connectivityRetries : nil
+        /// Returns the number of this try, from 1; nil when the hop's head
+        /// came or the deadline has passed.
+        mutating func retryForConnectivity(at now: Date = Date()) -> Int? {
+            hasTime(at: now) && wait(.connectivity) ? connectivityRetries : nil
+        }
+
+        /// The server asked for a client certificate: the hop waits for the
+        /// delegate's identity, once per task and never when one is given.
+        /// False when it may not ask (the transfer then fails as it is).
+        mutating func waitForClientCertificate() -> Bool {
+            guard trust.mayAskForClientCertificate, wait(.clientCertificate) else { return false }
+            trust.askedForClientCertificate()
+            return true
         }
 
         /// An interceptor or the cache answered (or failed): the task ends
@@ -290,11 +326,17 @@ extension SessionTask {
             case .resumption: break
             }
             let next = current.next()
-            hop = next
-            phase = .awaitingHead(Exchange())
-            record = HopRecord()
+            begin(next)
             actions.append(.startTransfer(next))
             return actions
+        }
+
+        /// A challenge is answered with `authorization`: the next hop carries it.
+        mutating func answerChallenge(with authorization: SentAuthorization, url: URL?) -> Actions {
+            guard !isFinished else { return Actions() }
+            guard case .deciding = phase else { return impossible("answerChallenge") }
+            authentication.queue(authorization)
+            return follow(.authentication, url: url)
         }
 
         /// The hop's transfer failed and the task goes on with another
@@ -305,9 +347,7 @@ extension SessionTask {
             guard let current = hop, exchange != nil else { return impossible("resend") }
             guard current.index + 1 < SessionTask.maximumHops else { return finish(.failure(Self.tooManyHops(.resumption, url: url))) }
             let next = current.next()
-            hop = next
-            phase = .awaitingHead(Exchange())
-            record = HopRecord()
+            begin(next)
             return Actions(.startTransfer(next))
         }
 
