@@ -147,7 +147,7 @@ final class BackgroundEngine: TaskEngine {
                 await task.askDelegate { await $0.urlSession(session, task: task, willBeginDelayedRequest: request) } ?? (.continueLoading, nil)
             var spec: RequestSpec?
             if disposition == .useNewRequest, let replacement, let url = replacement.url {
-                task.locked.withLock { $0.currentRequest = replacement }
+                task.locked.withLock { $0.machine.use(replacement) }
                 let headers = (replacement.allHTTPHeaderFields ?? [:]).sorted { $0.key < $1.key }.map { [$0.key, $0.value] }
                 spec = RequestSpec(url: url.absoluteString, method: replacement.httpMethod ?? "GET", headers: headers, timeout: timeout)
             }

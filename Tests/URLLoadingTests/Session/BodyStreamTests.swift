@@ -173,7 +173,7 @@ import TestSupport
     final class PartsDelegate: SessionDelegate {
         let cancelAtPart: Int?
         private let state = Lock<(parts: [(type: String, extra: String?, body: Data)], events: [String])>(([], []))
-        private let completion = CompletionLatch()
+        let completion = CompletionLatch()
         init(cancelAtPart: Int? = nil) { self.cancelAtPart = cancelAtPart }
         var parts: [(type: String, extra: String?, body: Data)] { state.withLock { $0.parts } }
         var events: [String] { state.withLock { $0.events } }
@@ -253,6 +253,32 @@ import TestSupport
         #expect(delegate.events == ["response 200", "data", "response 200", "complete cancelled"])
         #expect(delegate.parts.count == 2 && delegate.parts[1].body.isEmpty)
         session.finishTasksAndInvalidate()
+        try await origin.shutdown()
+    }
+
+    @Test("A part with a malformed header line fails the task with badServerResponse at its URL, and the session goes on")
+    func malformedPart() async throws {
+        let origin = try await TestOrigin.start()
+        let wire = "--frame\r\nContent-Type: text/plain\r\n\r\none\r\n--frame\r\nno colon here\r\n\r\ntwo\r\n--frame--\r\n"
+        origin.route(
+            "/broken",
+            response: ScriptedResponse(
+                status: 200, headers: [HeaderField("Content-Type", "multipart/x-mixed-replace; boundary=frame")],
+                parts: [.bytes(Array(wire.utf8))], framing: .chunked))
+        origin.route("/after", response: ScriptedResponse(status: 200, body: "ok"))
+        let delegate = PartsDelegate()
+        let session = Session(configuration: .ephemeral, delegate: delegate)
+        defer { session.invalidateAndCancel() }
+        let task = session.dataTask(with: origin.url("/broken"))
+        task.resume()
+        let completed = await bounded(delegate.completion, "didCompleteWithError of the malformed response")
+        guard completed else { return }  // the transport's thread is stuck: nothing more answers
+        let error = task.error as? URLError
+        #expect(error?.code == .badServerResponse && error?.failingURL == origin.url("/broken"), "\(String(describing: error))")
+        #expect(delegate.events.last?.hasPrefix("complete") == true && delegate.events.filter { $0.hasPrefix("complete") }.count == 1, "\(delegate.events)")
+        // The transport's thread still runs: another request is answered.
+        let (data, _) = try await session.data(from: origin.url("/after"))
+        #expect(String(decoding: data, as: UTF8.self) == "ok")
         try await origin.shutdown()
     }
 

@@ -21,7 +21,7 @@ import Transport
     func hopRecord() {
         var machine = Machine()
         _ = machine.resume()
-        _ = machine.proceed(with: TaskStateMachineTests.first)
+        _ = machine.proceed(with: TaskStateMachineTests.first, request: TaskStateMachineTests.request)
         let sent = Date(timeIntervalSince1970: 100), came = Date(timeIntervalSince1970: 101)
         machine.planned(cookie: "a=1", credentialIdentity: "alice")
         machine.handedOver(at: sent, viaProxy: true)
@@ -49,7 +49,7 @@ import Transport
     func waitingKeepsRecord() {
         var machine = Machine()
         _ = machine.resume()
-        _ = machine.proceed(with: TaskStateMachineTests.first)
+        _ = machine.proceed(with: TaskStateMachineTests.first, request: TaskStateMachineTests.request)
         machine.planned(cookie: "a=1", credentialIdentity: nil)
         let waits = machine.wait(.otherRequest)
         #expect(waits)
@@ -65,7 +65,7 @@ import Transport
     func cacheRecord() {
         var machine = Machine()
         _ = machine.resume()
-        _ = machine.proceed(with: TaskStateMachineTests.first)
+        _ = machine.proceed(with: TaskStateMachineTests.first, request: TaskStateMachineTests.request)
         let stale = Self.stored("old")
         machine.cacheConsulted(key: "k", status: "ours; fwd=stale", revalidating: stale, fallback: stale, requestTime: 42)
         #expect(machine.cache.key == "k" && machine.cache.status == "ours; fwd=stale" && machine.cache.requestTime == 42)

@@ -1,4 +1,7 @@
 import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
 import Testing
 import Transport
 @testable import URLLoading
@@ -15,12 +18,13 @@ import Transport
     static let other = CurlMulti.TransferID(2)
     static let head = ResponseHead(status: 200, httpVersion: "HTTP/1.1", headers: [("Content-Length", "2")])
     static let url = URL(string: "http://example.test/")
+    static let request = URLRequest(url: URL(string: "http://example.test/first") ?? URL(fileURLWithPath: "/"))
 
     /// A machine whose first hop's head is being decided.
     static func deciding() -> Machine {
         var machine = Machine()
         _ = machine.resume()
-        _ = machine.proceed(with: Self.first)
+        _ = machine.proceed(with: Self.first, request: Self.request)
         _ = machine.started(id)
         _ = machine.head(head)
         return machine
@@ -52,7 +56,7 @@ import Transport
         #expect(machine.resume(at: Self.t0, earliestBegin: Self.t0.addingTimeInterval(60)) == [.awaitBeginDate])
         #expect(machine.phase == .delayed && !machine.isSuspended)
         #expect(machine.resume(at: Self.t0.addingTimeInterval(1), earliestBegin: Self.t0.addingTimeInterval(60)).isEmpty, "a second resume changes nothing")
-        #expect(machine.proceed(with: Self.first).first.map { if case .impossible = $0 { true } else { false } } == true)
+        #expect(machine.proceed(with: Self.first, request: Self.request).first.map { if case .impossible = $0 { true } else { false } } == true)
         #expect(machine.beginDelayed() == [.runInterceptors] && machine.phase == .intercepting)
         #expect(machine.beginDelayed().first.map { if case .impossible = $0 { true } else { false } } == true)
         var past = Machine()
@@ -60,7 +64,7 @@ import Transport
         var cancelled = Machine()
         _ = cancelled.resume(at: Self.t0, earliestBegin: Self.t0.addingTimeInterval(60))
         _ = cancelled.cancel()
-        #expect(cancelled.outcome == .cancelled && cancelled.beginDelayed().isEmpty)
+        #expect(cancelled.outcome?.isCancelled == true && cancelled.beginDelayed().isEmpty)
     }
 
     @Test("The life of a plain exchange: resume, interceptors, transfer, head, body, end")
@@ -71,7 +75,7 @@ import Transport
         #expect(r1 == [.runInterceptors])
         let r2 = machine.resume()
         #expect(r2 == [])
-        let r3 = machine.proceed(with: Self.first)
+        let r3 = machine.proceed(with: Self.first, request: Self.request)
         #expect(r3 == [.startTransfer(Self.first)])
         let r4 = machine.started(Self.id)
         #expect(r4 == [])
@@ -109,7 +113,8 @@ import Transport
         #expect(r13 == [] && r14 == [])
         var deciding = Self.deciding()
         let r15 = deciding.cancel()
-        #expect(r15 == [.cancelTransfer(Self.id), .complete(.failure(cancelled))])
+        let cancelledAtRequest = SessionError(.cancelled, failingURL: Self.request.url, message: "the task was cancelled")
+        #expect(r15 == [.cancelTransfer(Self.id), .complete(.failure(cancelledAtRequest))])
         // Late events after the end change nothing and are not impossible.
         let r16 = deciding.allow()
         let r17 = deciding.head(Self.head)
@@ -150,7 +155,7 @@ import Transport
     func resend() {
         var machine = Machine()
         _ = machine.resume()
-        _ = machine.proceed(with: Self.first)
+        _ = machine.proceed(with: Self.first, request: Self.request)
         _ = machine.started(Self.id)
         let resent = machine.resend(url: Self.url)
         guard let second = machine.hop else {
@@ -172,7 +177,7 @@ import Transport
         }
         var bounded = Machine()
         _ = bounded.resume()
-        _ = bounded.proceed(with: Self.first)
+        _ = bounded.proceed(with: Self.first, request: Self.request)
         var last = Machine.Actions()
         var hops = 1
         for _ in 0..<SessionTask.maximumHops {
@@ -218,7 +223,7 @@ import Transport
             Issue.record("allow before anything was not reported")
             return
         }
-        guard case .impossible = machine.proceed(with: Self.first).first else {
+        guard case .impossible = machine.proceed(with: Self.first, request: Self.request).first else {
             Issue.record("proceed before resume was not reported")
             return
         }
@@ -243,7 +248,7 @@ import Transport
         #expect(r28 == [.unpause(Self.id)])
         var waiting = Machine()
         _ = waiting.resume()
-        _ = waiting.proceed(with: Self.first)
+        _ = waiting.proceed(with: Self.first, request: Self.request)
         let r29 = waiting.retryForConnectivity()
         #expect(waiting.phase == .waiting(.connectivity))
         let again = waiting.proceedHop()
@@ -271,7 +276,7 @@ import Transport
         for reason in [Machine.Wait.bodyStream, .serverTrust, .clientCertificate, .otherRequest] {
             var machine = Machine()
             _ = machine.resume()
-            _ = machine.proceed(with: Self.first)
+            _ = machine.proceed(with: Self.first, request: Self.request)
             let waits = machine.wait(reason)
             #expect(waits && machine.phase == .waiting(reason))
             let again = machine.wait(reason)
@@ -284,27 +289,69 @@ import Transport
             }
             var cancelled = Machine()
             _ = cancelled.resume()
-            _ = cancelled.proceed(with: Self.first)
+            _ = cancelled.proceed(with: Self.first, request: Self.request)
             _ = cancelled.wait(reason)
             _ = cancelled.cancel()
             let late = cancelled.proceedHop()
-            #expect(late == [] && cancelled.outcome == .cancelled, "the answer after a cancel starts nothing")
+            #expect(late == [] && cancelled.outcome?.isCancelled == true, "the answer after a cancel starts nothing")
         }
     }
 
-    @Test("How a task ended: succeeded, failed, or cancelled by the user or the delegate")
+    @Test("How a task ended: succeeded, failed, or cancelled by the user or the delegate; a failure names the request it failed at and carries resume data made after")
     func outcomes() {
         var succeeded = Self.deciding()
         _ = succeeded.allow()
         _ = succeeded.transferCompleted(.success(TransferMetrics()))
-        #expect(succeeded.outcome == .succeeded)
+        #expect(succeeded.outcome == .succeeded && succeeded.succeeded && succeeded.error == nil)
         var failed = Self.deciding()
-        _ = failed.fail(SessionError(.badServerResponse, failingURL: nil, message: "x"))
-        #expect(failed.outcome == .failed)
+        let failedActions = failed.fail(SessionError(.badServerResponse, failingURL: nil, message: "x"))
+        guard case .failed(let error)? = failed.outcome else {
+            Issue.record("not failed: \(String(describing: failed.outcome))")
+            return
+        }
+        #expect(error.code == .badServerResponse && error.failingURL == Self.request.url, "the failure names no URL")
+        #expect(failedActions.last == .complete(.failure(error)), "the task completes with another error than it keeps")
+        var elsewhere = Self.deciding()
+        _ = elsewhere.fail(SessionError(.timedOut, failingURL: Self.url, message: "x"))
+        #expect(elsewhere.error?.failingURL == Self.url, "a failure's own URL was replaced")
         var delegateCancelled = Self.deciding()
         _ = delegateCancelled.fail(SessionError(.cancelled, failingURL: nil, message: "the delegate cancelled the task"))
-        #expect(delegateCancelled.outcome == .cancelled)
-        #expect(Machine().outcome == nil)
+        #expect(delegateCancelled.outcome?.isCancelled == true && !delegateCancelled.succeeded)
+        delegateCancelled.attachResumeData(Data("resume".utf8), resumesUpload: true)
+        #expect(delegateCancelled.outcome?.isCancelled == true, "resume data changed how the task ended")
+        #expect(delegateCancelled.error?.resumeData == Data("resume".utf8) && delegateCancelled.error?.resumesUpload == true)
+        succeeded.attachResumeData(Data("resume".utf8), resumesUpload: false)
+        #expect(succeeded.outcome == .succeeded, "a success got an error")
+        #expect(Machine().outcome == nil && Machine().error == nil)
+        var stream = Self.deciding()
+        let handedOver = stream.becameStream()
+        #expect(handedOver == [.cancelTransfer(Self.id), .complete(.success(nil))] && stream.outcome == .becameStream && stream.succeeded)
+        #expect(stream.hop == nil && stream.becameStream().isEmpty)
+        var receiving = Self.deciding()
+        _ = receiving.allow()
+        #expect(receiving.becameStream().first.map { if case .impossible = $0 { true } else { false } } == true, "a task past its head became a stream")
+    }
+
+    @Test("The task's request: the original, the interceptors', a redirect's, the delegate's replacement; it stays as it was once the task ends")
+    func currentRequest() {
+        var machine = Machine(request: URLRequest(url: URL(fileURLWithPath: "/original")))
+        #expect(machine.request?.url?.path == "/original")
+        _ = machine.resume()
+        _ = machine.proceed(with: Self.first, request: Self.request)
+        #expect(machine.request == Self.request)
+        _ = machine.started(Self.id)
+        _ = machine.head(Self.head)
+        let redirected = URLRequest(url: URL(fileURLWithPath: "/redirected"))
+        _ = machine.follow(.redirect, url: Self.url, to: redirected)
+        #expect(machine.request == redirected)
+        _ = machine.cancel()
+        machine.use(URLRequest(url: URL(fileURLWithPath: "/late")))
+        #expect(machine.request == redirected, "a finished task's request changed")
+        #expect(machine.error?.failingURL == redirected.url)
+        var delayed = Machine(request: Self.request)
+        _ = delayed.resume(at: Self.t0, earliestBegin: Self.t0.addingTimeInterval(1))
+        _ = delayed.beginDelayed(with: redirected)
+        #expect(delayed.request == redirected)
     }
 
     @Test("Resume data: a timeout or a lost connection after bytes, or a cancel asking for it, when the response allowed resuming")
@@ -333,7 +380,7 @@ import Transport
     func idAfterHead() {
         var machine = Machine()
         _ = machine.resume()
-        _ = machine.proceed(with: Self.first)
+        _ = machine.proceed(with: Self.first, request: Self.request)
         let head = machine.head(Self.head)
         #expect(head == [.decide(Self.head, Self.first)], "the head came before the id")
         let early = machine.chunk()
@@ -356,7 +403,7 @@ import Transport
         _ = machine.resume(at: Self.t0.addingTimeInterval(5), resourceTimeout: 30)
         #expect(machine.deadline == Self.t0.addingTimeInterval(10), "a second resume moved the deadline")
         #expect(machine.hasTime(at: Self.t0.addingTimeInterval(9.9)) && !machine.hasTime(at: Self.t0.addingTimeInterval(10)))
-        _ = machine.proceed(with: Self.first)
+        _ = machine.proceed(with: Self.first, request: Self.request)
         let late = machine.retryForConnectivity(at: Self.t0.addingTimeInterval(11))
         #expect(late == nil && machine.phase == .awaitingHead(Machine.Exchange()), "a retry after the deadline")
         let inTime = machine.retryForConnectivity(at: Self.t0.addingTimeInterval(1))
@@ -398,7 +445,7 @@ import Transport
     func clientCertificateOnce() {
         var machine = Machine()
         _ = machine.resume()
-        _ = machine.proceed(with: Self.first)
+        _ = machine.proceed(with: Self.first, request: Self.request)
         let asked = machine.waitForClientCertificate()
         #expect(asked && machine.phase == .waiting(.clientCertificate))
         _ = machine.proceedHop()
@@ -406,7 +453,7 @@ import Transport
         #expect(!twice, "asked twice")
         var given = Machine()
         _ = given.resume()
-        _ = given.proceed(with: Self.first)
+        _ = given.proceed(with: Self.first, request: Self.request)
         given.trust.use(Credential(certificatePath: "/c.pem", privateKeyPath: "/k.pem"))
         let withIdentity = given.waitForClientCertificate()
         #expect(!withIdentity && given.phase == .awaitingHead(Machine.Exchange()), "asked with an identity given")

@@ -37,9 +37,6 @@ extension SessionTask {
             host: plan.endpoint.host, port: plan.endpoint.port, endpoint: plan.endpoint, connection: connection, leftover: leftover)
         callDelegate { $0.urlSession(session, dataTask: self, didBecome: stream) }
         perform(
-            locked.withLock { inner in
-                inner.becameStream = true
-                return inner.machine.fail(SessionError(.cancelled, failingURL: url, message: "the task became a stream task"))
-            })
+            locked.withLock { $0.machine.becameStream() })
     }
 }

@@ -224,7 +224,7 @@ extension SessionTask {
             case .data(let data):
                 events.enqueueSync { [self] in
                     defer { self.delegateTook(data.count) }
-                    guard !self.locked.withLock({ $0.machine.isFinished && $0.error != nil }) else { return }
+                    guard !self.locked.withLock({ $0.machine.error != nil }) else { return }
                     self.callDelegate { $0.urlSession(session, dataTask: self, didReceive: data) }
                 }
             }

@@ -14,7 +14,7 @@ extension SessionTask {
     func serveStaleIfError(reason: String) -> Bool {
         guard let session else { return false }
         let (fallback, headers) = locked.withLock { inner in
-            (inner.machine.cache.fallback, inner.currentRequest.map { CacheView.requestHeaders($0, cookie: inner.machine.record.cookie, credentials: inner.machine.record.credentialIdentity) } ?? [])
+            (inner.machine.cache.fallback, inner.machine.request.map { CacheView.requestHeaders($0, cookie: inner.machine.record.cookie, credentials: inner.machine.record.credentialIdentity) } ?? [])
         }
         let now = Date().timeIntervalSince1970
         guard let stored = CacheExchange.staleIfError(fallback, requestHeaders: headers, now: now) else { return false }
@@ -36,7 +36,7 @@ extension SessionTask {
 
         /// `inout` so that the task's state is read in place, not copied whole.
         init(_ inner: inout Inner) {
-            request = inner.currentRequest
+            request = inner.machine.request
             cache = inner.machine.cache
             hop = inner.machine.record
             status = inner.head?.head.status

@@ -20,7 +20,7 @@ extension SessionTask {
             if progress.totalUnitCount < done { progress.totalUnitCount = done }
             progress.completedUnitCount = max(done, progress.totalUnitCount)
         }
-        if inner.becameStream { return nil }
+        if inner.machine.outcome == .becameStream { return nil }
         return Ending(&inner, result: result, task: self)
     }
 
@@ -61,7 +61,7 @@ extension SessionTask {
             carrying.resumeData = resumeData
             carrying.resumesUpload = uploadResume != nil
             failure = carrying
-            locked.withLock { $0.error = carrying }
+            locked.withLock { $0.machine.attachResumeData(resumeData, resumesUpload: uploadResume != nil) }
         }
         // Apple's form from here on: what handlers, delegates and async calls get.
         let error: (any Error)? = failure?.urlError
@@ -172,11 +172,6 @@ extension SessionTask {
             let sessionDelegate = inner.session?.delegate
             let sessionHearsMetrics = sessionDelegate != nil && inner.session?.delegateAbilities.lacks(.didFinishCollectingMetrics) == false
             let metricsListeners = inner.delegate != nil || sessionHearsMetrics
-            if case .failure(let error) = result {
-                var failure = SessionError(error.code, failingURL: error.failingURL ?? inner.currentRequest?.url, message: error.message)
-                failure.reportedURLErrorCode = error.reportedURLErrorCode
-                inner.error = failure
-            }
             metrics = TaskMetrics(
                 transactionMetrics: metricsListeners ? TaskTransactions.readyToRead(inner.transactions) : inner.transactions,
                 taskInterval: DateInterval(start: inner.started ?? Date(), end: max(Date(), inner.started ?? Date())),
@@ -186,7 +181,7 @@ extension SessionTask {
             self.sessionDelegate = sessionDelegate
             self.metricsListeners = metricsListeners
             contents = inner.sink.close()
-            error = inner.error
+            error = inner.machine.error
             resume = task.resumeData(&inner, file: contents.file)
             uploadResume = task.uploadResumeDraft(&inner)
             spill = inner.uploadResumeFrom?.spill
@@ -199,7 +194,7 @@ extension SessionTask {
             cacheUpdate = CacheUpdateInputs(&inner)
             shown = ShownResponse(response: inner.response, head: inner.head)
             // A cancelled task stays `canceling` until its end is delivered (`state`).
-            letGoOfSession = inner.delegate == nil && sessionDelegate == nil && inner.machine.outcome != .cancelled
+            letGoOfSession = inner.delegate == nil && sessionDelegate == nil && inner.machine.outcome?.isCancelled != true
             if letGoOfSession { inner.session = nil }
         }
     }

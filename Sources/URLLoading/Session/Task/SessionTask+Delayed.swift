@@ -61,10 +61,8 @@ extension SessionTask {
         case .cancel:
             cancel()
         case .useNewRequest, .continueLoading:
-            if disposition == .useNewRequest, let replacement {
-                locked.withLock { $0.currentRequest = replacement }
-            }
-            perform(locked.withLock { $0.machine.beginDelayed() })
+            let replacement = disposition == .useNewRequest ? replacement : nil
+            perform(locked.withLock { $0.machine.beginDelayed(with: replacement) })
         }
     }
 }

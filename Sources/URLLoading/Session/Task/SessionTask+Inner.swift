@@ -13,12 +13,10 @@ extension SessionTask {
         var sink: any ResponseSink
         var session: Session?
         var delegate: (any SessionDelegate)?
-        var currentRequest: URLRequest?
         /// The response as the user sees it, built from `head` on first use
         /// (Foundation's initializer is the costliest step of a request).
         var response: HTTPURLResponse?
         var head: (url: URL, head: ResponseHead)?
-        var error: SessionError?
         var bytesReceived: Int64 = 0
         var bytesSent: Int64 = 0
         /// The hop whose body `bytesSent` counts.
@@ -33,8 +31,6 @@ extension SessionTask {
         var earliestBeginDate: Date?
         /// Data, upload or download; a data task may become a download.
         var kind = Kind.data
-        /// The task became a stream task (`becomeStream`): it ends without a call.
-        var becameStream = false
         /// The task's `Progress`, once somebody asked for it.
         var progress: Progress?
         // Resume data.

@@ -30,7 +30,7 @@ extension SessionTask {
         let cookie = RequestCookies.header(for: loaded, headers: [], session: session)
         if let cookie { loaded.setValue(cookie, forHTTPHeaderField: "Cookie") }
         locked.withLock { inner in
-            inner.currentRequest = canonical
+            inner.machine.use(canonical)
             if inner.machine.isCurrent(hop) { inner.machine.planned(cookie: cookie, credentialIdentity: nil) }
         }
         var cached: CachedURLResponse?

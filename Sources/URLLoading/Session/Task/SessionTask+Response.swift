@@ -19,7 +19,7 @@ extension SessionTask {
 
         init(_ inner: inout Inner, status: Int) {
             session = inner.session
-            request = inner.currentRequest
+            request = inner.machine.request
             revalidating = inner.machine.cache.revalidating
             sentCredentials = inner.machine.authentication.sent != nil
             worked = inner.machine.authentication.succeeded(status: status)
@@ -112,8 +112,7 @@ extension SessionTask {
                 self.locked.withLock { inner in
                     // The redirect's own transfer may be cut short: record its exchange now.
                     TaskTransactions.recordCutShort(&inner)
-                    inner.currentRequest = chosen
-                    return inner.machine.follow(.redirect, url: url, maximumRedirects: maximum)
+                    return inner.machine.follow(.redirect, url: url, to: chosen, maximumRedirects: maximum)
                 })
         }
         guard hasDelegate, let response = Self.makeResponse(url: url, head: head) else {
@@ -150,7 +149,7 @@ extension SessionTask {
         // what the cache could store (the 5% rule's largest tier).
         var limit = 0
         if inner.sink.asksDelegate, inner.machine.cache.key != nil, inner.kind == .data {
-            let request = inner.currentRequest
+            let request = inner.machine.request
             let storable = CachePolicy.storability(
                 method: request?.httpMethod ?? "GET", requestHeaders: HeaderFields(request?.allHTTPHeaderFields ?? [:]),
                 status: head.status, responseHeaders: fields

@@ -42,7 +42,7 @@ extension SessionTask {
         guard let upload = inner.resumableUpload else { return }
         switch request {
         case .upload:
-            inner.currentRequest = originalRequest
+            if let originalRequest { inner.machine.use(originalRequest) }
             inner.hopBody = nil
             inner.sendBase = 0
             // A streamed body is asked for again, whole.
@@ -66,7 +66,7 @@ extension SessionTask {
                 next.httpMethod = "HEAD"
                 inner.hopBody = TransferRequest.Body.none
             }
-            inner.currentRequest = next
+            inner.machine.use(next)
         }
     }
 
@@ -100,7 +100,7 @@ extension SessionTask {
             inner.resumableUpload = upload
             TaskTransactions.recordCutShort(&inner)
             prepareResumption(request, &inner)
-            return inner.machine.resend(url: inner.currentRequest?.url)
+            return inner.machine.resend(url: inner.machine.request?.url)
         }
         guard let actions else { return false }
         perform(actions)
@@ -121,7 +121,7 @@ extension SessionTask {
             // This exchange ends here: recorded now, its figures filled when its transfer ends.
             TaskTransactions.recordCutShort(&inner)
             prepareResumption(request, &inner)
-            return inner.machine.follow(.resumption, url: inner.currentRequest?.url)
+            return inner.machine.follow(.resumption, url: inner.machine.request?.url)
         case .fail(let reason):
             let url = originalRequest?.url
             let error =

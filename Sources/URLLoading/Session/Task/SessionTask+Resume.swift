@@ -37,12 +37,12 @@ extension SessionTask {
 
     /// The resume data of a failed or cancelled download, when it may resume.
     func resumeData(_ inner: inout Inner, file: DownloadFile?) -> ResumeData? {
-        guard let file, let failure = inner.error else { return nil }
+        guard let file, let failure = inner.machine.error else { return nil }
         let (offset, overflow) = file.offset.addingReportingOverflow(inner.bytesReceived)
         guard !overflow,
             StateMachine.leavesResumeData(
                 failure: failure.code, askedForResumeData: inner.resumeDataHandler != nil, resumable: inner.resumable != nil, bytesOnDisk: offset),
-            let validators = inner.resumable, let url = inner.currentRequest?.url
+            let validators = inner.resumable, let url = inner.machine.request?.url
         else { return nil }
         return ResumeData(
             url: url.absoluteString, headers: ResumeData.keptHeaders(inner.resumeFrom?.request ?? originalRequest),

@@ -17,7 +17,7 @@ extension SessionTask {
 
         /// `inout` so that the task's state is read in place, not copied whole.
         init(_ inner: inout Inner) {
-            (session, request, startupError) = (inner.session, inner.currentRequest, inner.startupError)
+            (session, request, startupError) = (inner.session, inner.machine.request, inner.startupError)
         }
     }
 
@@ -54,7 +54,7 @@ extension SessionTask {
         guard !interceptors.isEmpty else {
             // The hop's start reads the task in the same turn of the lock.
             let first = Hop(task: self, index: 0)
-            let (actions, inputs) = locked.withLock { inner in (inner.machine.proceed(with: first), HopInputs(&inner, hop: first)) }
+            let (actions, inputs) = locked.withLock { inner in (inner.machine.proceed(with: first, request: request), HopInputs(&inner, hop: first)) }
             for action in actions {
                 if case .startTransfer(let hop) = action { startTransfer(hop, inputs) } else { perform(StateMachine.Actions(action)) }
             }
@@ -77,8 +77,7 @@ extension SessionTask {
             let first = Hop(task: self, index: 0)
             self.perform(
                 self.locked.withLock { inner in
-                    inner.currentRequest = request
-                    return inner.machine.proceed(with: first)
+                    inner.machine.proceed(with: first, request: request)
                 })
         }
     }
@@ -280,7 +279,7 @@ extension SessionTask {
             resumableFields = SessionTask.resumableFields(&inner)
             pendingAuthorization = inner.machine.authentication.sent
             session = inner.session
-            request = inner.currentRequest
+            request = inner.machine.request
             deadline = inner.machine.deadline
             kind = inner.kind
             usesCache = inner.kind == .data && inner.sink.usesCache

@@ -18,7 +18,7 @@ extension SessionTask {
     func receivedInterim(_ head: ResponseHead, from hop: Hop) {
         // A resumable upload's 104 names where it goes on (on the request's origin only).
         let (url, ignored) = locked.withLock { inner -> (URL?, Bool) in
-            guard inner.machine.isCurrent(hop), let url = inner.currentRequest?.url else { return (nil, false) }
+            guard inner.machine.isCurrent(hop), let url = inner.machine.request?.url else { return (nil, false) }
             let location = head.headers.first { HeaderFields.namesEqual($0.name, "Location") }?.value
             let refused = inner.resumableUpload?.informational(status: head.status, location: location, requestURL: url)
             return (url, refused != nil)
@@ -114,7 +114,8 @@ extension SessionTask {
             guard let session else { return true }
             deliverParts(parts, session: session)
         case .malformed(let message):
-            perform(locked.withLock { $0.machine.fail(SessionError(.badServerResponse, failingURL: currentRequest?.url, message: message)) })
+            // No URL: the machine names the request the task is at (the lock is held here).
+            perform(locked.withLock { $0.machine.fail(SessionError(.badServerResponse, failingURL: nil, message: message)) })
         case .write(let handle, let total, let expected, let report):
             if let failure = Self.writeAll(chunk, to: handle.fileDescriptor) {
                 // A full disk or a lost file: the task fails with what the system said.

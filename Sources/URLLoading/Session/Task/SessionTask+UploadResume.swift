@@ -66,7 +66,7 @@ extension SessionTask {
             let request = originalRequest, let url = request.url
         else { return nil }
         if ended {
-            guard let failure = inner.error,
+            guard let failure = inner.machine.error,
                 failure.code == .timedOut || failure.code == .networkConnectionLost || (failure.code == .cancelled && inner.resumeDataHandler != nil)
             else { return nil }
         }

@@ -45,7 +45,7 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
             let progress = Progress(totalUnitCount: -1)
             inner.progress = progress
             inner.updateProgress()
-            if inner.machine.isFinished && inner.error == nil {
+            if inner.machine.succeeded {
                 progress.totalUnitCount = max(progress.totalUnitCount, progress.completedUnitCount)
                 progress.completedUnitCount = progress.totalUnitCount
             }
@@ -91,7 +91,7 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
         var inner = Inner(sink: sink)
         inner.kind = kind
         inner.session = session
-        inner.currentRequest = request
+        inner.machine = StateMachine(request: request)
         switch body {
         case .none: inner.bytesExpectedToSend = 0
         case .data(let data): inner.bytesExpectedToSend = Int64(data.count)
@@ -113,7 +113,7 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
     // MARK: Public state
 
     /// The request now being sent (after redirects).
-    public var currentRequest: URLRequest? { locked.withLock { $0.currentRequest } }
+    public var currentRequest: URLRequest? { locked.withLock { $0.machine.request } }
     /// The response, once its head arrived.
     public var response: URLResponse? { httpURLResponse }
 
@@ -166,7 +166,7 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
         return HTTPURLResponse(url: url, statusCode: head.status, httpVersion: head.httpVersion, headerFields: fields)
     }
     /// The error the task ended with, if any.
-    public var error: (any Error)? { locked.withLock { $0.error }?.urlError }
+    public var error: (any Error)? { locked.withLock { $0.machine.error }?.urlError }
     /// Body bytes received (decoded).
     public var countOfBytesReceived: Int64 { locked.withLock { $0.bytesReceived } }
     /// Request body bytes sent.
@@ -195,7 +195,7 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
     public var state: State {
         locked.withLock { inner in
             // Cancelled and still delivering its last calls: canceling.
-            if let outcome = inner.machine.outcome { return outcome == .cancelled && inner.session != nil ? .canceling : .completed }
+            if let outcome = inner.machine.outcome { return outcome.isCancelled && inner.session != nil ? .canceling : .completed }
             return inner.machine.isSuspended && !engine.isRunningElsewhere ? .suspended : .running
         }
     }
@@ -203,7 +203,7 @@ public final class SessionTask: Sendable, Hashable, CustomStringConvertible {
     /// The fraction of the body received (or sent, for uploads), 0...1.
     public var fractionCompleted: Double {
         locked.withLock { inner in
-            if inner.machine.isFinished && inner.error == nil { return 1 }
+            if inner.machine.succeeded { return 1 }
             if inner.kind == .upload, inner.bytesExpectedToSend > 0 { return Double(inner.bytesSent) / Double(inner.bytesExpectedToSend) }
             guard inner.bytesExpectedToReceive > 0 else { return 0 }
             return min(1, Double(inner.bytesReceived) / Double(inner.bytesExpectedToReceive))

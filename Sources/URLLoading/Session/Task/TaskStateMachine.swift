@@ -1,3 +1,7 @@
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
 import Transport
 
 extension SessionTask {
@@ -71,10 +75,27 @@ extension SessionTask {
             var openPartDecisions = 0
         }
 
+        /// How the task ended. A failure's error names the URL it failed
+        /// at and, once made, carries the task's resume data.
         enum Outcome: Equatable {
             case succeeded
-            case failed
-            case cancelled
+            case failed(SessionError)
+            case cancelled(SessionError)
+            /// The task handed its connection to a stream task (`becomeStream`):
+            /// it ends without an error and without another delegate call.
+            case becameStream
+
+            var error: SessionError? {
+                switch self {
+                case .succeeded, .becameStream: nil
+                case .failed(let error), .cancelled(let error): error
+                }
+            }
+
+            var isCancelled: Bool {
+                if case .cancelled = self { return true }
+                return false
+            }
         }
 
         enum Action: Equatable {
@@ -100,6 +121,10 @@ extension SessionTask {
         }
 
         private(set) var phase: Phase = .suspended
+        /// The request the task is at: the original, then as interceptors, a
+        /// `URLProtocol` class, the delegate, a redirect or a resumed upload
+        /// changed it (Apple's `currentRequest`).
+        private(set) var request: URLRequest?
         /// The request the task is at; nil before the first and once the
         /// task is finished (the hop holds the task: this drops the cycle).
         private(set) var hop: Hop?
@@ -125,6 +150,10 @@ extension SessionTask {
         /// The server-trust probe and the client identity, across hops.
         var trust = TrustState()
 
+        init(request: URLRequest? = nil) {
+            self.request = request
+        }
+
         /// Whether `hop` is the task's current one and the task runs: its
         /// events may reach the machine.
         func isCurrent(_ hop: Hop) -> Bool { self.hop === hop }
@@ -142,6 +171,12 @@ extension SessionTask {
             if case .finished(let outcome) = phase { return outcome }
             return nil
         }
+
+        /// Why the task failed or was cancelled; nil while it runs and after a success.
+        var error: SessionError? { outcome?.error }
+
+        /// The task ended without an error (it succeeded, or became a stream task).
+        var succeeded: Bool { isFinished && error == nil }
 
         /// The current hop's exchange, in the phases that have one.
         private var exchange: Exchange? {
@@ -188,10 +223,12 @@ extension SessionTask {
             return unpauseIfRefused()
         }
 
-        /// The begin date came and the delegate let the task go on.
-        mutating func beginDelayed() -> Actions {
+        /// The begin date came and the delegate let the task go on, with
+        /// `replacement` in place of its request if it gave one.
+        mutating func beginDelayed(with replacement: URLRequest? = nil) -> Actions {
             guard !isFinished else { return Actions() }
             guard phase == .delayed else { return impossible("beginDelayed") }
+            if let replacement { request = replacement }
             phase = .intercepting
             return Actions(.runInterceptors)
         }
@@ -210,10 +247,11 @@ extension SessionTask {
             deadline.map { $0 > now } ?? true
         }
 
-        /// Interceptors let the request through: `first` starts.
-        mutating func proceed(with first: Hop) -> Actions {
+        /// Interceptors let `request` through (as they made it): `first` sends it.
+        mutating func proceed(with first: Hop, request: URLRequest) -> Actions {
             guard !isFinished else { return Actions() }
             guard phase == .intercepting else { return impossible("proceed") }
+            self.request = request
             begin(first)
             return Actions(.startTransfer(first))
         }
@@ -308,12 +346,13 @@ extension SessionTask {
             unpauseIfRefused()
         }
 
-        /// The delegate (or the session) decided to follow a redirect, or to
-        /// answer a challenge. Past `maximumRedirects` redirects, or
-        /// `maximumHops` requests in all, the task fails.
-        mutating func follow(_ reason: FollowReason, url: URL?, maximumRedirects: Int = .max) -> Actions {
+        /// The delegate (or the session) decided to follow a redirect (to
+        /// `next`), or to answer a challenge. Past `maximumRedirects`
+        /// redirects, or `maximumHops` requests in all, the task fails.
+        mutating func follow(_ reason: FollowReason, url: URL?, to next: URLRequest? = nil, maximumRedirects: Int = .max) -> Actions {
             guard !isFinished else { return Actions() }
             guard case .deciding(let exchange) = phase, let current = hop else { return impossible("follow") }
+            if let next { request = next }
             if reason == .redirect, redirects >= maximumRedirects {
                 return finish(.failure(SessionError(.httpTooManyRedirects, failingURL: url, message: "more than \(maximumRedirects) redirects")))
             }
@@ -370,6 +409,34 @@ extension SessionTask {
             exchange.pendingCompletion = nil
             phase = .receiving(exchange)
             return unpauseIfRefused()
+        }
+
+        /// The task goes on with `request` in place of the one it was at (a
+        /// `URLProtocol` class's canonical form, the delegate's replacement
+        /// for a background task, a resumed upload's next request).
+        mutating func use(_ request: URLRequest) {
+            guard !isFinished else { return }
+            self.request = request
+        }
+
+        /// The delegate made the task a stream task, which took its connection.
+        mutating func becameStream() -> Actions {
+            guard !isFinished else { return Actions() }
+            guard case .deciding(let exchange) = phase else { return impossible("becameStream") }
+            var actions = Actions()
+            if let transfer = exchange.transfer { actions.append(.cancelTransfer(transfer)) }
+            hop = nil
+            phase = .finished(.becameStream)
+            actions.append(.complete(.success(nil)))
+            return actions
+        }
+
+        /// The task's resume data was made after it ended: its error carries it.
+        mutating func attachResumeData(_ data: Data, resumesUpload: Bool) {
+            guard case .finished(let outcome) = phase, var error = outcome.error else { return }
+            error.resumeData = data
+            error.resumesUpload = resumesUpload
+            phase = .finished(outcome.isCancelled ? .cancelled(error) : .failed(error))
         }
 
         /// The task fails (delegate cancelled, a limit reached, ...).
@@ -486,23 +553,27 @@ extension SessionTask {
         private mutating func finish(_ result: Result<TransferMetrics?, SessionError>) -> Actions {
             var actions = Actions()
             if let transfer = exchange?.transfer { actions.append(.cancelTransfer(transfer)) }
-            phase = .finished(Self.outcome(of: result))
-            hop = nil
-            actions.append(.complete(result))
+            actions.append(.complete(end(result)))
             return actions
         }
 
         private mutating func completion(_ result: Result<TransferMetrics, TransferError>) -> Actions {
-            let converted = result.map { Optional($0) }.mapError { SessionError(transfer: $0) }
-            phase = .finished(Self.outcome(of: converted))
-            hop = nil
-            return Actions(.complete(converted))
+            Actions(.complete(end(result.map { Optional($0) }.mapError { SessionError(transfer: $0) })))
         }
 
-        private static func outcome(of result: Result<TransferMetrics?, SessionError>) -> Outcome {
+        /// The task is finished with `result`; a failure that names no URL
+        /// fails at the request the task was at.
+        private mutating func end(_ result: Result<TransferMetrics?, SessionError>) -> Result<TransferMetrics?, SessionError> {
+            hop = nil
             switch result {
-            case .success: .succeeded
-            case .failure(let error): error.code == .cancelled ? .cancelled : .failed
+            case .success:
+                phase = .finished(.succeeded)
+                return result
+            case .failure(let error):
+                var failure = SessionError(error.code, failingURL: error.failingURL ?? request?.url, message: error.message)
+                failure.reportedURLErrorCode = error.reportedURLErrorCode
+                phase = .finished(failure.code == .cancelled ? .cancelled(failure) : .failed(failure))
+                return .failure(failure)
             }
         }
 

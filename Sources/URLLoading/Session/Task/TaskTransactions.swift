@@ -15,7 +15,7 @@ enum TaskTransactions {
     /// `inout` only so that the state is read in place: borrowed from the
     /// lock's `inout` value, all of `Inner` was copied for it per request.
     static func network(_ inner: inout SessionTask.Inner, metrics: TransferMetrics?) -> TaskTransactionMetrics {
-        let request = inner.currentRequest ?? URLRequest(url: URL(fileURLWithPath: "/"))
+        let request = inner.machine.request ?? URLRequest(url: URL(fileURLWithPath: "/"))
         let url = request.url ?? URL(fileURLWithPath: "/")
         // The final hop's response may be built already; any other (a redirect, a 401,
         // any on swift-http-types' calls) only when someone reads it (`PendingResponse`):
