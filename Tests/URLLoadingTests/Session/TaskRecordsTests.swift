@@ -85,13 +85,38 @@ import Transport
     func coalescing() {
         var machine = Machine()
         let none = machine.endLead()
-        #expect(!machine.cache.coalesced && none == nil)
+        #expect(!machine.cache.coalesced && none.key == nil && none.claim == nil)
         machine.leadInFlight("k")
         let led = machine.endLead()
         let again = machine.endLead()
-        #expect(led == "k")
-        #expect(again == nil, "the waiting requests are let go once")
+        #expect(led.key == "k")
+        #expect(again.key == nil, "the waiting requests are let go once")
         machine.markCoalesced()
         #expect(machine.cache.coalesced)
+    }
+
+    /// A claim on a key across a fleet, as the machine holds it.
+    struct Claim: FleetClaim {
+        let name: String
+        func release() {}
+    }
+
+    @Test("A fleet claim starts the hop waiting for it and is held until the end, given back once; a claim for a hop that waits for nothing is refused")
+    func fleetClaim() {
+        var machine = Machine()
+        _ = machine.resume()
+        _ = machine.proceed(with: TaskStateMachineTests.first, request: TaskStateMachineTests.request)
+        let early = machine.fleetClaimGranted(Claim(name: "early"))
+        #expect(early == nil && machine.cache.fleetClaim == nil, "a hop that waits for nothing took a claim")
+        _ = machine.wait(.otherRequest)
+        machine.leadInFlight("k")
+        let granted = machine.fleetClaimGranted(Claim(name: "granted"))
+        #expect(granted == [.startTransfer(TaskStateMachineTests.first)] && machine.cache.coalesced)
+        let end = machine.endLead()
+        #expect(end.key == "k" && (end.claim as? Claim)?.name == "granted")
+        #expect(machine.endLead().claim == nil, "the claim was given back twice")
+        _ = machine.cancel()
+        _ = machine.wait(.otherRequest)
+        #expect(machine.fleetClaimGranted(Claim(name: "late")) == nil && machine.cache.fleetClaim == nil, "a finished task took a claim")
     }
 }

@@ -187,10 +187,7 @@ extension SessionTask {
             spill = inner.uploadResumeFrom?.spill
             resumeHandler = inner.resumeDataHandler
             sink = inner.sink
-            ledKey = inner.machine.endLead()
-            inner.fleetClaimEnded = true
-            fleetClaim = inner.fleetClaim
-            inner.fleetClaim = nil
+            (ledKey, fleetClaim) = inner.machine.endLead()
             cacheUpdate = CacheUpdateInputs(&inner)
             shown = ShownResponse(response: inner.response, head: inner.head)
             // A cancelled task stays `canceling` until its end is delivered (`state`).

@@ -46,10 +46,6 @@ extension SessionTask {
         var startupError: SessionError?
         /// The request body comes from streams (`httpBodyStream`, `needNewBodyStream`).
         var streamedBody: StreamedBody?
-        /// The cache key this task claimed across a fleet, held
-        /// until its response is stored; `fleetClaimEnded` once let go.
-        var fleetClaim: (any FleetClaim)?
-        var fleetClaimEnded = false
         /// An upload that can go on after a dropped connection (`ResumableUpload`).
         var resumableUpload: ResumableUpload?
         /// The current hop's body when it is not the task's (a resumed

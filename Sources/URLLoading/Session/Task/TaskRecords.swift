@@ -41,6 +41,9 @@ extension SessionTask.StateMachine {
         var networkHeaders: HeaderFields?
         /// Request coalescing: the key this task's request leads for.
         var leadsKey: String?
+        /// The key claimed across a fleet of processes sharing the cache,
+        /// held until the response is stored.
+        var fleetClaim: (any FleetClaim)?
         /// This task waited once for another request (or must never wait).
         var coalesced = false
         /// The most a `URLProtocol` class allowed for its response (memory

@@ -535,10 +535,22 @@ extension SessionTask {
             cache.coalesced = true
         }
 
-        /// The key this task led for, once: the caller lets the waiting ones go.
-        mutating func endLead() -> String? {
-            defer { cache.leadsKey = nil }
-            return cache.leadsKey
+        /// The fleet let the task fetch its key: the hop waiting for an
+        /// identical request (in another process) goes, and the task holds
+        /// the claim until it ends. False when the task is over, or its hop
+        /// waits for nothing: the caller lets go of the claim.
+        mutating func fleetClaimGranted(_ claim: any FleetClaim) -> Actions? {
+            guard !isFinished, phase == .waiting(.otherRequest) else { return nil }
+            cache.fleetClaim = claim
+            cache.coalesced = true  // it never waits behind itself again
+            return proceedHop()
+        }
+
+        /// The key this task led for and its fleet claim, once: the caller
+        /// lets the waiting ones go.
+        mutating func endLead() -> (key: String?, claim: (any FleetClaim)?) {
+            defer { (cache.leadsKey, cache.fleetClaim) = (nil, nil) }
+            return (cache.leadsKey, cache.fleetClaim)
         }
 
         /// Whether a download that ended this way leaves resume data:
