@@ -245,47 +245,45 @@ extension Daemon {
     /// A transfer ended (on its context) with `bytes` in its closed file
     /// (downloads) or sent (uploads): the machine hears how, on `owner`.
     func transferEnded(_ id: Int64, bytes: Int64, error: (any Error)?, body: Data?) {
-        owner.async { [self] in
-            turn {
-                guard let running = state.withLock({ $0.running.removeValue(forKey: id) }) else { return }
-                change(id: id) { record in
-                    if running.kind == .upload { record.responseBody = body }
-                    record.machine.noteBytes(bytes)
-                    switch running.retry {
-                    case .busy(let status, let after):
-                        // If it was the last try, this is the task's error.
-                        record.errorCode = SessionError.Code.resourceUnavailable.description
-                        record.errorMessage = "the server was busy (HTTP \(status)) at every try"
-                        let actions = record.machine.failed(
-                            reason: "the server was busy (HTTP \(status))", retryable: true, retryAfter: after, now: Date(),
-                            firstDelay: settings.firstRetryDelay)
-                        if !record.machine.isFinished { record.errorCode = nil; record.errorMessage = nil }
-                        return actions
-                    case .wrongRange:
-                        return record.machine.failed(reason: "the server sent another range", retryable: true, retryAfter: 0, now: Date())
-                    case nil:
-                        break
-                    }
-                    guard let error else {
-                        if record.spec.kind == .download { rename(partialFile(id), finishedFile(id)) }
-                        return record.machine.completed(status: record.response?.status ?? 0)
-                    }
-                    let failure = (error as? URLError)?.sessionError ?? SessionError(.unknown, failingURL: nil, message: "\(error)")
-                    if let blob = (error as? URLError)?.uploadTaskResumeData { record.uploadResume = blob }
-                    if failure.code == .cannotDecodeResumeData, record.uploadResume != nil {
-                        // The resume data no longer fits the body: the whole upload, at once.
-                        logger.warning("task \(record.spec.task) of \(record.session): \(failure.message); sending the whole body")
-                        record.uploadResume = nil
-                        return record.machine.failed(reason: failure.message, retryable: true, retryAfter: 0, now: Date())
-                    }
-                    record.errorCode = failure.code.description
-                    record.errorMessage = failure.message
+        fromTransfer { [self] in
+            guard let running = state.withLock({ $0.running.removeValue(forKey: id) }) else { return }
+            change(id: id) { record in
+                if running.kind == .upload { record.responseBody = body }
+                record.machine.noteBytes(bytes)
+                switch running.retry {
+                case .busy(let status, let after):
+                    // If it was the last try, this is the task's error.
+                    record.errorCode = SessionError.Code.resourceUnavailable.description
+                    record.errorMessage = "the server was busy (HTTP \(status)) at every try"
                     let actions = record.machine.failed(
-                        reason: failure.message, retryable: Self.isRetryable(failure.code), retryAfter: nil, now: Date(),
+                        reason: "the server was busy (HTTP \(status))", retryable: true, retryAfter: after, now: Date(),
                         firstDelay: settings.firstRetryDelay)
                     if !record.machine.isFinished { record.errorCode = nil; record.errorMessage = nil }
                     return actions
+                case .wrongRange:
+                    return record.machine.failed(reason: "the server sent another range", retryable: true, retryAfter: 0, now: Date())
+                case nil:
+                    break
                 }
+                guard let error else {
+                    if record.spec.kind == .download { rename(partialFile(id), finishedFile(id)) }
+                    return record.machine.completed(status: record.response?.status ?? 0)
+                }
+                let failure = (error as? URLError)?.sessionError ?? SessionError(.unknown, failingURL: nil, message: "\(error)")
+                if let blob = (error as? URLError)?.uploadTaskResumeData { record.uploadResume = blob }
+                if failure.code == .cannotDecodeResumeData, record.uploadResume != nil {
+                    // The resume data no longer fits the body: the whole upload, at once.
+                    logger.warning("task \(record.spec.task) of \(record.session): \(failure.message); sending the whole body")
+                    record.uploadResume = nil
+                    return record.machine.failed(reason: failure.message, retryable: true, retryAfter: 0, now: Date())
+                }
+                record.errorCode = failure.code.description
+                record.errorMessage = failure.message
+                let actions = record.machine.failed(
+                    reason: failure.message, retryable: Self.isRetryable(failure.code), retryAfter: nil, now: Date(),
+                    firstDelay: settings.firstRetryDelay)
+                if !record.machine.isFinished { record.errorCode = nil; record.errorMessage = nil }
+                return actions
             }
         }
     }

@@ -54,6 +54,8 @@ package final class Daemon: Sendable {
     let owner = DispatchQueue(label: "urlloading.transferd.owner")
     /// Touched on `owner` only; the lock makes that checkable.
     let state = Lock(State())
+    /// What transfers' contexts handed to `owner` and it has not run yet (`fromTransfer`).
+    private let arrivals = Lock<[@Sendable () -> Void]>([])
     let runner: TransferRunner
 
     struct State {
@@ -258,18 +260,65 @@ package final class Daemon: Sendable {
         for pending in challenges { send(.challenge(task: pending.task, challenge: pending.spec), to: client) }
     }
 
+    /// Acts on a batch of a client's messages, in order, within one turn:
+    /// a run of new downloads is journaled in one transaction.
+    func handle(_ batch: [(message: BackgroundMessage, body: Int32?)], from client: Client) {
+        var index = batch.startIndex
+        while index < batch.endIndex {
+            var run: [TaskSpec] = []
+            while index < batch.endIndex, case .create(let spec) = batch[index].message, spec.kind == .download, batch[index].body == nil {
+                run.append(spec)
+                index += 1
+            }
+            if run.count > 1 {
+                createDownloads(run, client)
+            } else if let spec = run.first {
+                handle(.create(spec), from: client)
+            } else {
+                handle(batch[index].message, body: batch[index].body, from: client)
+                index += 1
+            }
+        }
+    }
+
+    /// New downloads (no body to copy) journaled in one transaction; when
+    /// that fails, each is created on its own (and says why it failed).
+    private func createDownloads(_ specs: [TaskSpec], _ client: Client) {
+        guard let session = client.identifier.withLock({ $0 }) else {
+            for spec in specs { create(spec, body: nil, client) }
+            return
+        }
+        state.withLock { $0.lastActivity = Date() }
+        let records = specs.map { Self.newRecord($0, session: session) }
+        guard let inserted = try? journal.insert(records) else {
+            for spec in specs { create(spec, body: nil, client) }
+            return
+        }
+        state.withLock { state in
+            for record in inserted {
+                state.put(record)
+                state.pending.act(record.machine.initialActions, on: record.id)
+            }
+        }
+    }
+
+    /// A new task's record, before the journal gave it an id. A task is
+    /// suspended until resumed, in its own message or (revision 2) this one.
+    private static func newRecord(_ spec: TaskSpec, session: String) -> TransferRecord {
+        var kept = spec
+        kept.resumed = nil
+        return TransferRecord(
+            id: 0, session: session, spec: kept, machine: BackgroundTransferMachine(earliestBeginDate: spec.earliestBeginDate, now: Date()),
+            suspended: spec.resumed != true, created: Date())
+    }
+
     private func create(_ spec: TaskSpec, body: Int32?, _ client: Client) {
         defer { if let body { close(body) } }
         guard let session = client.identifier.withLock({ $0 }) else {
             send(.done(ok: false, message: "attach before creating tasks"), to: client)
             return
         }
-        // A task is suspended until resumed, in its own message or (revision 2) this one.
-        var kept = spec
-        kept.resumed = nil
-        var record = TransferRecord(
-            id: 0, session: session, spec: kept, machine: BackgroundTransferMachine(earliestBeginDate: spec.earliestBeginDate, now: Date()),
-            suspended: spec.resumed != true, created: Date())
+        var record = Self.newRecord(spec, session: session)
         do {
             if spec.kind == .upload {
                 // The body is copied first: the app may delete its file or die.
@@ -327,6 +376,27 @@ package final class Daemon: Sendable {
         }
     }
 
+    /// Runs `work` (a transfer's end or progress, from its context) on
+    /// `owner`, in the order of arrival; what arrives while `owner` is busy
+    /// runs in one turn, so that ends that come together are journaled in
+    /// one transaction.
+    func fromTransfer(_ work: @escaping @Sendable () -> Void) {
+        let first = arrivals.withLock { arrivals in
+            arrivals.append(work)
+            return arrivals.count == 1
+        }
+        guard first else { return }
+        owner.async { [self] in
+            let works = arrivals.withLock { arrivals in
+                defer { arrivals = [] }
+                return arrivals
+            }
+            turn {
+                for work in works { work() }
+            }
+        }
+    }
+
     /// Runs `body` on `owner` as one turn: what it changed is committed
     /// (`commit`) when it returns, on every path out of it.
     func turn<T>(_ body: () -> T) -> T {
@@ -334,25 +404,20 @@ package final class Daemon: Sendable {
         return body()
     }
 
-    /// Ends a turn on `owner`: the turn's changes are written to the
-    /// journal in one transaction, and only then acted on; the actions'
-    /// own changes (and the starts of transfers that slots now allow) make
-    /// the next round, until nothing changes. A crash before a write acts
-    /// on nothing of it; after it, recovery acts on what was written.
+    /// Ends a turn on `owner`: the turn's changes, with the starts of
+    /// transfers that free slots allow, are written to the journal in one
+    /// transaction, and only then acted on; the actions' own changes (and
+    /// the starts their freed slots allow) make the next round, until
+    /// nothing changes. A crash before a write acts on nothing of it; after
+    /// it, recovery acts on what was written.
     func commit() {
-        var scheduled = false
         while true {
+            schedule()
             let pending = state.withLock { state -> Pending in
                 defer { state.pending = Pending() }
                 return state.pending
             }
-            guard !pending.isEmpty else {
-                if scheduled { return }
-                scheduled = true
-                schedule()
-                continue
-            }
-            scheduled = false
+            guard !pending.isEmpty else { return }
             persist(pending.records)
             for (id, actions) in pending.actions { apply(actions, to: id) }
         }

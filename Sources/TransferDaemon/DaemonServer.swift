@@ -108,7 +108,7 @@ extension Daemon {
                         }
                         owner.async { [batch] in
                             self.turn {
-                                for (message, body) in batch { self.handle(message, body: body, from: client) }
+                                self.handle(batch.map { (message: $0.0, body: $0.1) }, from: client)
                             }
                         }
                         if let failure { throw failure }
@@ -146,7 +146,7 @@ extension Daemon {
     /// download's `final` report goes with its `finished` to an app of
     /// revision 2 or later, not in a message of its own.
     func reportProgress(_ running: RunningTransfer, bytes: Int64, expected: Int64, final: Bool = false) {
-        owner.async { [self] in
+        fromTransfer { [self] in
             guard let record = state.withLock({ $0.records[running.id] }), let client = client(of: record.session) else { return }
             let upload = running.kind == .upload
             if final, !upload, client.revision.withLock({ $0 >= 2 }) { return }

@@ -152,22 +152,52 @@ package final class Journal: Sendable {
         // Sealed and encoded before the transaction: inside it only SQLite can fail.
         var values = try columns(of: record)
         let inserted = try database.write { (connection: Connection) throws(SQLiteError) in
-            try connection.run(
-                """
-                INSERT INTO sessions(identifier, next_task) VALUES (?, ?)
-                ON CONFLICT(identifier) DO UPDATE SET next_task = max(next_task, excluded.next_task)
-                """, [.text(record.session), .integer(Int64(record.spec.task) + 1)])
-            try connection.run(
-                "INSERT INTO transfers(session, task, spec, phase, created) VALUES (?, ?, ?, 'queued', ?)",
-                [.text(record.session), .integer(Int64(record.spec.task)), values[0], .real(record.created.timeIntervalSince1970)])
             var saved = record
-            saved.id = connection.lastInsertRowID
-            values[values.count - 1] = .integer(saved.id)
-            try connection.run(Self.updateSQL, values)
+            saved.id = try Self.insert(record, values: &values, connection)
             return saved
         }
         written.withLock { $0[inserted.id] = Written(inserted) }
         return inserted
+    }
+
+    /// Adds new tasks in one transaction, all or none (a batch of an app's
+    /// `create` messages).
+    ///
+    /// - Returns: The records with their row ids, in order.
+    package func insert(_ records: [TransferRecord]) throws -> [TransferRecord] {
+        guard records.count > 1 else { return try records.map { try insert($0) } }
+        // Sealed and encoded before the transaction: inside it only SQLite can fail.
+        let values = try records.map { try columns(of: $0) }
+        let inserted = try database.write { (connection: Connection) throws(SQLiteError) in
+            var saved: [TransferRecord] = []
+            saved.reserveCapacity(records.count)
+            for (record, var values) in zip(records, values) {
+                var kept = record
+                kept.id = try Self.insert(record, values: &values, connection)
+                saved.append(kept)
+            }
+            return saved
+        }
+        written.withLock { written in
+            for record in inserted { written[record.id] = Written(record) }
+        }
+        return inserted
+    }
+
+    /// One new task's rows, in the caller's transaction: its row id.
+    private static func insert(_ record: TransferRecord, values: inout [SQLiteValue], _ connection: Connection) throws(SQLiteError) -> Int64 {
+        try connection.run(
+            """
+            INSERT INTO sessions(identifier, next_task) VALUES (?, ?)
+            ON CONFLICT(identifier) DO UPDATE SET next_task = max(next_task, excluded.next_task)
+            """, [.text(record.session), .integer(Int64(record.spec.task) + 1)])
+        try connection.run(
+            "INSERT INTO transfers(session, task, spec, phase, created) VALUES (?, ?, ?, 'queued', ?)",
+            [.text(record.session), .integer(Int64(record.spec.task)), values[0], .real(record.created.timeIntervalSince1970)])
+        let id = connection.lastInsertRowID
+        values[values.count - 1] = .integer(id)
+        try connection.run(updateSQL, values)
+        return id
     }
 
     /// Writes a record's current state.

@@ -67,6 +67,25 @@ import URLLoading
         #expect(!"\(blind.spec)".contains("tok-3f9a1c77e2") && !"\(blind.spec)".contains("pr0xyPW") && !listed.contains("qq77zz"))
     }
 
+    @Test("New tasks that arrive together are journaled in one transaction: ids in order, each read back whole, the session's next task past them all")
+    func insertTogether() throws {
+        let directory = TemporaryDirectory()
+        let path = directory.path("Journal.sqlite")
+        let journal = try Journal(path: path)
+        let inserted = try journal.insert([Self.record(task: 4), Self.record(task: 5), Self.record(session: "other", task: 9)])
+        #expect(inserted.map(\.spec.task) == [4, 5, 9])
+        #expect(inserted.allSatisfy { $0.id > 0 } && inserted.map(\.id) == inserted.map(\.id).sorted() && Set(inserted.map(\.id)).count == 3)
+        let read = try Journal(path: path).records().sorted { $0.id < $1.id }
+        #expect(read.map(\.id) == inserted.map(\.id) && read.map(\.spec) == inserted.map(\.spec), "not read back as written")
+        #expect(try journal.nextTask(session: "s") == 6 && journal.nextTask(session: "other") == 10)
+        // A state saved after the batch writes only the state: the batch remembered what it wrote.
+        var first = inserted[0]
+        first.suspended = false
+        try journal.save(first)
+        #expect(try Journal(path: path).records().first { $0.id == first.id }?.suspended == false)
+        #expect(try journal.insert([]).isEmpty)
+    }
+
     @Test("A replaced key: the fields it cannot unseal are left out, the task is kept")
     func replacedKey() throws {
         let directory = TemporaryDirectory()
