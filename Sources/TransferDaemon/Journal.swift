@@ -211,14 +211,14 @@ package final class Journal: Sendable {
     package func save(_ records: [TransferRecord]) throws {
         guard !records.isEmpty else { return }
         // Encoded and sealed before the transaction: inside it only SQLite can fail.
-        var rows: [(whole: Bool, values: [SQLiteValue])] = []
+        var rows: [(part: Part, values: [SQLiteValue])] = []
         rows.reserveCapacity(records.count)
-        let unchanged = written.withLock { written in records.map { written[$0.id] == Written($0) } }
-        for (record, same) in zip(records, unchanged) {
-            rows.append((!same, try columns(of: record, whole: !same)))
+        let parts = written.withLock { written in records.map { Part(written: written[$0.id], now: $0) } }
+        for (record, part) in zip(records, parts) {
+            rows.append((part, try columns(of: record, part)))
         }
         try database.write { (connection: Connection) throws(SQLiteError) in
-            for row in rows { try connection.run(row.whole ? Self.updateSQL : Self.stateSQL, row.values) }
+            for row in rows { try connection.run(row.part.sql, row.values) }
         }
         written.withLock { written in
             // A delivered task changes no more: what was written of it is forgotten.
@@ -226,10 +226,50 @@ package final class Journal: Sendable {
         }
     }
 
+    /// What a save writes of a record, by what changed since it was last written.
+    private enum Part {
+        /// Only the state (phase, counts, outcome).
+        case state
+        /// The state, the response and the resume data; the spec as written.
+        case details
+        /// Everything, the spec too.
+        case whole
+
+        init(written: Written?, now record: TransferRecord) {
+            guard let written else {
+                self = .whole
+                return
+            }
+            if written.spec != record.spec {
+                self = .whole
+            } else if written == Written(record) {
+                self = .state
+            } else {
+                self = .details
+            }
+        }
+
+        var sql: String {
+            switch self {
+            case .state: Journal.stateSQL
+            case .details: Journal.detailsSQL
+            case .whole: Journal.updateSQL
+            }
+        }
+    }
+
     /// `updateSQL` without the parts `Written` holds.
     private static let stateSQL = """
         UPDATE transfers SET phase = ?, phase_date = ?, outcome = coalesce(?, outcome), suspended = ?, attempts = ?,
             bytes = ?, expected = ?, validator = ?, error_code = ?, error_message = ?, finished = ?
+        WHERE id = ?
+        """
+
+    /// `updateSQL` without the spec.
+    private static let detailsSQL = """
+        UPDATE transfers SET phase = ?, phase_date = ?, outcome = coalesce(?, outcome), suspended = ?, attempts = ?,
+            bytes = ?, expected = ?, validator = ?, response = ?, response_body = ?, error_code = ?, error_message = ?, finished = ?,
+            upload_resume = ?
         WHERE id = ?
         """
 
@@ -241,8 +281,8 @@ package final class Journal: Sendable {
         """
 
     /// The values of `updateSQL` for a record, its secrets sealed (of
-    /// `stateSQL` when not `whole`); the row id last.
-    private func columns(of record: TransferRecord, whole: Bool = true) throws -> [SQLiteValue] {
+    /// `stateSQL` or `detailsSQL` for those parts); the row id last.
+    private func columns(of record: TransferRecord, _ part: Part = .whole) throws -> [SQLiteValue] {
         guard let seal else { throw BackgroundWireError("the journal was opened to read; its key is not at hand") }
         var date: SQLiteValue = .null
         var outcome: SQLiteValue = .null
@@ -256,7 +296,7 @@ package final class Journal: Sendable {
             }
         default: break
         }
-        if !whole {
+        if part == .state {
             return [
                 .text(record.phaseName), date, outcome, .integer(record.suspended ? 1 : 0), .integer(Int64(record.machine.attempts)),
                 .integer(record.machine.bytes), .integer(record.expected), record.machine.validator.map { .text($0) } ?? .null,
@@ -264,8 +304,9 @@ package final class Journal: Sendable {
                 record.finished.map { .real($0.timeIntervalSince1970) } ?? .null, .integer(record.id),
             ]
         }
-        return [
-            .text(try Self.json(seal.sealed(record.spec))), .text(record.phaseName), date, outcome,
+        let spec: [SQLiteValue] = part == .whole ? [.text(try Self.json(seal.sealed(record.spec)))] : []
+        return spec + [
+            .text(record.phaseName), date, outcome,
             .integer(record.suspended ? 1 : 0), .integer(Int64(record.machine.attempts)), .integer(record.machine.bytes),
             .integer(record.expected), record.machine.validator.map { .text($0) } ?? .null,
             try record.response.map { .text(try Self.json(seal.sealed($0))) } ?? .null, record.responseBody.map { .blob($0) } ?? .null,

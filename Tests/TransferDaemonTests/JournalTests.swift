@@ -122,7 +122,7 @@ import URLLoading
         #expect(TransferListing.details(record).contains("resumes at: https://example.com/uploads/9?token="))
     }
 
-    @Test("Saves that change only the state keep the spec and response as last written; a changed response or spec is written whole")
+    @Test("Saves that change only the state keep the spec and response as last written; a changed response is written without the spec, a changed spec whole")
     func stateOnlySaves() throws {
         let directory = TemporaryDirectory()
         let path = directory.path("Journal.sqlite")
