@@ -148,13 +148,20 @@ enum BackgroundBenchmark {
         let done = DispatchSemaphore(value: 0)
         let expected: Int
         let waitsForEvents: Bool
+        /// The app leaves with its tasks' events undelivered (`enqueue`):
+        /// a task that finishes before it is gone is never acknowledged.
+        let holdsEvents: Bool
+        private let never = DispatchSemaphore(value: 0)
 
-        init(expected: Int, waitsForEvents: Bool) {
+        init(expected: Int, waitsForEvents: Bool, holdsEvents: Bool = false) {
             self.expected = expected
             self.waitsForEvents = waitsForEvents
+            self.holdsEvents = holdsEvents
         }
 
         func urlSession(_ session: Session, downloadTask: SessionTask, didFinishDownloadingTo location: URL) {
+            // Bounded: the process exits long before.
+            if holdsEvents { _ = never.wait(timeout: .now() + 600) }
             let size = (try? FileManager.default.attributesOfItem(atPath: location.path)[.size] as? Int) ?? 0
             state.withLock { $0.bytes += size }
         }
@@ -180,7 +187,7 @@ enum BackgroundBenchmark {
         guard let target = URL(string: url) else { fail("bad URL \(url)") }
         let configuration = SessionConfiguration.background(withIdentifier: "bench")
         configuration.sessionSendsLaunchEvents = false
-        let delegate = Delegate(expected: count, waitsForEvents: mode == "attach")
+        let delegate = Delegate(expected: count, waitsForEvents: mode == "attach", holdsEvents: mode == "enqueue")
         let before = SessionBenchmark.rusage().cpu
         let start = now()
         let session = Session(configuration: configuration, delegate: delegate)
