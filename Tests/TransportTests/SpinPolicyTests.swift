@@ -1,3 +1,5 @@
+import Foundation
+import Synchronization
 import Testing
 @testable import Transport
 
@@ -45,5 +47,56 @@ import Testing
         policy.spun(for: .socket, caughtWork: true)
         let socketSpinsAgain = policy.shouldSpin(for: .socket)
         #expect(socketSpinsAgain)
+    }
+}
+
+/// The cap on loops spinning at once (`CurlMulti`'s doc comment).
+@Suite struct SpinSlotsTests {
+    @Test func slotsUpToTheLimit() {
+        let slots = SpinSlots(limit: 2)
+        #expect(slots.take())
+        #expect(slots.take())
+        #expect(!slots.take())
+        slots.give()
+        #expect(slots.take())
+        #expect(!slots.take())
+        // One CPU (limit 0) or a negative count: never.
+        #expect(!SpinSlots(limit: 0).take())
+        #expect(!SpinSlots(limit: -1).take())
+    }
+
+    @Test("With a cap of one, eight real threads never hold a slot at once")
+    func neverMoreHoldersThanTheLimitAcrossThreads() async {
+        final class Seen: Sendable {
+            let holders = Atomic<Int>(0)
+            let most = Atomic<Int>(0)
+            let taken = Atomic<Int>(0)
+        }
+        // Real threads, not Swift tasks: a pool as wide as the CPUs would
+        // run two at a time and could not show a cap above two broken.
+        let slots = SpinSlots(limit: 1)
+        let seen = Seen()
+        let group = DispatchGroup()
+        for _ in 0..<8 {
+            group.enter()
+            let thread = Thread {
+                for _ in 0..<20_000 where slots.take() {
+                    let now = seen.holders.add(1, ordering: .sequentiallyConsistent).newValue
+                    seen.most.max(now, ordering: .relaxed)
+                    seen.taken.add(1, ordering: .relaxed)
+                    // Hold the slot a little, so an overlap would be seen.
+                    for _ in 0..<50 { _ = seen.holders.load(ordering: .relaxed) }
+                    seen.holders.subtract(1, ordering: .sequentiallyConsistent)
+                    slots.give()
+                }
+                group.leave()
+            }
+            thread.start()
+        }
+        await withCheckedContinuation { continuation in group.notify(queue: .global()) { continuation.resume() } }
+        #expect(seen.most.load(ordering: .relaxed) == 1)
+        #expect(seen.taken.load(ordering: .relaxed) > 0)
+        // The slot came back.
+        #expect(slots.take() && !slots.take())
     }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import Locking
 import Testing
 import TestSupport
 @testable import Transport
@@ -120,5 +121,29 @@ import TestSupport
             #expect(error.kind == .shutDown)
         }
         for (_, origin) in origins { try await origin.shutdown() }
+    }
+}
+
+/// A transport thread holds readers' wake-ups to the end of its turn.
+@Suite struct TurnWakeupsTests {
+    @Test("A wake-up runs at once off a loop thread; on one it waits for the turn's end, in order")
+    func heldUntilTheTurnEnds() {
+        let ran = Lock<[Int]>([])
+        TurnWakeups.run { ran.withLock { $0.append(0) } }
+        #expect(ran.withLock { $0 } == [0])
+        let held = TurnWakeups.Held()
+        TurnWakeups.hold(in: held)
+        TurnWakeups.run { ran.withLock { $0.append(1) } }
+        TurnWakeups.run {
+            ran.withLock { $0.append(2) }
+            // Woken during the flush: runs in the same flush.
+            TurnWakeups.run { ran.withLock { $0.append(3) } }
+        }
+        #expect(ran.withLock { $0 } == [0])
+        held.flush()
+        #expect(ran.withLock { $0 } == [0, 1, 2, 3])
+        TurnWakeups.hold(in: nil)
+        TurnWakeups.run { ran.withLock { $0.append(4) } }
+        #expect(ran.withLock { $0 } == [0, 1, 2, 3, 4])
     }
 }

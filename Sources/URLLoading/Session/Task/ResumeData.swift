@@ -100,3 +100,14 @@ struct ResumeData: Codable, Equatable, Sendable {
         return (tag, modified)
     }
 }
+
+extension SessionTask.StateMachine {
+    /// Whether a download that ended this way leaves resume data:
+    /// the response allowed resuming, bytes arrived, and it failed
+    /// in a way worth resuming (a timeout, a lost connection) or was
+    /// cancelled by `cancel(byProducingResumeData:)`.
+    static func leavesResumeData(failure: SessionError.Code, askedForResumeData: Bool, resumable: Bool, bytesOnDisk: Int64) -> Bool {
+        guard resumable, bytesOnDisk > 0 else { return false }
+        return failure == .timedOut || failure == .networkConnectionLost || (failure == .cancelled && askedForResumeData)
+    }
+}

@@ -125,8 +125,9 @@ extension SessionTask {
         /// `URLProtocol` class, the delegate, a redirect or a resumed upload
         /// changed it (Apple's `currentRequest`).
         private(set) var request: URLRequest?
-        /// The request the task is at; nil before the first and once the
-        /// task is finished (the hop holds the task: this drops the cycle).
+        /// The current hop (the exchange of `request`); nil before the first
+        /// and once the task is finished (the hop holds the task: this drops
+        /// the cycle).
         private(set) var hop: Hop?
         /// `suspend()` was called on a started task: no body byte is taken.
         private(set) var paused = false
@@ -553,15 +554,6 @@ extension SessionTask {
             return (cache.leadsKey, cache.fleetClaim)
         }
 
-        /// Whether a download that ended this way leaves resume data:
-        /// the response allowed resuming, bytes arrived, and it failed
-        /// in a way worth resuming (a timeout, a lost connection) or was
-        /// cancelled by `cancel(byProducingResumeData:)`.
-        static func leavesResumeData(failure: SessionError.Code, askedForResumeData: Bool, resumable: Bool, bytesOnDisk: Int64) -> Bool {
-            guard resumable, bytesOnDisk > 0 else { return false }
-            return failure == .timedOut || failure == .networkConnectionLost || (failure == .cancelled && askedForResumeData)
-        }
-
         private mutating func finish(_ result: Result<TransferMetrics?, SessionError>) -> Actions {
             var actions = Actions()
             if let transfer = exchange?.transfer { actions.append(.cancelTransfer(transfer)) }
@@ -597,37 +589,3 @@ extension SessionTask {
         }
     }
 }
-
-extension SessionError {
-    /// The session's view of a transport failure.
-    init(transfer error: TransferError, url: URL? = nil) {
-        let code: Code
-        switch error.failure {
-        case .cancelled: self.init(.cancelled, failingURL: url, message: "the task was cancelled"); return
-        case .shutDown: code = .sessionInvalidated
-        case .unsupportedURL: code = .unsupportedURL
-        case .cannotFindHost: code = .cannotFindHost
-        case .cannotConnect: code = .cannotConnectToHost
-        case .timedOut: code = .timedOut
-        case .connectionLost: code = .networkConnectionLost
-        case .badResponse: code = .badServerResponse
-        case .tlsFailed: code = .secureConnectionFailed
-        case .serverCertificateUntrusted: code = .serverCertificateUntrusted
-        case .clientCertificateRejected, .clientCertificateRequired: code = .clientCertificateRejected
-        case .bodyUnreadable: code = .cannotReadBody
-        case .cannotWrite: code = .cannotWriteFile
-        case .other: code = .unknown
-        case .reported(let raw):
-            // The nearest code of ours; Apple's own travels on to `urlError`.
-            let reported = URLError.Code(rawValue: raw)
-            self.init(Code.all.first { $0.urlErrorCode == reported && $0 != .sessionInvalidated } ?? .unknown, failingURL: url, message: error.message)
-            reportedURLErrorCode = raw
-            return
-        }
-        self.init(code, failingURL: url, message: error.message)
-    }
-}
-
-#if canImport(Foundation)
-import Foundation
-#endif
