@@ -189,14 +189,13 @@ extension Daemon {
     }
 
     /// A running upload's server named its resumption URL: kept in the journal.
+    /// In order with the transfer's end (`fromTransfer`), which must not overtake it.
     func uploadResumable(_ id: Int64, _ blob: Data) {
-        owner.async { [self] in
-            turn {
-                guard state.withLock({ $0.running[id] }) != nil else { return }
-                change(id: id) { record in
-                    record.uploadResume = blob
-                    return []
-                }
+        fromTransfer { [self] in
+            guard state.withLock({ $0.running[id] }) != nil else { return }
+            change(id: id) { record in
+                record.uploadResume = blob
+                return []
             }
         }
     }
