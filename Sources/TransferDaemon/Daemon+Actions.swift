@@ -200,44 +200,52 @@ extension Daemon {
         }
     }
 
-    /// The final head of a running transfer arrived (on the transfer's
-    /// context; this waits for `owner`): whether its body is wanted.
+    /// The final head of a running transfer arrived (from the delegate's
+    /// call, which the transfer's body waits for): whether its body is
+    /// wanted, decided on `owner` without holding one of Swift's few
+    /// cooperative threads meanwhile.
     ///
     /// - Parameter asArrived: The head as the server sent it (fields in
     ///   order, the reason phrase), which the journal keeps for the app.
-    func headArrived(_ id: Int64, _ response: HTTPURLResponse, asArrived: HTTPResponse? = nil) -> Bool {
-        owner.sync {
-            turn {
-                guard let running = state.withLock({ $0.running[id] }), !running.isStopped else { return false }
-                var wanted = true
-                change(id: id) { record in
-                    let validator = response.value(forHTTPHeaderField: "ETag") ?? response.value(forHTTPHeaderField: "Last-Modified")
-                    record.response = Self.spec(of: response, asArrived: asArrived)
-                    let status = response.statusCode
-                    if status == 429 || status == 503 {
-                        // Busy: retried (Retry-After honoured) while attempts are left.
-                        running.retry = .busy(status: status, after: response.value(forHTTPHeaderField: "Retry-After").flatMap(Self.retryAfter))
-                        wanted = false
-                        return []
-                    }
-                    // An upload's answer is kept for the app; its body was sent whole.
-                    guard running.kind == .download else { return [] }
-                    var actions = record.machine.headReceived(status: status, validator: validator)
-                    if status == 206, let start = Self.rangeStart(response), start != record.machine.bytes {
-                        // A range other than the one asked for: start over.
-                        actions = [.truncateFile]
-                        record.machine = BackgroundTransferMachine(
-                            phase: record.machine.phase, bytes: 0, validator: nil, attempts: record.machine.attempts)
-                        running.retry = .wrongRange
-                        wanted = false
-                    }
-                    let length = response.expectedContentLength
-                    record.expected = length >= 0 ? record.machine.bytes.addingReportingOverflow(length).partialValue : -1
-                    running.restart(at: record.machine.bytes, expected: record.expected)
-                    return actions
-                }
-                return wanted
+    func headArrived(_ id: Int64, _ response: HTTPURLResponse, asArrived: HTTPResponse? = nil) async -> Bool {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
+            owner.async { [self] in
+                continuation.resume(returning: decideOnHead(id, response, asArrived: asArrived))
             }
+        }
+    }
+
+    private func decideOnHead(_ id: Int64, _ response: HTTPURLResponse, asArrived: HTTPResponse?) -> Bool {
+        return turn {
+            guard let running = state.withLock({ $0.running[id] }), !running.isStopped else { return false }
+            var wanted = true
+            change(id: id) { record in
+                let validator = response.value(forHTTPHeaderField: "ETag") ?? response.value(forHTTPHeaderField: "Last-Modified")
+                record.response = Self.spec(of: response, asArrived: asArrived)
+                let status = response.statusCode
+                if status == 429 || status == 503 {
+                    // Busy: retried (Retry-After honoured) while attempts are left.
+                    running.retry = .busy(status: status, after: response.value(forHTTPHeaderField: "Retry-After").flatMap(Self.retryAfter))
+                    wanted = false
+                    return []
+                }
+                // An upload's answer is kept for the app; its body was sent whole.
+                guard running.kind == .download else { return [] }
+                var actions = record.machine.headReceived(status: status, validator: validator)
+                if status == 206, let start = Self.rangeStart(response), start != record.machine.bytes {
+                    // A range other than the one asked for: start over.
+                    actions = [.truncateFile]
+                    record.machine = BackgroundTransferMachine(
+                        phase: record.machine.phase, bytes: 0, validator: nil, attempts: record.machine.attempts)
+                    running.retry = .wrongRange
+                    wanted = false
+                }
+                let length = response.expectedContentLength
+                record.expected = length >= 0 ? record.machine.bytes.addingReportingOverflow(length).partialValue : -1
+                running.restart(at: record.machine.bytes, expected: record.expected)
+                return actions
+            }
+            return wanted
         }
     }
 

@@ -218,7 +218,7 @@ final class TransferRunner: SessionDataDelegate, SessionTaskDelegate {
 
     func urlSession(_ session: Session, dataTask: SessionTask, didReceive response: URLResponse) async -> Session.ResponseDisposition {
         guard let running = transfer(dataTask), let http = response as? HTTPURLResponse, let daemon = daemon.withLock({ $0 }) else { return .cancel }
-        return daemon.headArrived(running.id, http, asArrived: dataTask.httpResponse) ? .allow : .cancel
+        return await daemon.headArrived(running.id, http, asArrived: dataTask.httpResponse) ? .allow : .cancel
     }
 
     func urlSession(_ session: Session, dataTask: SessionTask, didReceive data: Data) {
