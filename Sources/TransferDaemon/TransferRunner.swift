@@ -181,6 +181,13 @@ final class TransferRunner: SessionDataDelegate, SessionTaskDelegate {
             let configuration = SessionConfiguration.ephemeral
             configuration.urlCache = nil
             configuration.requestCachePolicy = .reloadIgnoringLocalCacheData
+            // Sessions are shared by every app of the user with the same
+            // choice: a store of their own would carry one app's cookies or
+            // credentials into another's requests. The app sends its own
+            // cookies with the request and keeps the response's.
+            configuration.httpCookieStorage = nil
+            configuration.httpShouldSetCookies = false
+            configuration.urlCredentialStorage = nil
             configuration.proxiesFromEnvironment = false
             configuration.presetProxyRules = choice.proxies
             configuration.trustRootsFile = choice.trustRootsFile

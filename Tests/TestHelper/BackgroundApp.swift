@@ -39,7 +39,8 @@ import Tracing
 //     tasks recorded, in order. "--proxy URL" sets the configuration's
 //     proxyURL; "--trust-roots PEM" its trustRootsFile; "--no-resumable-upload"
 //     sets resumableUploadVersion to nil; "--tls-max 1.2" the
-//     configuration's tlsMaximumSupportedVersion. "--trace"
+//     configuration's tlsMaximumSupportedVersion; "--no-cookies" its
+//     httpShouldSetCookies to false. "--trace"
 //     bootstraps a tracer (swift-distributed-tracing's in-memory one,
 //     propagating W3C traceparent) and prints, before "bye", "span <name>
 //     <status attribute> <traceparent>" for each span ended.
@@ -243,6 +244,10 @@ func runBackgroundApp(_ given: [String]) -> Never {
         guard parts.count == 2 else { fail("--header NAME:VALUE") }
         headers.append((parts[0], parts[1].trimmingCharacters(in: .whitespaces)))
         arguments.removeSubrange(at...(at + 1))
+    }
+    if let at = arguments.firstIndex(of: "--no-cookies") {
+        configuration.httpShouldSetCookies = false
+        arguments.remove(at: at)
     }
     if let at = arguments.firstIndex(of: "--trust-roots"), at + 1 < arguments.count {
         configuration.trustRootsFile = arguments[at + 1]
