@@ -138,7 +138,10 @@ extension Daemon {
 
     // MARK: Transfers
 
-    private func startTransfer(_ id: Int64, from: Int64, ifRange: String?) {
+    /// - Parameter onSession: Run the transfer on a task of the session,
+    ///   never on the transport directly (a direct download's head asked
+    ///   for what the session decides).
+    func startTransfer(_ id: Int64, from: Int64, ifRange: String?, onSession: Bool = false) {
         guard let record = state.withLock({ $0.records[id] }), let url = URL(string: record.spec.request.url) else {
             change(id: id) { $0.machine.failed(reason: "the task's URL cannot be read", retryable: false, retryAfter: nil, now: Date()) }
             return
@@ -171,7 +174,14 @@ extension Daemon {
             }
             running = RunningTransfer(id: id, kind: .download, descriptor: fd, offset: from)
             state.withLock { $0.running[id] = running }
-            running.start(runner.session(for: record.spec).dataTask(with: request), runner: runner)
+            let session = runner.session(for: record.spec)
+            // A plain GET runs on the transport itself; what the session
+            // decides (redirects, challenges, proxies) runs on a task.
+            if !onSession, let (transfer, executor) = session.directTransfer(for: request) {
+                running.start(DirectDownload(running: running, url: url, request: transfer, executor: executor, daemon: self, from: from, ifRange: ifRange))
+            } else {
+                running.start(session.dataTask(with: request), runner: runner)
+            }
         case .upload:
             let body = bodyCopy(id)
             running = RunningTransfer(id: id, kind: .upload, descriptor: -1, offset: 0)
@@ -208,45 +218,46 @@ extension Daemon {
     /// - Parameter asArrived: The head as the server sent it (fields in
     ///   order, the reason phrase), which the journal keeps for the app.
     func headArrived(_ id: Int64, _ response: HTTPURLResponse, asArrived: HTTPResponse? = nil) async -> Bool {
-        await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
+        let head = Self.spec(of: response, asArrived: asArrived)
+        return await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
             owner.async { [self] in
-                continuation.resume(returning: decideOnHead(id, response, asArrived: asArrived))
+                continuation.resume(returning: turn { decide(id, on: head) })
             }
         }
     }
 
-    private func decideOnHead(_ id: Int64, _ response: HTTPURLResponse, asArrived: HTTPResponse?) -> Bool {
-        return turn {
-            guard let running = state.withLock({ $0.running[id] }), !running.isStopped else { return false }
-            var wanted = true
-            change(id: id) { record in
-                let validator = response.value(forHTTPHeaderField: "ETag") ?? response.value(forHTTPHeaderField: "Last-Modified")
-                record.response = Self.spec(of: response, asArrived: asArrived)
-                let status = response.statusCode
-                if status == 429 || status == 503 {
-                    // Busy: retried (Retry-After honoured) while attempts are left.
-                    running.retry = .busy(status: status, after: response.value(forHTTPHeaderField: "Retry-After").flatMap(Self.retryAfter))
-                    wanted = false
-                    return []
-                }
-                // An upload's answer is kept for the app; its body was sent whole.
-                guard running.kind == .download else { return [] }
-                var actions = record.machine.headReceived(status: status, validator: validator)
-                if status == 206, let start = Self.rangeStart(response), start != record.machine.bytes {
-                    // A range other than the one asked for: start over.
-                    actions = [.truncateFile]
-                    record.machine = BackgroundTransferMachine(
-                        phase: record.machine.phase, bytes: 0, validator: nil, attempts: record.machine.attempts)
-                    running.retry = .wrongRange
-                    wanted = false
-                }
-                let length = response.expectedContentLength
-                record.expected = length >= 0 ? record.machine.bytes.addingReportingOverflow(length).partialValue : -1
-                running.restart(at: record.machine.bytes, expected: record.expected)
-                return actions
+    /// Whether a running transfer's body is wanted after `head`; within a
+    /// turn on `owner`, whose commit journals the head before the body goes on.
+    func decide(_ id: Int64, on head: ResponseSpec) -> Bool {
+        guard let running = state.withLock({ $0.running[id] }), !running.isStopped else { return false }
+        var wanted = true
+        change(id: id) { record in
+            let validator = head.field("ETag") ?? head.field("Last-Modified")
+            record.response = head
+            let status = head.status
+            if status == 429 || status == 503 {
+                // Busy: retried (Retry-After honoured) while attempts are left.
+                running.retry = .busy(status: status, after: head.field("Retry-After").flatMap(Self.retryAfter))
+                wanted = false
+                return []
             }
-            return wanted
+            // An upload's answer is kept for the app; its body was sent whole.
+            guard running.kind == .download else { return [] }
+            var actions = record.machine.headReceived(status: status, validator: validator)
+            if status == 206, let start = Self.rangeStart(head), start != record.machine.bytes {
+                // A range other than the one asked for: start over.
+                actions = [.truncateFile]
+                record.machine = BackgroundTransferMachine(
+                    phase: record.machine.phase, bytes: 0, validator: nil, attempts: record.machine.attempts)
+                running.retry = .wrongRange
+                wanted = false
+            }
+            let length = head.contentLength
+            record.expected = length >= 0 ? record.machine.bytes.addingReportingOverflow(length).partialValue : -1
+            running.restart(at: record.machine.bytes, expected: record.expected)
+            return actions
         }
+        return wanted
     }
 
     /// A transfer ended (on its context) with `bytes` in its closed file
@@ -325,8 +336,8 @@ extension Daemon {
     }
 
     /// The first byte's offset in a 206's Content-Range ("bytes 100-199/200").
-    static func rangeStart(_ response: HTTPURLResponse) -> Int64? {
-        guard let value = response.value(forHTTPHeaderField: "Content-Range"), value.lowercased().hasPrefix("bytes ") else { return nil }
+    static func rangeStart(_ head: ResponseSpec) -> Int64? {
+        guard let value = head.field("Content-Range"), value.lowercased().hasPrefix("bytes ") else { return nil }
         let range = value.dropFirst(6).prefix { $0 != "-" }
         return Int64(range.trimmingCharacters(in: .whitespaces))
     }

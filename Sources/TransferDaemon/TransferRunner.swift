@@ -21,6 +21,8 @@ final class RunningTransfer: Sendable {
         var bytes: Int64
         var expected: Int64 = -1
         var task: SessionTask?
+        /// The transfer, when transferd runs it on the transport itself.
+        var direct: DirectDownload?
         var stopped = false
         /// Set when the transfer ends for a retry (busy server, wrong range).
         var retry: Retry?
@@ -61,6 +63,12 @@ final class RunningTransfer: Sendable {
         task.resume()
     }
 
+    /// Runs a download on the transport itself (`DirectDownload`).
+    func start(_ direct: DirectDownload) {
+        counts.withLock { $0.direct = direct }
+        direct.start()
+    }
+
     /// The head said where the body starts (the machine may have emptied the file).
     func restart(at bytes: Int64, expected: Int64) {
         counts.withLock { counts in
@@ -75,9 +83,14 @@ final class RunningTransfer: Sendable {
 
     /// Appends a chunk of a download's body; false when it cannot be written.
     func write(_ data: Data) -> Bool {
+        data.withUnsafeBytes { write($0) }
+    }
+
+    /// Appends a chunk of a download's body; false when it cannot be written.
+    func write(_ raw: UnsafeRawBufferPointer) -> Bool {
         counts.withLock { counts in
             guard counts.descriptor >= 0, !counts.stopped else { return false }
-            let ok = data.withUnsafeBytes { raw -> Bool in
+            let ok = { () -> Bool in
                 var offset = 0
                 while offset < raw.count {
                     guard let base = raw.baseAddress else { return false }
@@ -87,9 +100,9 @@ final class RunningTransfer: Sendable {
                     offset += written
                 }
                 return true
-            }
+            }()
             if ok {
-                counts.bytes += Int64(data.count)
+                counts.bytes += Int64(raw.count)
             } else {
                 counts.writeError = String(cString: strerror(errno))
             }
@@ -127,18 +140,20 @@ final class RunningTransfer: Sendable {
 
     /// Stops the transfer (cancel or suspend).
     func stop() {
-        let task = counts.withLock { counts -> SessionTask? in
+        let (task, direct) = counts.withLock { counts in
             counts.stopped = true
-            return counts.task
+            return (counts.task, counts.direct)
         }
         task?.cancel()
+        direct?.cancel()
     }
 
-    /// Makes the file durable and closes it: the bytes it holds.
-    func close() -> Int64 {
+    /// Makes the file durable (unless `flush` is false: nothing was
+    /// written) and closes it: the bytes it holds.
+    func close(flush: Bool = true) -> Int64 {
         counts.withLock { counts in
             if counts.descriptor >= 0 {
-                _ = fsync(counts.descriptor)
+                if flush { _ = fsync(counts.descriptor) }
                 _ = Glibc.close(counts.descriptor)
                 counts.descriptor = -1
             }

@@ -66,3 +66,52 @@ import Transport
         #expect(transfer.headers.filter { $0.name.lowercased() == "authorization" }.map(\.value) == ["Digest new"])
     }
 }
+
+/// What a caller that runs a transfer itself (transferd's downloads) is
+/// given: the plan of a session with no part in the request, or nothing.
+@Suite struct DirectTransferTests {
+    /// A session of no store, as transferd makes them.
+    static func bare(_ change: (SessionConfiguration) -> Void = { _ in }) -> Session {
+        let configuration = SessionConfiguration.ephemeral
+        configuration.urlCache = nil
+        configuration.httpCookieStorage = nil
+        configuration.urlCredentialStorage = nil
+        configuration.proxiesFromEnvironment = false
+        change(configuration)
+        return Session(configuration: configuration)
+    }
+
+    @Test("A GET of a session with no store is planned as its task would send it, with the resource timeout from now")
+    func planned() throws {
+        let session = Self.bare { $0.timeoutIntervalForResource = 120 }
+        defer { session.invalidateAndCancel() }
+        let request = HopPlanTests.request("https://example.com/file", fields: ["Range": "bytes=10-", "If-Range": "\"v1\""], timeout: 15)
+        let direct = try #require(session.directTransfer(for: request, now: HopPlanTests.now))
+        #expect(direct.request.url == "https://example.com/file" && direct.request.method == "GET")
+        #expect(direct.request.headers.map(\.name).sorted() == ["If-Range", "Range"])
+        #expect(direct.request.idleTimeout == .seconds(15) && direct.request.totalTimeout == .seconds(120))
+        #expect(direct.request.proxy == nil && direct.request.receiveBufferSize == SessionTask.downloadBufferSize)
+    }
+
+    @Test("Nothing when the session has a part: a store, a proxy for the URL, credentials in the URL, a method or body other than a plain GET")
+    func refused() {
+        let plain = HopPlanTests.request("http://example.com/file")
+        let cookies = Self.bare { $0.httpCookieStorage = CookieStore() }
+        let credentials = Self.bare { $0.urlCredentialStorage = CredentialStore() }
+        let proxied = Self.bare { $0.proxyURL = URL(string: "http://127.0.0.1:3128") }
+        let bare = Self.bare()
+        defer { for session in [cookies, credentials, proxied, bare] { session.invalidateAndCancel() } }
+        #expect(cookies.directTransfer(for: plain) == nil)
+        #expect(credentials.directTransfer(for: plain) == nil)
+        #expect(proxied.directTransfer(for: plain) == nil)
+        #expect(bare.directTransfer(for: plain) != nil)
+        #expect(bare.directTransfer(for: HopPlanTests.request("http://user:pw@example.com/file")) == nil)
+        var post = plain
+        post.httpMethod = "POST"
+        #expect(bare.directTransfer(for: post) == nil)
+        var withBody = plain
+        withBody.httpBody = Data("x".utf8)
+        #expect(bare.directTransfer(for: withBody) == nil)
+        #expect(bare.directTransfer(for: HopPlanTests.request("ftp://example.com/file")) == nil)
+    }
+}
