@@ -229,6 +229,7 @@ package final class Daemon: Sendable {
         }
         client.identifier.withLock { $0 = identifier }
         client.revision.withLock { $0 = attachment.revision ?? 1 }
+        if (attachment.revision ?? 1) >= 3 { client.socket.sendCompactFrames() }
         state.withLock { state in
             state.clients[identifier] = client
             state.gaveUpLaunching.remove(identifier)

@@ -176,10 +176,14 @@ let targets: [FuzzTarget] = [
             while true {
                 guard let message = try? framing.next() else { break }
                 invariant((try? message.check()) != nil, "a message read is within bounds")
-                var again = BackgroundFraming()
-                guard let frame = try? BackgroundFraming.encode(message) else { return invariant(false, "a message read can be framed") }
-                again.append(frame)
-                invariant((try? again.next()) == message, "frame(read(x)) reads as the same message")
+                for compact in [false, true] {
+                    var again = BackgroundFraming()
+                    guard let frame = try? BackgroundFraming.encode(message, compact: compact) else {
+                        return invariant(false, "a message read can be framed")
+                    }
+                    again.append(frame)
+                    invariant((try? again.next()) == message, "frame(read(x)) reads as the same message, in JSON and compact frames")
+                }
             }
         }
     },

@@ -64,6 +64,7 @@ final class BackgroundLink: Sendable {
                     state.socket = socket
                     state.revision = revision ?? 1
                 }
+                if (revision ?? 1) >= 3 { socket.sendCompactFrames() }
                 reader(socket, framing)
                 return Attached(nextTask: nextTask, tasks: tasks, pending: pending, revision: revision)
             case .refused(let reason)?:

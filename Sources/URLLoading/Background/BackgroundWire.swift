@@ -62,7 +62,8 @@ extension BackgroundMessage {
     /// goes on working). 2: a `create` may ask that its task start at once
     /// (`TaskSpec.resumed`), and a download's last progress goes with its
     /// `finished` (`TaskResult.expectedToWrite`) instead of a frame of its own.
-    package static let revision = 2
+    /// 3: frames of the compact body (`BackgroundFraming.compactVersion`) are read.
+    package static let revision = 3
 }
 
 /// Who attaches.
@@ -244,9 +245,12 @@ package struct BackgroundFraming: Sendable {
     /// The first byte of every frame: something else (a stray client, an
     /// HTTP request) is refused at its first byte.
     package static let magic: UInt8 = 0x55
-    /// This format's version; both ends are built from this package, and a
-    /// transferd of another version refuses the frame with a clear error.
+    /// The version of frames of JSON, which every peer reads; a peer of
+    /// another version is refused with a clear error.
     package static let version: UInt8 = 1
+    /// The version of frames of a compact body (`CompactWire`), sent only
+    /// to a peer of revision 3 or later.
+    package static let compactVersion: UInt8 = 2
     package static let headerLength = 6
     /// The largest frame either end accepts (a summary of many tasks fits;
     /// a peer announcing more is not followed).
@@ -260,10 +264,11 @@ package struct BackgroundFraming: Sendable {
 
     package init() {}
 
-    package static func encode(_ message: BackgroundMessage) throws -> Data {
-        let body = try JSONEncoder().encode(message)
+    /// - Parameter compact: A frame of the compact body, for a peer that reads them.
+    package static func encode(_ message: BackgroundMessage, compact: Bool = false) throws -> Data {
+        let body = compact ? try CompactWire.encode(message) : try JSONEncoder().encode(message)
         guard body.count <= maximumFrame else { throw BackgroundWireError("a message of \(body.count) bytes is over the frame limit") }
-        var frame = Data([magic, version])
+        var frame = Data([magic, compact ? compactVersion : version])
         let length = UInt32(body.count)
         frame.append(contentsOf: [UInt8(length >> 24), UInt8(length >> 16 & 0xFF), UInt8(length >> 8 & 0xFF), UInt8(length & 0xFF)])
         frame.append(body)
@@ -307,8 +312,9 @@ package struct BackgroundFraming: Sendable {
         if buffer.count >= 1, buffer[start] != Self.magic {
             throw BackgroundWireError("a frame does not start with the background format's mark (0x55): not a transferd peer")
         }
-        if buffer.count >= 2, buffer[start + 1] != Self.version {
-            throw BackgroundWireError("a frame of format version \(buffer[start + 1]); this side speaks version \(Self.version)")
+        if buffer.count >= 2, buffer[start + 1] != Self.version, buffer[start + 1] != Self.compactVersion {
+            throw BackgroundWireError(
+                "a frame of format version \(buffer[start + 1]); this side speaks versions \(Self.version) and \(Self.compactVersion)")
         }
         guard buffer.count >= Self.headerLength else { return nil }
         let length = buffer[(start + 2)..<(start + 6)].reduce(0) { ($0 << 8) | Int($1) }
@@ -317,10 +323,14 @@ package struct BackgroundFraming: Sendable {
         let bodyStart = start + Self.headerLength
         let body = buffer[bodyStart..<(bodyStart + length)]
         let message: BackgroundMessage
-        do {
-            message = try JSONDecoder().decode(BackgroundMessage.self, from: body)
-        } catch {
-            throw BackgroundWireError("a frame is not a message: \(error)")
+        if buffer[start + 1] == Self.compactVersion {
+            message = try CompactWire.decode(Data(body))
+        } else {
+            do {
+                message = try JSONDecoder().decode(BackgroundMessage.self, from: body)
+            } catch {
+                throw BackgroundWireError("a frame is not a message: \(error)")
+            }
         }
         buffer = Data(buffer[(bodyStart + length)...])
         try message.check()

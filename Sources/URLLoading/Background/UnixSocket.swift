@@ -3,6 +3,7 @@ package import Foundation
 import Glibc
 #endif
 import Locking
+import Synchronization
 
 /// A Unix stream socket carrying `BackgroundMessage` frames. Writes are
 /// whole frames under one lock (several threads may send); reads belong to
@@ -11,6 +12,8 @@ package final class UnixSocket: Sendable {
     package let descriptor: Int32
     private let writing = Lock(())
     private let closed = Lock(false)
+    /// The peer said it reads frames of the compact body (revision 3).
+    private let sendsCompactFrames = Atomic(false)
 
     package init(descriptor: Int32) {
         self.descriptor = descriptor
@@ -86,10 +89,15 @@ package final class UnixSocket: Sendable {
         return credentials.1
     }
 
+    /// From now on, frames go with the compact body: the peer said it reads them.
+    package func sendCompactFrames() {
+        sendsCompactFrames.store(true, ordering: .relaxed)
+    }
+
     /// Sends one message whole; with `descriptor`, an open descriptor goes
     /// with its first byte (`SCM_RIGHTS`; the caller still owns its copy).
     package func send(_ message: BackgroundMessage, passing descriptor: Int32? = nil) throws {
-        let frame = try BackgroundFraming.encode(message)
+        let frame = try BackgroundFraming.encode(message, compact: sendsCompactFrames.load(ordering: .relaxed))
         try writing.withLock { _ in
             try frame.withUnsafeBytes { (raw: UnsafeRawBufferPointer) throws in
                 guard let base = raw.baseAddress else { return }

@@ -48,6 +48,81 @@ import TestSupport
         #expect(received == messages)
     }
 
+    /// Every kind of message, the ones with a compact form of their own filled in every field.
+    static var everyKind: [BackgroundMessage] {
+        var full = spec
+        full.kind = .upload
+        full.request.headers = [["Accept", "*/*"], ["X-Empty", ""], ["X-Ünïcode", "välue ✓"]]
+        full.request.timeout = 12.5
+        full.bodyFile = "/tmp/body"
+        full.bodyPassed = true
+        full.earliestBeginDate = Date(timeIntervalSinceReferenceDate: 812_345_678.25)
+        full.isDiscretionary = true
+        full.taskDescription = "nightly sync"
+        full.proxies = ProxyRules(http: "http://proxy.example:3128", exceptions: [.name("local")])
+        full.trustRootsFile = "/etc/roots.pem"
+        full.resumableUploadVersion = 6
+        full.tlsMinimumVersion = [1, 2]
+        full.tlsMaximumVersion = [1, 3]
+        full.resumed = true
+        let response = ResponseSpec(
+            url: "https://example.com/file", status: 206, httpVersion: "HTTP/2", headers: [["Set-Cookie", "a=1"], ["Set-Cookie", "b=2"]], reasonPhrase: "Partial")
+        return [
+            .create(spec), .create(full), .resume(task: 1), .suspend(task: Int(Int32.max)), .cancel(task: 7), .acknowledge(task: 3),
+            .progress(task: 3, sent: 0, written: 1 << 40, expectedToSend: -1, expectedToWrite: Int64(FieldNumber.maximumLength)),
+            .finished(TaskResult(task: 3, file: "/tmp/x", response: response, body: Data([0, 1, 255]), errorCode: "timedOut", errorMessage: "late", sent: 5, written: 10, expectedToWrite: -1)),
+            .finished(TaskResult(task: 4, file: nil, response: nil, body: nil, errorCode: nil, errorMessage: nil, sent: 0, written: 0)),
+            .eventsDone, .attach(Attachment(identifier: "com.example.sync", processID: 42, launchCommand: ["/usr/bin/app"])),
+            .attached(nextTask: 4, tasks: [TaskSummary(spec: spec, finished: false, sent: 0, written: 10, expectedToWrite: 20)], pending: 0, revision: 3),
+            .answerBegin(task: 3, proceed: true, request: request), .refused(reason: "taken"), .askBegin(task: 3),
+            .cancelTransfer(session: "s", task: 3), .retryTransfer(session: "s", task: 3), .done(ok: true, message: "ok"),
+        ]
+    }
+
+    @Test("Compact frames: every kind of message reads as itself, in pieces; a task's messages are smaller than their JSON")
+    func compact() throws {
+        var bytes = Data()
+        for message in Self.everyKind { bytes.append(try BackgroundFraming.encode(message, compact: true)) }
+        #expect(bytes.prefix(2) == Data([0x55, BackgroundFraming.compactVersion]))
+        var framing = BackgroundFraming()
+        var received: [BackgroundMessage] = []
+        for chunk in stride(from: 0, to: bytes.count, by: 7) {
+            framing.append(bytes[chunk..<min(chunk + 7, bytes.count)])
+            while let message = try framing.next() { received.append(message) }
+        }
+        #expect(received == Self.everyKind)
+        for message in Self.everyKind.prefix(9) {
+            #expect(try BackgroundFraming.encode(message, compact: true).count < BackgroundFraming.encode(message).count, "\(message)")
+        }
+    }
+
+    @Test("A compact body cut short, with bytes after its end, an unknown kind, a number over 64 bits, a length past its end or text that is not UTF-8 is refused")
+    func compactHostile() throws {
+        func read(_ body: [UInt8]) throws(BackgroundWireError) -> BackgroundMessage? {
+            var framing = BackgroundFraming()
+            let length = UInt32(body.count)
+            framing.append(Data([0x55, BackgroundFraming.compactVersion, UInt8(length >> 24), UInt8(length >> 16 & 0xFF), UInt8(length >> 8 & 0xFF), UInt8(length & 0xFF)] + body))
+            return try framing.next()
+        }
+        for message in Self.everyKind.prefix(9) {
+            let body = Array(try BackgroundFraming.encode(message, compact: true).dropFirst(BackgroundFraming.headerLength))
+            #expect(try read(body) == message)
+            for cut in 0..<body.count {
+                #expect(throws: BackgroundWireError.self, "\(message) cut at \(cut)") { try read(Array(body.prefix(cut))) }
+            }
+            #expect(throws: BackgroundWireError.self) { try read(body + [0]) }
+        }
+        #expect(throws: BackgroundWireError.self) { try read([200, 1]) }
+        // resume(task:) with an 11-byte number, and with a number of 65 bits.
+        #expect(throws: BackgroundWireError.self) { try read([2] + [UInt8](repeating: 0xFF, count: 10) + [1]) }
+        #expect(throws: BackgroundWireError.self) { try read([2] + [UInt8](repeating: 0xFF, count: 9) + [2]) }
+        // A task identifier out of bounds is refused as in JSON.
+        #expect(throws: BackgroundWireError.self) { try read([2, 0]) }
+        // finished: a file name announcing 100 bytes with 2 left, and one that is not UTF-8.
+        #expect(throws: BackgroundWireError.self) { try read([7, 6, 1, 200, 1, 0x41, 0x42]) }
+        #expect(throws: BackgroundWireError.self) { try read([7, 6, 1, 4, 0xC3, 0x28, 0, 0, 0, 0, 0, 0, 0, 0]) }
+    }
+
     @Test("Revisions: an older peer's messages (no revision, no resumed, no expected length) still read; a revision out of bounds is refused")
     func revisions() throws {
         var framing = BackgroundFraming()
@@ -65,7 +140,7 @@ import TestSupport
         current.append(try Self.frame(.create(resumed)))
         current.append(try Self.frame(.attached(nextTask: 1, tasks: [], pending: 0, revision: BackgroundMessage.revision)))
         #expect(try current.next() == .create(resumed))
-        #expect(try current.next() == .attached(nextTask: 1, tasks: [], pending: 0, revision: 2))
+        #expect(try current.next() == .attached(nextTask: 1, tasks: [], pending: 0, revision: 3))
         var bad = BackgroundFraming()
         bad.append(Self.rawFrame(#"{"attached":{"nextTask":4,"tasks":[],"pending":0,"revision":0}}"#))
         #expect(throws: BackgroundWireError.self) { try bad.next() }
@@ -77,7 +152,7 @@ import TestSupport
     @Test("Another version, another kind of peer, a huge length: refused at the header, before the body arrives")
     func headers() throws {
         var other = BackgroundFraming()
-        other.append(Self.rawFrame("{}", version: 2).prefix(2))
+        other.append(Self.rawFrame("{}", version: 9).prefix(2))
         #expect(throws: BackgroundWireError.self) { try other.next() }
         var http = BackgroundFraming()
         http.append(Data("GET / HTTP/1.1\r\n".utf8))
