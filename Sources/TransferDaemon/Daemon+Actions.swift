@@ -178,7 +178,11 @@ extension Daemon {
             // A plain GET runs on the transport itself; what the session
             // decides (redirects, challenges, proxies) runs on a task.
             if !onSession, let (transfer, executor) = session.directTransfer(for: request) {
-                running.start(DirectDownload(running: running, url: url, request: transfer, executor: executor, daemon: self, from: from, ifRange: ifRange))
+                let firstTry = from == 0 && record.machine.validator == nil
+                running.start(
+                    DirectDownload(
+                        running: running, url: url, request: transfer, executor: executor, daemon: self, from: from, ifRange: ifRange,
+                        writesBeforeJournal: firstTry))
             } else {
                 running.start(session.dataTask(with: request), runner: runner)
             }

@@ -11,13 +11,20 @@ import URLLoading
 /// and the end, once the file is durable, to the daemon too. No task, no
 /// delegate call, no hop between threads per chunk.
 ///
+/// A first try (from byte 0, no validator journaled) writes its body
+/// while the daemon journals the head: a crash before that journal write
+/// leaves bytes without a validator, which the next start throws away.
+/// Any other try holds its body until the head is on disk, so that a
+/// resumed range is never joined to bytes of another version.
+///
 /// The session keeps what it decides: a redirect, a 401 or a 407 ends this
 /// transfer before any byte of its body is written, and the download runs
 /// again on a task of the session from the same offset.
 ///
 /// ```
 /// awaitingHead ─head→ deciding ─wanted→ receiving ─end→ (file closed) → daemon
-///      │                  └─not wanted / stopped→ dropping ─end→ daemon
+///      │  │               └─not wanted / stopped→ dropping ─end→ daemon
+///      │  └─head of a first try→ receiving ─not wanted→ dropping
 ///      └─3xx, 401, 407→ handingOver ─end→ task of the session
 /// ```
 final class DirectDownload: TransferObserver, Sendable {
@@ -42,12 +49,18 @@ final class DirectDownload: TransferObserver, Sendable {
     /// Where the transfer started, for a hand-over to the session.
     private let from: Int64
     private let ifRange: String?
+    /// The body goes to the file while the head is journaled (a first try).
+    private let writesBeforeJournal: Bool
     private let state = Lock(State())
     /// Where ends make their files durable: never the transport's thread,
     /// which carries every other transfer, nor the daemon's.
     private static let closing = DispatchQueue(label: "urlloading.transferd.closing", attributes: .concurrent)
 
-    init(running: RunningTransfer, url: URL, request: TransferRequest, executor: any TransferExecutor, daemon: Daemon, from: Int64, ifRange: String?) {
+    init(
+        running: RunningTransfer, url: URL, request: TransferRequest, executor: any TransferExecutor, daemon: Daemon, from: Int64, ifRange: String?,
+        writesBeforeJournal: Bool
+    ) {
+        self.writesBeforeJournal = writesBeforeJournal
         self.running = running
         self.url = url
         self.request = request
@@ -103,14 +116,15 @@ final class DirectDownload: TransferObserver, Sendable {
             if handsOver, let id { executor.cancel(id) }
             return
         }
+        let spec = ResponseSpec(head, url: url.absoluteString)
+        if writesBeforeJournal { running.expect(spec.contentLength) }
         let decides = state.withLock { state -> Bool in
             guard state.phase == .awaitingHead else { return false }
-            state.phase = .deciding
+            state.phase = writesBeforeJournal ? .receiving : .deciding
             return true
         }
         guard decides else { return }
-        let spec = ResponseSpec(head, url: url.absoluteString)
-        daemon.directHeadArrived(running.id, spec) { [self] wanted in
+        daemon.directHeadArrived(running.id, spec, held: !writesBeforeJournal) { [self] wanted in
             if wanted { proceed() } else { cancel() }
         }
     }
@@ -157,12 +171,15 @@ final class DirectDownload: TransferObserver, Sendable {
 
 extension Daemon {
     /// A direct download's head: decided in a turn with the heads and ends
-    /// that arrived with it, answered once that turn is journaled.
-    func directHeadArrived(_ id: Int64, _ head: ResponseSpec, answer: @escaping @Sendable (Bool) -> Void) {
+    /// that arrived with it.
+    ///
+    /// - Parameter held: The body waits for a yes, which comes after this
+    ///   turn's commit: it goes on only once its head is on disk. A no
+    ///   comes at once.
+    func directHeadArrived(_ id: Int64, _ head: ResponseSpec, held: Bool, answer: @escaping @Sendable (Bool) -> Void) {
         fromTransfer { [self] in
-            let wanted = decide(id, on: head)
-            // After this turn's commit: the body goes on only once its head is on disk.
-            owner.async { answer(wanted) }
+            guard decide(id, on: head) else { return answer(false) }
+            if held { owner.async { answer(true) } }
         }
     }
 

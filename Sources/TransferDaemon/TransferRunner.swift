@@ -13,6 +13,8 @@ import URLLoading
 final class RunningTransfer: Sendable {
     let id: Int64
     let kind: TaskSpec.Kind
+    /// Where this transfer's body starts in the file, as asked.
+    private let startOffset: Int64
     private let counts: Lock<Counts>
 
     struct Counts {
@@ -38,6 +40,7 @@ final class RunningTransfer: Sendable {
     init(id: Int64, kind: TaskSpec.Kind, descriptor: Int32, offset: Int64) {
         self.id = id
         self.kind = kind
+        startOffset = offset
         counts = Lock(Counts(descriptor: descriptor, bytes: offset, reported: offset))
     }
 
@@ -69,16 +72,25 @@ final class RunningTransfer: Sendable {
         direct.start()
     }
 
-    /// The head said where the body starts (the machine may have emptied the file).
+    /// The head said where the body starts (the machine may have emptied
+    /// the file). A body that starts where this transfer asked goes on as
+    /// it is (a direct download may have written some of it already).
     func restart(at bytes: Int64, expected: Int64) {
         counts.withLock { counts in
-            if counts.descriptor >= 0, bytes != counts.bytes {
-                _ = ftruncate(counts.descriptor, off_t(bytes))
-                _ = lseek(counts.descriptor, off_t(bytes), SEEK_SET)
+            if bytes != startOffset {
+                if counts.descriptor >= 0 {
+                    _ = ftruncate(counts.descriptor, off_t(bytes))
+                    _ = lseek(counts.descriptor, off_t(bytes), SEEK_SET)
+                }
+                counts.bytes = bytes
             }
-            counts.bytes = bytes
             counts.expected = expected
         }
+    }
+
+    /// The whole length the head announced (-1 unknown), before the daemon's decision.
+    func expect(_ expected: Int64) {
+        counts.withLock { $0.expected = expected }
     }
 
     /// Appends a chunk of a download's body; false when it cannot be written.
