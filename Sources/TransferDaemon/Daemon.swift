@@ -13,8 +13,9 @@ package import URLLoading
 package final class Daemon: Sendable {
     /// What can be tuned (from the environment, for tests and packagers).
     package struct Settings: Sendable {
-        /// Transfers running at once (discretionary ones take what is left).
-        package var maximumRunning = 4
+        /// Transfers running at once (discretionary ones take what is left):
+        /// Apple's default of connections per host on macOS.
+        package var maximumRunning = 6
         /// The first retry's wait after a network error (then doubling).
         package var firstRetryDelay: TimeInterval = BackgroundTransferMachine.firstRetryDelay
         /// Delivered tasks are forgotten after this long.
