@@ -309,7 +309,7 @@ package final class Journal: Sendable {
             .text(record.phaseName), date, outcome,
             .integer(record.suspended ? 1 : 0), .integer(Int64(record.machine.attempts)), .integer(record.machine.bytes),
             .integer(record.expected), record.machine.validator.map { .text($0) } ?? .null,
-            try record.response.map { .text(try Self.json(seal.sealed($0))) } ?? .null, record.responseBody.map { .blob($0) } ?? .null,
+            try record.response.map { .text(JournalJSON.response(try seal.sealed($0))) } ?? .null, record.responseBody.map { .blob($0) } ?? .null,
             record.errorCode.map { .text($0) } ?? .null, record.errorMessage.map { .text($0) } ?? .null,
             record.finished.map { .real($0.timeIntervalSince1970) } ?? .null, try record.uploadResume.map { .blob(try Self.sealed($0, seal)) } ?? .null,
             .integer(record.id),

@@ -136,11 +136,15 @@ final class RunningTransfer: Sendable {
         }
     }
 
-    /// A progress report when one is due (at most 10 a second, and at the end).
+    /// A progress report when one is due (at most 10 a second, and at the
+    /// end). The whole body's count waits for the end's report (or goes
+    /// with the task's `finished`): a small download sends no frame of
+    /// progress of its own.
     func progressDue(final: Bool = false) -> (bytes: Int64, expected: Int64)? {
         counts.withLock { counts in
             let now = Date()
             guard counts.bytes != counts.reported, final || now.timeIntervalSince(counts.lastReport) >= 0.1 else { return nil }
+            if !final, counts.expected >= 0, counts.bytes >= counts.expected { return nil }
             counts.lastReport = now
             counts.reported = counts.bytes
             return (counts.bytes, counts.expected)

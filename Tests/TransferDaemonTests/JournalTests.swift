@@ -147,4 +147,20 @@ import URLLoading
         read = try #require(try Journal(path: path).records().first)
         #expect(read.spec == record.spec && read.response?.status == 206 && read.phaseName == "finished")
     }
+
+    @Test("A response head's JSON, written by hand, reads back whole with Foundation's decoder: quotes, reverse solidi, control characters, non-ASCII text, no reason phrase")
+    func responseJSON() throws {
+        let heads = [
+            ResponseSpec(
+                url: "https://example.com/a\"b\\c?q=\u{1}", status: 200, httpVersion: "HTTP/1.1",
+                headers: [["Content-Type", "text/plain; charset=\"utf-8\""], ["X-Ctl", "a\tb\r\n\u{0}\u{1F}\u{7F}"], ["X-Ünïcode", "välue ✓ 🎉"], []],
+                reasonPhrase: "OK \"fine\""),
+            ResponseSpec(url: "", status: 599, httpVersion: "HTTP/2", headers: [], reasonPhrase: nil),
+            ResponseSpec(url: "http://h/", status: 204, httpVersion: "HTTP/1.0", headers: [["A", "1", "extra"]], reasonPhrase: ""),
+        ]
+        for head in heads {
+            let text = JournalJSON.response(head)
+            #expect(try JSONDecoder().decode(ResponseSpec.self, from: Data(text.utf8)) == head, "\(text)")
+        }
+    }
 }
