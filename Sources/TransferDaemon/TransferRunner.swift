@@ -219,6 +219,7 @@ final class TransferRunner: SessionDataDelegate, SessionTaskDelegate {
             configuration.httpCookieStorage = nil
             configuration.httpShouldSetCookies = false
             configuration.urlCredentialStorage = nil
+            configuration.transportSpins = false
             configuration.proxiesFromEnvironment = false
             configuration.presetProxyRules = choice.proxies
             configuration.trustRootsFile = choice.trustRootsFile

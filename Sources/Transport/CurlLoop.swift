@@ -96,6 +96,10 @@ final class CurlLoop: @unchecked Sendable {
     /// loops; held until this loop's handles are cleaned up.
     let share: CurlShare?
     private var spinPolicy = SpinPolicy()
+    /// Whether the loop spins at all (see `spin()`).
+    private let spins: Bool
+    /// Turns after which the loop would spin (whether or not a slot was free).
+    let spinsWanted = Atomic(0)
     private let received = ReceiveCounter()
     private var transfers: [TransferID: Transfer] = [:]
     private var byHandle: [UnsafeMutableRawPointer: TransferID] = [:]
@@ -105,8 +109,9 @@ final class CurlLoop: @unchecked Sendable {
     /// A loop with its own multi handle; `start()` starts its thread.
     ///
     /// - Throws: `CurlError` when libcurl cannot make a multi handle.
-    init(maximumConnectionsPerHost: Int, share: CurlShare?) throws(CurlError) {
+    init(maximumConnectionsPerHost: Int, share: CurlShare?, spins: Bool = true) throws(CurlError) {
         guard let multi = curl_multi_init() else { throw CurlError(multi: CURLM_OUT_OF_MEMORY) }
+        self.spins = spins
         _ = urlloading_multi_setopt_long(multi, CURLMOPT_MAX_HOST_CONNECTIONS, maximumConnectionsPerHost)
         _ = urlloading_multi_setopt_long(multi, CURLMOPT_PIPELINING, Int(CURLPIPE_MULTIPLEX))
         self.multi = multi
@@ -261,7 +266,9 @@ final class CurlLoop: @unchecked Sendable {
     /// Returns whether it found a command or a ready socket.
     private func spin() -> Bool {
         let wait: SpinPolicy.Wait = transfers.isEmpty ? .command : .socket
-        guard spinPolicy.shouldSpin(for: wait), Self.spinSlots.take() else { return false }
+        guard spins, spinPolicy.shouldSpin(for: wait) else { return false }
+        spinsWanted.add(1, ordering: .relaxed)
+        guard Self.spinSlots.take() else { return false }
         defer { Self.spinSlots.give() }
         let budget = wait == .command ? Self.commandSpinNanoseconds : Self.socketSpinNanoseconds
         let deadline = DispatchTime.now().uptimeNanoseconds + budget

@@ -73,15 +73,19 @@ package final class CurlMulti: Sendable {
     ///     loops never multiply its connections, and the loops share DNS
     ///     answers and TLS sessions through a libcurl share object; with one,
     ///     there is no share object and nothing is routed.
+    ///   - spins: Whether a loop spins after a turn that did work (see
+    ///     above). Worth it when callers wait on each answer; a process
+    ///     whose transfers nobody waits on one by one (transferd) keeps the
+    ///     CPU for its other threads.
     /// - Throws: `CurlError` when libcurl cannot initialise.
-    package init(maximumConnectionsPerHost: Int = 6, loops: Int = 1) throws(CurlError) {
+    package init(maximumConnectionsPerHost: Int = 6, loops: Int = 1, spins: Bool = true) throws(CurlError) {
         try Curl.globalInit()
         let count = min(max(loops, 1), Self.maximumLoops)
         let share = count > 1 ? try CurlShare() : nil
         var made: [CurlLoop] = []
         do {
             for _ in 0..<count {
-                made.append(try CurlLoop(maximumConnectionsPerHost: maximumConnectionsPerHost, share: share))
+                made.append(try CurlLoop(maximumConnectionsPerHost: maximumConnectionsPerHost, share: share, spins: spins))
             }
         } catch {
             // Only out of memory: the loops made so far never ran.
@@ -96,6 +100,11 @@ package final class CurlMulti: Sendable {
 
     deinit {
         shutdown()
+    }
+
+    /// Turns after which the loops would have spun, in all (for tests).
+    package var spinsWanted: Int {
+        loops.reduce(0) { $0 + $1.spinsWanted.load(ordering: .relaxed) }
     }
 
     /// How many loops this transport runs.

@@ -124,6 +124,29 @@ import TestSupport
     }
 }
 
+/// Whether a transport's loops spin after a turn that did work.
+@Suite(.timeLimit(.minutes(Sanitizer.minutes(1)))) struct TransportSpinsTests {
+    @Test("Sequential GETs: a transport that spins would spin after its turns; one told not to never does, and its GETs arrive whole")
+    func spinsOnlyWhenAsked() async throws {
+        let origin = try await TestOrigin.start()
+        origin.route("/page", response: ScriptedResponse(body: "page"))
+        for spins in [true, false] {
+            let multi = try CurlMulti(spins: spins)
+            for _ in 0..<5 {
+                let outcome = await TransportTests.transfer(multi, TransferRequest(url: origin.url("/page").absoluteString))
+                #expect(outcome.head?.status == 200 && outcome.body == Data("page".utf8))
+            }
+            multi.shutdown()
+            if spins {
+                #expect(multi.spinsWanted > 0, "a spinning transport never wanted to spin")
+            } else {
+                #expect(multi.spinsWanted == 0)
+            }
+        }
+        try await origin.shutdown()
+    }
+}
+
 /// A transport thread holds readers' wake-ups to the end of its turn.
 @Suite struct TurnWakeupsTests {
     @Test("A wake-up runs at once off a loop thread; on one it waits for the turn's end, in order")

@@ -143,7 +143,8 @@ public final class Session: Sendable, CustomStringConvertible {
             self.transport = transport
         } else {
             do {
-                self.transport = try CurlMulti(maximumConnectionsPerHost: settings.httpMaximumConnectionsPerHost, loops: settings.transportLoops)
+                self.transport = try CurlMulti(
+                    maximumConnectionsPerHost: settings.httpMaximumConnectionsPerHost, loops: settings.transportLoops, spins: settings.transportSpins)
             } catch {
                 let failure = SessionError(.unknown, failingURL: nil, message: "libcurl could not start: \(error)")
                 logger.error("\(failure)")

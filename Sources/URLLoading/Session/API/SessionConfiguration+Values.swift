@@ -82,6 +82,8 @@ extension SessionConfiguration {
         var httpMaximumRedirects = 16
         /// Transport loops (threads running libcurl) of the session.
         var transportLoops = SessionConfiguration.defaultTransportLoops
+        /// Whether those loops spin for the next event (`CurlMulti`).
+        var transportSpins = true
         /// Whether requests get cookies from the cookie store and responses'
         /// `Set-Cookie` fields go into it (per request, `URLRequest.httpShouldHandleCookies`
         /// must allow it too).

@@ -223,6 +223,14 @@ public final class SessionConfiguration: Sendable, CustomStringConvertible {
         get { value(\.presetProxyRules) }
         set { update(\.presetProxyRules, newValue) }
     }
+    /// Whether the session's transport loops spin for the next event
+    /// after a turn that did work (the default): worth it when a caller
+    /// waits on each answer. transferd, whose transfers nobody waits on one
+    /// by one, turns it off and keeps the CPU for its other threads.
+    package var transportSpins: Bool {
+        get { value(\.transportSpins) }
+        set { update(\.transportSpins, newValue) }
+    }
     /// The lowest TLS version to negotiate, e.g. `(1, 2)`.
     public var tlsMinimumSupportedVersion: (major: Int, minor: Int)? {
         get { value(\.tlsMinimumSupportedVersion) }
