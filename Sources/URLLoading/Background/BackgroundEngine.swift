@@ -222,6 +222,7 @@ final class BackgroundEngine: TaskEngine {
         guard path.hasPrefix(folder) else { return nil }
         let name = path.dropFirst(folder.count)
         guard name.hasPrefix("download-"), !name.contains("/"), name.dropFirst(9).allSatisfy(\.isNumber) else { return nil }
-        return URL(fileURLWithPath: path)
+        // A file's name: no look at the disk to ask whether it is a folder.
+        return URL(fileURLWithPath: path, isDirectory: false)
     }
 }

@@ -2,6 +2,9 @@ import Foundation
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
+#if canImport(Glibc)
+import Glibc
+#endif
 import HTTPTypes
 import Transport
 
@@ -148,8 +151,12 @@ struct SinkEnding: Sendable {
         }
     }
 
+    /// Removes a download's file after its delegate or handler returned.
+    /// The file is one regular file of ours, which the delegate may have
+    /// moved away already: one `unlink`, not FileManager's walk of what
+    /// is at the path (and the error it builds when nothing is).
     func removeFile(_ contents: SinkContents) {
-        if let file = contents.file, !keepsFile { try? FileManager.default.removeItem(at: file.url) }
+        if let file = contents.file, !keepsFile { _ = unlink(file.url.path) }
     }
 }
 
