@@ -419,8 +419,10 @@ extension CacheMaintenance {
         let integrity = try file.integrityCheck()
         // Another process may be storing and evicting meanwhile: a file is
         // listed before the references are read (a new body is registered
-        // before it is written), and an entry counts as missing its body
-        // only if, read again after the second listing, it still is.
+        // before it is written) and counts as an orphan only if it is
+        // still there after them (a replaced body is unlinked before it is
+        // unregistered), and an entry counts as missing its body only if,
+        // read again after the second listing, it still is.
         // A listing that fails is an error, never an empty folder: repair
         // must not remove entries on the strength of a failed read.
         func files() throws -> Set<String> {
@@ -434,7 +436,7 @@ extension CacheMaintenance {
                     $0.text(0) ?? ""
                 }
             })
-        let orphans = listedFirst.filter { !referenced.contains($0) && !referenced.contains(String($0.dropLast(4))) }.sorted()
+        let unreferenced = listedFirst.filter { !referenced.contains($0) && !referenced.contains(String($0.dropLast(4))) }
         func rowsWithFiles() throws -> [(Int64, String, String)] {
             try file.reading { (connection: Connection) throws(SQLiteError) in
                 try connection.query("SELECT id, url, body_file FROM entries WHERE body_file IS NOT NULL") {
@@ -446,6 +448,7 @@ extension CacheMaintenance {
         // Names another program wrote into the database: damage, never paths.
         let crafted = candidates.filter { !DiskTier.isBodyFileName($0.2) }
         let listedSecond = try files()
+        let orphans = unreferenced.filter { listedSecond.contains($0) }.sorted()
         let stillThere = Set(try rowsWithFiles().map(\.0))
         let listedThird = try files()
         let missing = candidates.filter {
