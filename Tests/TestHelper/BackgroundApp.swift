@@ -40,7 +40,8 @@ import Tracing
 //     proxyURL; "--trust-roots PEM" its trustRootsFile; "--no-resumable-upload"
 //     sets resumableUploadVersion to nil; "--tls-max 1.2" the
 //     configuration's tlsMaximumSupportedVersion; "--no-cookies" its
-//     httpShouldSetCookies to false. "--trace"
+//     httpShouldSetCookies to false; "--count N" makes a download N
+//     download tasks of the URL at once. "--trace"
 //     bootstraps a tracer (swift-distributed-tracing's in-memory one,
 //     propagating W3C traceparent) and prints, before "bye", "span <name>
 //     <status attribute> <traceparent>" for each span ended.
@@ -245,6 +246,12 @@ func runBackgroundApp(_ given: [String]) -> Never {
         headers.append((parts[0], parts[1].trimmingCharacters(in: .whitespaces)))
         arguments.removeSubrange(at...(at + 1))
     }
+    var count = 1
+    if let at = arguments.firstIndex(of: "--count"), at + 1 < arguments.count {
+        guard let value = Int(arguments[at + 1]), (1...200).contains(value) else { fail("--count 1...200") }
+        count = value
+        arguments.removeSubrange(at...(at + 1))
+    }
     if let at = arguments.firstIndex(of: "--no-cookies") {
         configuration.httpShouldSetCookies = false
         arguments.remove(at: at)
@@ -280,12 +287,14 @@ func runBackgroundApp(_ given: [String]) -> Never {
     say("attached tasks \(adopted.count) pending \(pending)")
     let rest = Array(arguments.dropFirst(2))
     var task: SessionTask?
+    var others: [SessionTask] = []
     switch arguments[1] {
     case "download":
         guard let url = rest.first.flatMap(URL.init(string:)) else { fail("download <url>") }
         var request = URLRequest(url: url)
         for (name, value) in headers { request.addValue(value, forHTTPHeaderField: name) }
         task = session.downloadTask(with: request)
+        others = (1..<count).map { _ in session.downloadTask(with: request) }
     case "upload":
         guard rest.count == 2, let url = URL(string: rest[0]) else { fail("upload <url> <file>") }
         var request = URLRequest(url: url)
@@ -320,6 +329,11 @@ func runBackgroundApp(_ given: [String]) -> Never {
         task.resume()
         // transferd has the task now (the messages are in its socket).
         say("resumed \(task.taskIdentifier)")
+        for other in others {
+            delegate.expect([other.taskIdentifier], events: false)
+            other.resume()
+            say("resumed \(other.taskIdentifier)")
+        }
     } else {
         delegate.expect(adopted, events: pending > 0)
     }

@@ -27,4 +27,20 @@ extension BackgroundSessionProcessTests {
         }
         try await origin.shutdown()
     }
+
+    @Test("Forty downloads of one app end together: each event is delivered once, every acknowledgement reaches transferd, and a second app is sent nothing again")
+    func acknowledgementsTogether() async throws {
+        let origin = try await TestOrigin.start()
+        origin.route("/small", response: ScriptedResponse(body: "hello"))
+        let world = World()
+        let lines = try await world.run(["together", "--count", "40", "download", origin.url("/small").absoluteString])
+        for task in 1...40 {
+            #expect(lines.filter { $0 == "complete \(task) nil status 200" }.count == 1, "task \(task): \(lines)")
+        }
+        #expect(await eventually { world.records().count == 40 && world.records().allSatisfy { $0.phaseName == "delivered" } }, "\(world.records().map(\.phaseName))")
+        let again = try await world.run(["together", "attach"])
+        #expect(again.contains("attached tasks 0 pending 0"), "\(again)")
+        #expect(!again.contains { $0.hasPrefix("complete ") }, "\(again)")
+        try await origin.shutdown()
+    }
 }

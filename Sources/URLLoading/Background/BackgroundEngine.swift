@@ -105,8 +105,7 @@ final class BackgroundEngine: TaskEngine {
     /// (before the session can say it is invalid).
     func completionDelivered(_ task: SessionTask) {
         guard let acknowledgement = state.withLock({ $0.acknowledgement.take() }) else { return }
-        link.send(.acknowledge(task: task.taskIdentifier))
-        acknowledgement()
+        link.acknowledge(task.taskIdentifier, then: acknowledgement)
     }
 
     /// transferd's progress of the task's bytes: the delegate hears what is new.

@@ -167,6 +167,36 @@ final class BackgroundLink: Sendable {
         }
     }
 
+    /// Acknowledgements, each with what runs once it is written. Each
+    /// task's events run on a context of their own, so acknowledgements
+    /// come from many threads at once: they go in one write, by the first
+    /// of those threads, and the others go on instead of waiting for the
+    /// socket.
+    private let acknowledgements = WriteCombiner<(task: Int, then: @Sendable () -> Void)>()
+
+    /// Tells transferd a task's delegate returned from its last event, then
+    /// runs `then`: once the acknowledgement was written (or could not be:
+    /// transferd sends the event again at the next attach).
+    func acknowledge(_ task: Int, then: @escaping @Sendable () -> Void) {
+        acknowledgements.add((task, then)) { batch in
+            send(batch.map { .acknowledge(task: $0.task) })
+            for entry in batch { entry.then() }
+        }
+    }
+
+    /// Sends messages in one write; false when transferd cannot be reached now.
+    @discardableResult
+    func send(_ messages: [BackgroundMessage]) -> Bool {
+        guard let socket = state.withLock({ $0.socket }) else { return false }
+        do {
+            try socket.send(messages)
+            return true
+        } catch {
+            logger.warning("cannot reach transferd: \(error)", metadata: ["session": "\(identifier)"])
+            return false
+        }
+    }
+
     /// Detaches: transferd keeps the tasks going and their events for the next session.
     func close() {
         let socket = state.withLock { state -> UnixSocket? in

@@ -97,7 +97,19 @@ package final class UnixSocket: Sendable {
     /// Sends one message whole; with `descriptor`, an open descriptor goes
     /// with its first byte (`SCM_RIGHTS`; the caller still owns its copy).
     package func send(_ message: BackgroundMessage, passing descriptor: Int32? = nil) throws {
-        let frame = try BackgroundFraming.encode(message, compact: sendsCompactFrames.load(ordering: .relaxed))
+        try write(try BackgroundFraming.encode(message, compact: sendsCompactFrames.load(ordering: .relaxed)), passing: descriptor)
+    }
+
+    /// Sends messages in one write, in order (the peer reads them as they
+    /// came together).
+    package func send(_ messages: [BackgroundMessage]) throws {
+        let compact = sendsCompactFrames.load(ordering: .relaxed)
+        var frames = Data()
+        for message in messages { frames.append(try BackgroundFraming.encode(message, compact: compact)) }
+        try write(frames, passing: nil)
+    }
+
+    private func write(_ frame: Data, passing descriptor: Int32?) throws {
         try writing.withLock { _ in
             try frame.withUnsafeBytes { (raw: UnsafeRawBufferPointer) throws in
                 guard let base = raw.baseAddress else { return }
