@@ -155,7 +155,8 @@ extension Daemon {
         let running: RunningTransfer
         switch record.spec.kind {
         case .download:
-            let fd = open(partialFile(id), O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0o600)
+            // From byte 0: emptied as it is opened (one call, not three).
+            let fd = open(partialFile(id), O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC | (from == 0 ? O_TRUNC : 0), 0o600)
             guard fd >= 0 else {
                 let reason = "cannot open the partial file: \(String(cString: strerror(errno)))"
                 change(id: id) { record in
@@ -166,8 +167,10 @@ extension Daemon {
                 return
             }
             // The file holds exactly the bytes the machine counts.
-            _ = ftruncate(fd, off_t(from))
-            _ = lseek(fd, off_t(from), SEEK_SET)
+            if from > 0 {
+                _ = ftruncate(fd, off_t(from))
+                _ = lseek(fd, off_t(from), SEEK_SET)
+            }
             if from > 0 {
                 request.setValue("bytes=\(from)-", forHTTPHeaderField: "Range")
                 if let ifRange { request.setValue(ifRange, forHTTPHeaderField: "If-Range") }

@@ -41,6 +41,8 @@ extension BackgroundSessionProcessTests {
         let again = try await world.run(["together", "attach"])
         #expect(again.contains("attached tasks 0 pending 0"), "\(again)")
         #expect(!again.contains { $0.hasPrefix("complete ") }, "\(again)")
+        // Every file transferd made for them is gone.
+        #expect(await eventually { (try? FileManager.default.contentsOfDirectory(atPath: world.paths.files))?.isEmpty ?? true })
         try await origin.shutdown()
     }
 }

@@ -256,6 +256,8 @@ struct BackgroundSessionProcessTests {
         #expect(lines.contains("head Stored Safely a=1;b=2"), "\(lines)")
         let stored = try #require(origin.requests(to: "/upload").last?.bodyFile)
         #expect(try Data(contentsOf: stored) == Data(body))
+        // Acknowledged: transferd's copy of the body is gone.
+        #expect(await eventually { (try? FileManager.default.contentsOfDirectory(atPath: world.paths.files))?.isEmpty ?? true }, "\(world.log)")
         try await origin.shutdown()
     }
 
