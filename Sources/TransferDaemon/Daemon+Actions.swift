@@ -170,8 +170,6 @@ extension Daemon {
             if from > 0 {
                 _ = ftruncate(fd, off_t(from))
                 _ = lseek(fd, off_t(from), SEEK_SET)
-            }
-            if from > 0 {
                 request.setValue("bytes=\(from)-", forHTTPHeaderField: "Range")
                 if let ifRange { request.setValue(ifRange, forHTTPHeaderField: "If-Range") }
             }

@@ -159,7 +159,7 @@ final class DirectDownload: TransferObserver, Sendable {
                 daemon.reportProgress(running, bytes: bytes, expected: expected, final: true)
             }
             var failure: (any Error)?
-            if case .failure(let error) = result { failure = SessionError.failure(of: error, url: url).urlError }
+            if case .failure(let error) = result { failure = SessionError(transfer: error, url: url).urlError }
             if let problem = running.writeError {
                 failure = SessionError(.cannotWriteFile, failingURL: nil, message: "cannot write the partial file: \(problem)").urlError
             }

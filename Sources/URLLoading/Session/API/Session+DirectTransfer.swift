@@ -32,11 +32,3 @@ extension Session {
         return (transfer, transport)
     }
 }
-
-extension SessionError {
-    /// How a task of the session would have failed with this transport
-    /// failure: for the runners of direct transfers.
-    package static func failure(of error: TransferError, url: URL?) -> SessionError {
-        SessionError(transfer: error, url: url)
-    }
-}

@@ -1,9 +1,10 @@
-import Foundation
-import Transport
+package import Foundation
+package import Transport
 
 extension SessionError {
-    /// The session's view of a transport failure.
-    init(transfer error: TransferError, url: URL? = nil) {
+    /// The session's view of a transport failure (also transferd's, for
+    /// the transfers it runs on the transport itself).
+    package init(transfer error: TransferError, url: URL? = nil) {
         let code: Code
         switch error.failure {
         case .cancelled: self.init(.cancelled, failingURL: url, message: "the task was cancelled"); return
