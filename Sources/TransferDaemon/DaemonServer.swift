@@ -11,20 +11,72 @@ extension Daemon {
     /// Takes the per-user instance lock (`flock` on the runtime folder's
     /// lock file, which then names this process).
     ///
+    /// A transferd that was just killed can hold the lock a while after it
+    /// looks dead: its first thread is a zombie while another finishes a
+    /// write to disk, and the descriptors close only after the last. So when
+    /// the lock is held and nothing listens on the socket, this waits (up to
+    /// `patience`) for one or the other, instead of leaving the app that
+    /// started it with no transferd at all.
+    ///
     /// - Returns: The lock's descriptor (kept open for the process's life),
-    ///   or nil when another `transferd` holds it.
-    package static func acquireInstanceLock(_ paths: BackgroundPaths) throws -> Int32? {
+    ///   or nil when another `transferd` holds it and listens.
+    /// - Throws: When the lock stays held for `patience` and nothing listens.
+    package static func acquireInstanceLock(_ paths: BackgroundPaths, patience: Duration = .seconds(8)) throws -> Int32? {
         try paths.prepareRuntime()
         let fd = open(paths.lockFile, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0o600)
         guard fd >= 0 else { throw BackgroundWireError("cannot open \(paths.lockFile): \(String(cString: strerror(errno)))") }
-        guard flock(fd, LOCK_EX | LOCK_NB) == 0 else {
-            close(fd)
-            return nil
+        let deadline = ContinuousClock.now + patience
+        var said = false
+        while flock(fd, LOCK_EX | LOCK_NB) != 0 {
+            // A dying holder's socket can still take connections it will never answer.
+            if !holderIsDying(fd), let serving = try? UnixSocket.connect(path: paths.socket) {
+                serving.close()
+                close(fd)
+                return nil
+            }
+            guard ContinuousClock.now < deadline else {
+                let error = BackgroundWireError("the instance lock \(paths.lockFile) is held\(holder(fd)), but nothing listens on \(paths.socket)")
+                close(fd)
+                throw error
+            }
+            if !said {
+                said = true
+                // Standard error is transferd's log.
+                FileHandle.standardError.write(
+                    Data("transferd \(getpid()): the instance lock is held\(holder(fd)) and nothing listens yet: waiting\n".utf8))
+            }
+            usleep(10_000)
         }
         _ = ftruncate(fd, 0)
         let pid = Array("\(getpid())\n".utf8)
         _ = pid.withUnsafeBytes { pwrite(fd, $0.baseAddress, $0.count, 0) }
         return fd
+    }
+
+    /// The process the lock file names (its holder writes it once it has the lock).
+    private static func holderID(_ fd: Int32) -> pid_t? {
+        var bytes = [UInt8](repeating: 0, count: 16)
+        let count = bytes.withUnsafeMutableBytes { pread(fd, $0.baseAddress, $0.count, 0) }
+        guard count > 0, count < bytes.count,
+            let pid = pid_t(String(decoding: bytes[..<count], as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)), pid > 0
+        else { return nil }
+        return pid
+    }
+
+    /// " by process N", for a message.
+    private static func holder(_ fd: Int32) -> String {
+        holderID(fd).map { " by process \($0)" } ?? ""
+    }
+
+    /// Whether the named holder is gone or a zombie (whose other threads may
+    /// still hold its descriptors while they end).
+    private static func holderIsDying(_ fd: Int32) -> Bool {
+        guard let pid = holderID(fd) else { return false }
+        if kill(pid, 0) != 0 && errno == ESRCH { return true }
+        guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8) else { return false }
+        // The state follows the command's closing parenthesis.
+        guard let close = stat.lastIndex(of: ")") else { return false }
+        return stat[close...].dropFirst(2).first == "Z"
     }
 
     /// The listening socket systemd passed (socket activation, the

@@ -128,6 +128,7 @@ final class BackgroundAppDelegate: SessionDownloadDelegate, SessionDataDelegate 
             // The head as the server sent it: the reason phrase, each Set-Cookie its own.
             say("head \(head.status.reasonPhrase) \(head.headerFields[values: .setCookie].joined(separator: ";"))")
         }
+        if let error, code == "background-session-was-disconnected" { say("why \(task.taskIdentifier) \(error)") }
         say("complete \(task.taskIdentifier) \(code) status \((task.response as? HTTPURLResponse)?.statusCode ?? 0)")
         state.withLock {
             _ = $0.open.remove(task.taskIdentifier)

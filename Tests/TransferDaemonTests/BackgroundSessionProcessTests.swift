@@ -167,7 +167,9 @@ struct BackgroundSessionProcessTests {
             // Before the last restart the resource changes: its validator no longer matches.
             if round == 2 { tag.withLock { $0 = "\"v2\"" } }
             app.kill(SIGCONT)
-            #expect(await eventually { world.transferdPID.map { $0 != killed && kill($0, 0) == 0 } ?? false })
+            #expect(
+                await eventually { world.transferdPID.map { $0 != killed && kill($0, 0) == 0 } ?? false },
+                "round \(round): transferd was started again\n\(world.log)")
         }
         gate.open()
         let seen = await world.lines(of: app, until: "bye")
@@ -187,12 +189,17 @@ struct BackgroundSessionProcessTests {
         (try? FileManager.default.attributesOfItem(atPath: path)[.size] as? Int) ?? nil
     }
 
-    /// Dead: gone, or a zombie its stopped parent has not reaped yet.
+    /// Dead: gone, or a zombie its stopped parent has not reaped yet. Every
+    /// thread, not only the first: the first can be a zombie while another
+    /// still ends a write (and holds the process's descriptors).
     static func isGone(_ pid: pid_t) -> Bool {
-        guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8) else { return true }
-        // The state follows the command's closing parenthesis.
-        guard let close = stat.lastIndex(of: ")") else { return true }
-        return stat[close...].dropFirst(2).first == "Z"
+        guard let threads = try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task") else { return true }
+        return threads.allSatisfy { thread in
+            guard let stat = try? String(contentsOfFile: "/proc/\(pid)/task/\(thread)/stat", encoding: .utf8) else { return true }
+            // The state follows the command's closing parenthesis.
+            guard let close = stat.lastIndex(of: ")") else { return true }
+            return stat[close...].dropFirst(2).first == "Z"
+        }
     }
 
     @Test("The origin drops the connection three times: the task retries (from its bytes) and finishes")
