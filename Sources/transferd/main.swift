@@ -37,6 +37,9 @@ struct Serve: ParsableCommand {
             return
         }
         _ = lock
+        // Before the journal's open, which is what can take long: a log that
+        // ends here says where a start that never served stopped.
+        FileHandle.standardError.write(Data("transferd \(getpid()) starting: opening the journal \(paths.journal)\n".utf8))
         let listener = try activated ?? UnixSocket.listen(path: paths.socket)
         let daemon = try Daemon(paths: paths, settings: Daemon.Settings(environment: ProcessInfo.processInfo.environment))
         let how = activated != nil ? " (socket activation)" : ""
