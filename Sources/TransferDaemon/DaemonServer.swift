@@ -11,12 +11,13 @@ extension Daemon {
     /// Takes the per-user instance lock (`flock` on the runtime folder's
     /// lock file, which then names this process).
     ///
-    /// A transferd that was just killed can hold the lock a while after it
+    /// The holder may not listen: it may be starting still, or dying (a
+    /// transferd that was just killed can hold the lock a while after it
     /// looks dead: its first thread is a zombie while another finishes a
-    /// write to disk, and the descriptors close only after the last. So when
-    /// the lock is held and nothing listens on the socket, this waits (up to
-    /// `patience`) for one or the other, instead of leaving the app that
-    /// started it with no transferd at all.
+    /// write to disk, and the descriptors close only after the last). So
+    /// when the lock is held and nothing listens on the socket, this waits
+    /// (up to `patience`) for one or the other, instead of leaving the app
+    /// that started it with no transferd at all.
     ///
     /// - Returns: The lock's descriptor (kept open for the process's life),
     ///   or nil when another `transferd` holds it and listens.
