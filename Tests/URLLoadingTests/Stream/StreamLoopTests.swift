@@ -28,12 +28,12 @@ struct StreamLoopTests {
             for (index, task) in tasks.enumerated() {
                 group.addTask {
                     if index < 20 {
-                        try await task.write(StreamTaskTests.line("STARTTLS"), timeout: 20)
+                        try await task.write(StreamTaskTests.line("STARTTLS"), timeout: StreamTaskTests.bound)
                         #expect(try await StreamTaskTests.read(task, count: 4).0 == StreamTaskTests.line("OK"))
                         task.startSecureConnection()
                     }
                     for round in 0..<3 {
-                        try await task.write(StreamTaskTests.line("\(index).\(round)"), timeout: 20)
+                        try await task.write(StreamTaskTests.line("\(index).\(round)"), timeout: StreamTaskTests.bound)
                         let expected = StreamTaskTests.line("echo: \(index).\(round)")
                         #expect(try await StreamTaskTests.read(task, count: expected.count).0 == expected)
                     }
@@ -55,7 +55,7 @@ struct StreamLoopTests {
         let idle = session.streamTask(withHostName: "127.0.0.1", port: server.port)
         idle.resume()
         let size = 8_000_000
-        try await idle.write(StreamTaskTests.line("BIG \(size)"), timeout: 20)
+        try await idle.write(StreamTaskTests.line("BIG \(size)"), timeout: StreamTaskTests.bound)
         // Sixteen others, enough to share a loop with the idle one, echo meanwhile.
         let others = (0..<16).map { _ in session.streamTask(withHostName: "127.0.0.1", port: server.port) }
         others.forEach { $0.resume() }
@@ -63,7 +63,7 @@ struct StreamLoopTests {
             for (index, task) in others.enumerated() {
                 group.addTask {
                     for round in 0..<20 {
-                        try await task.write(StreamTaskTests.line("\(index)/\(round)"), timeout: 20)
+                        try await task.write(StreamTaskTests.line("\(index)/\(round)"), timeout: StreamTaskTests.bound)
                         let expected = StreamTaskTests.line("echo: \(index)/\(round)")
                         #expect(try await StreamTaskTests.read(task, count: expected.count).0 == expected)
                     }

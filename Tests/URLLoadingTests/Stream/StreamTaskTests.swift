@@ -23,11 +23,16 @@ struct StreamTaskTests {
         return Session(configuration: configuration, delegate: delegate)
     }
 
+    /// A bound on one read or write of a test with many connections at
+    /// once: 20 s, widened under a sanitizer (ThreadSanitizer's TLS
+    /// handshakes keep a loop busy for seconds).
+    static var bound: TimeInterval { TimeInterval(20 * Sanitizer.timeScale) }
+
     /// Reads until `count` bytes or the end.
     static func read(_ task: SessionStreamTask, count: Int) async throws -> (Data, Bool) {
         var data = Data()
         while data.count < count {
-            let (chunk, atEOF) = try await task.readData(ofMinLength: 1, maxLength: count - data.count, timeout: 20)
+            let (chunk, atEOF) = try await task.readData(ofMinLength: 1, maxLength: count - data.count, timeout: bound)
             data.append(chunk ?? Data())
             if atEOF { return (data, true) }
         }
