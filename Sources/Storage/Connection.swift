@@ -9,7 +9,8 @@ package final class Connection {
     let handle: OpaquePointer
     /// The database file.
     package let path: String
-    private var statementCache: [String: Statement] = [:]
+    /// Prepared statements by their SQL, kept for the connection's lifetime.
+    private var statementCache = KeyedTable<String, Statement>()
     /// How long SQLite waits for another connection's lock, as opened with.
     private let busyMilliseconds: Int32
 
@@ -91,7 +92,7 @@ package final class Connection {
             return statement
         }
         let statement = try Statement(connection: self, sql: sql)
-        statementCache[sql] = statement
+        statementCache.set(statement, for: sql)
         return statement
     }
 

@@ -238,7 +238,7 @@ final class PostgresCacheStorage: CacheStorage, Sendable {
             try database.withConnection { (connection) throws(PostgresError) in
                 try connection.transaction { (connection) throws(PostgresError) in
                     try Self.applyTouches(touches, connection)
-                    for (name, delta) in counters.sorted(by: { $0.key < $1.key }) {
+                    for (name, delta) in counters.sorted(by: { $0.name < $1.name }) {
                         try connection.run(
                             """
                             INSERT INTO urlloading_cache_counters(name, value) VALUES ($1, $2)
@@ -254,14 +254,18 @@ final class PostgresCacheStorage: CacheStorage, Sendable {
 
     /// One statement per distinct time (touches of one batch share a few):
     /// rows in id order, so two workers' batches never deadlock.
-    private static func applyTouches(_ touches: [Int64: Double], _ connection: PostgresConnection) throws(PostgresError) {
-        let byTime = Dictionary(grouping: touches.keys, by: { touches[$0] ?? 0 })
-        for (time, ids) in byTime.sorted(by: { $0.key < $1.key }) {
+    private static func applyTouches(_ touches: CacheLedger.Touches, _ connection: PostgresConnection) throws(PostgresError) {
+        let ordered = touches.sorted { ($0.value, $0.key) < ($1.value, $1.key) }
+        var start = ordered.startIndex
+        while start < ordered.endIndex {
+            let time = ordered[start].value
+            let end = ordered[start...].firstIndex { $0.value != time } ?? ordered.endIndex
             try connection.run(
                 """
                 UPDATE \(table) SET last_used = greatest(last_used, $1)
                 WHERE id IN (SELECT id FROM \(table) WHERE id = ANY($2) ORDER BY id FOR UPDATE)
-                """, [.double(time), .intArray(ids.sorted())])
+                """, [.double(time), .intArray(ordered[start..<end].map(\.key))])
+            start = end
         }
     }
 }

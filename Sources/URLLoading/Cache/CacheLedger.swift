@@ -1,6 +1,7 @@
 import Dispatch
 import Foundation
 import Locking
+package import Storage
 import Synchronization
 
 /// What a persistent tier gathers between writes (both storages keep one):
@@ -23,9 +24,23 @@ package final class CacheLedger: Sendable {
     /// costs no write per hit.
     package static let touchResolution: Double = 60
 
+    /// The rows used, by id, and when each was last used. Not a
+    /// `Dictionary`: see `KeyedTable` (this one fills on a store's first lookup).
+    package typealias Touches = KeyedTable<Int64, Double>
+    /// Counter increments by name: a handful of names, searched in order.
+    package typealias Counts = [(name: String, delta: Int)]
+
     private struct State {
-        var touches: [Int64: Double] = [:]
-        var counters: [String: Int] = [:]
+        var touches = Touches()
+        var counters: Counts = []
+
+        mutating func add(_ delta: Int, to counter: String) {
+            if let index = counters.firstIndex(where: { $0.name == counter }) {
+                counters[index].delta &+= delta
+            } else {
+                counters.append((counter, delta))
+            }
+        }
     }
 
     /// How long gathered items may wait for a write when no batch fills:
@@ -116,7 +131,7 @@ package final class CacheLedger: Sendable {
     /// its own (`writeSoon`), never by the lookup that filled it.
     package func touch(_ ids: [Int64], at now: Double) {
         let full = state.withLock { state in
-            for id in ids { state.touches[id] = now }
+            for id in ids { state.touches.set(now, for: id) }
             return state.touches.count >= Self.touchBatch
         }
         if full { writeSoon() } else { gathered() }
@@ -145,17 +160,17 @@ package final class CacheLedger: Sendable {
     /// process held the lock: merged with what was gathered since (the
     /// later use of a row wins; counts add up), written by the next batch
     /// a second from now at the earliest, or by the next delayed write.
-    package func putBack(touches: [Int64: Double], counters: [String: Int]) {
+    package func putBack(touches: Touches, counters: Counts) {
         retryAfter.store(DispatchTime.now().uptimeNanoseconds + Self.retryPause, ordering: .relaxed)
         state.withLock { state in
-            state.touches.merge(touches) { max($0, $1) }
-            state.counters.merge(counters) { $0 &+ $1 }
+            for (id, time) in touches { state.touches.merge(id) { max($0 ?? time, time) } }
+            for (name, delta) in counters { state.add(delta, to: name) }
         }
         gathered()
     }
 
     /// The touches gathered, now taken.
-    package func takeTouches() -> [Int64: Double] {
+    package func takeTouches() -> Touches {
         state.withLock { state in
             defer { state.touches.removeAll() }
             return state.touches
@@ -167,21 +182,20 @@ package final class CacheLedger: Sendable {
         switch counter {
         case "hits": hits.add(1, ordering: .relaxed)
         case "misses": misses.add(1, ordering: .relaxed)
-        default: state.withLock { $0.counters[counter, default: 0] += 1 }
+        default: state.withLock { $0.add(1, to: counter) }
         }
         gathered()
     }
 
     /// The counter increments gathered, now taken.
-    package func takeCounters() -> [String: Int] {
-        var counters = state.withLock { state in
-            defer { state.counters = [:] }
-            return state.counters
-        }
+    package func takeCounters() -> Counts {
         let hits = hits.exchange(0, ordering: .relaxed)
         let misses = misses.exchange(0, ordering: .relaxed)
-        if hits > 0 { counters["hits", default: 0] += hits }
-        if misses > 0 { counters["misses", default: 0] += misses }
-        return counters
+        return state.withLock { state in
+            defer { state.counters = [] }
+            if hits > 0 { state.add(hits, to: "hits") }
+            if misses > 0 { state.add(misses, to: "misses") }
+            return state.counters
+        }
     }
 }

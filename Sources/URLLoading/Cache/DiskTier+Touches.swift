@@ -31,7 +31,7 @@ extension DiskTier {
     /// it held is lost: a later use records it again).
     @discardableResult
     static func write(
-        touches: [Int64: Double], counters: [String: Int], to database: Database, waitsForLocks: Bool = true,
+        touches: CacheLedger.Touches, counters: CacheLedger.Counts, to database: Database, waitsForLocks: Bool = true,
         forgetting pastRows: CacheUsage.Memo? = nil, logger: Logger
     ) -> Bool {
         do throws(StorageError) {
@@ -55,7 +55,7 @@ extension DiskTier {
 
     /// Moves each touched row to the next id, in the order of use, and
     /// notes when it was used: the id order stays the LRU order.
-    static func applyTouches(_ touches: [Int64: Double], _ connection: Connection) throws(SQLiteError) {
+    static func applyTouches(_ touches: CacheLedger.Touches, _ connection: Connection) throws(SQLiteError) {
         for (id, time) in touches.sorted(by: { ($0.value, $0.key) < ($1.value, $1.key) }) {
             try connection.run(
                 "UPDATE entries SET id = (SELECT max(id) FROM entries) + 1, last_used = max(last_used, ?) WHERE id = ?",

@@ -13,26 +13,35 @@ import Locking
 /// return from `main`). Each write is bounded by its database's busy
 /// timeout, as any write is.
 enum ReleasedWrites {
-    /// Writes pending, by database path.
-    private static let pending = Lock<[String: Int]>([:])
+    /// Writes pending, by database path: a few paths, searched in order
+    /// (not a `Dictionary`, whose first use of a key type scans the
+    /// process's conformance records: see `KeyedTable`).
+    private static let pending = Lock<[(path: String, writes: Int)]>([])
     private static let queue = DispatchQueue(label: "urlloading.cache.released-writes", qos: .utility)
 
     /// Runs `write` for the database at `path` after the caller returns.
     static func run(path: String, _ write: @escaping @Sendable () -> Void) {
         _ = exitHook
-        pending.withLock { $0[path, default: 0] += 1 }
+        pending.withLock { pending in
+            if let index = pending.firstIndex(where: { $0.path == path }) {
+                pending[index].writes += 1
+            } else {
+                pending.append((path, 1))
+            }
+        }
         queue.async {
             write()
             pending.withLock { pending in
-                let left = (pending[path] ?? 1) - 1
-                pending[path] = left > 0 ? left : nil
+                guard let index = pending.firstIndex(where: { $0.path == path }) else { return }
+                pending[index].writes -= 1
+                if pending[index].writes == 0 { pending.remove(at: index) }
             }
         }
     }
 
     /// Returns once no write for `path` is pending.
     static func wait(for path: String) {
-        guard pending.withLock({ $0[path] != nil }) else { return }
+        guard pending.withLock({ $0.contains { $0.path == path } }) else { return }
         queue.sync {}
     }
 
