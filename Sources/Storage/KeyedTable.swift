@@ -10,37 +10,42 @@
 /// so its callers hand it the conformance and the runtime never looks it up.
 ///
 /// Keys are only added or updated, or all removed at once.
-package struct KeyedTable<Key, Value> {
-    private var keys: [Key] = []
-    private var values: [Value] = []
+///
+/// Public and inlinable, unlike the rest of this module: the toolchain does
+/// not hand a `package` declaration's body to other modules, so URLLoading
+/// would call this code unspecialised, with a run-time type look-up in each
+/// call of a lookup or a store.
+public struct KeyedTable<Key, Value> {
+    @usableFromInline var keys: [Key] = []
+    @usableFromInline var values: [Value] = []
     /// For each slot, an index into `keys`, or -1 when the slot is free. A
     /// power of two long and at most half full, so a probe always ends.
-    private var slots: [Int] = []
+    @usableFromInline var slots: [Int] = []
 
     /// An empty table.
-    package init() {}
+    @inlinable public init() {}
 
     /// How many keys the table holds.
-    package var count: Int { keys.count }
+    @inlinable public var count: Int { keys.count }
 
     /// Whether the table holds no key.
-    package var isEmpty: Bool { keys.isEmpty }
+    @inlinable public var isEmpty: Bool { keys.isEmpty }
 
     /// Removes every key.
-    package mutating func removeAll() {
+    @inlinable public mutating func removeAll() {
         self = KeyedTable()
     }
 }
 
 extension KeyedTable where Key: Hashable {
     /// The value for `key`, or nil.
-    package subscript(key: Key) -> Value? {
+    @inlinable public subscript(key: Key) -> Value? {
         guard let index = index(of: key) else { return nil }
         return values[index]
     }
 
     /// Sets `key`'s value: added, or replacing the one there.
-    package mutating func set(_ value: Value, for key: Key) {
+    @inlinable public mutating func set(_ value: Value, for key: Key) {
         if let index = index(of: key) {
             values[index] = value
             return
@@ -56,7 +61,7 @@ extension KeyedTable where Key: Hashable {
 
     /// Sets `key`'s value to what `merge` makes of the one there (nil when
     /// there is none).
-    package mutating func merge(_ key: Key, _ merge: (Value?) -> Value) {
+    @inlinable public mutating func merge(_ key: Key, _ merge: (Value?) -> Value) {
         if let index = index(of: key) {
             values[index] = merge(values[index])
         } else {
@@ -64,7 +69,7 @@ extension KeyedTable where Key: Hashable {
         }
     }
 
-    private func index(of key: Key) -> Int? {
+    @inlinable func index(of key: Key) -> Int? {
         guard !slots.isEmpty else { return nil }
         let mask = slots.count - 1
         var slot = key.hashValue & mask
@@ -76,14 +81,14 @@ extension KeyedTable where Key: Hashable {
         }
     }
 
-    private mutating func place(_ index: Int) {
+    @inlinable mutating func place(_ index: Int) {
         let mask = slots.count - 1
         var slot = keys[index].hashValue & mask
         while slots[slot] >= 0 { slot = (slot + 1) & mask }
         slots[slot] = index
     }
 
-    private mutating func rebuild(slotCount: Int) {
+    @inlinable mutating func rebuild(slotCount: Int) {
         slots = Array(repeating: -1, count: slotCount)
         for index in keys.indices { place(index) }
     }
@@ -91,20 +96,22 @@ extension KeyedTable where Key: Hashable {
 
 extension KeyedTable: Sequence {
     /// The keys and their values, in the order the keys were added.
-    package struct Iterator: IteratorProtocol {
-        private let table: KeyedTable
-        private var position = 0
+    public struct Iterator: IteratorProtocol {
+        @usableFromInline let table: KeyedTable
+        @usableFromInline var position = 0
 
-        fileprivate init(_ table: KeyedTable) { self.table = table }
+        @inlinable init(_ table: KeyedTable) { self.table = table }
 
-        package mutating func next() -> (key: Key, value: Value)? {
+        /// The next key and its value, or nil after the last.
+        @inlinable public mutating func next() -> (key: Key, value: Value)? {
             guard position < table.keys.count else { return nil }
             defer { position += 1 }
             return (table.keys[position], table.values[position])
         }
     }
 
-    package func makeIterator() -> Iterator { Iterator(self) }
+    /// An iterator over the keys and their values.
+    @inlinable public func makeIterator() -> Iterator { Iterator(self) }
 }
 
 extension KeyedTable: Sendable where Key: Sendable, Value: Sendable {}
