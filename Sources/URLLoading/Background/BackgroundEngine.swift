@@ -199,9 +199,7 @@ final class BackgroundEngine: TaskEngine {
             }
             inner.bytesReceived = max(inner.bytesReceived, result.written)
             inner.bytesSent = max(inner.bytesSent, result.sent)
-            if let file, let handle = FileHandle(forReadingAtPath: file.path) {
-                _ = inner.sink.attach(DownloadFile(handle: handle, url: file))
-            }
+            if let file { _ = inner.sink.attach(DownloadFile(handle: nil, url: file)) }
             return inner.kind
         }
         if let head, let request = task.currentRequest {
@@ -213,14 +211,23 @@ final class BackgroundEngine: TaskEngine {
         task.perform(task.locked.withLock { $0.machine.finishWithoutTransfer(failure.map { .failure($0) } ?? .success(nil)) })
     }
 
-    /// A finished download's file as transferd names it, accepted only in
-    /// transferd's own file folder (`files`, the link's: the environment is
-    /// not read again for each task) under its own naming.
-    private static func transferdFile(_ path: String, in files: String) -> URL? {
-        let folder = files + "/"
-        guard path.hasPrefix(folder) else { return nil }
-        let name = path.dropFirst(folder.count)
-        guard name.hasPrefix("download-"), !name.contains("/"), name.dropFirst(9).allSatisfy(\.isNumber) else { return nil }
+    /// A finished download's file as transferd names it (`download-` and
+    /// its record's number, ASCII digits), accepted only in transferd's own
+    /// file folder (`files`, the link's: the environment is not read again
+    /// for each task) and only while it is a regular file there: a file
+    /// removed meanwhile is no download to deliver.
+    static func transferdFile(_ path: String, in files: String) -> URL? {
+        let prefix = "download-".utf8
+        var utf8 = path.utf8[...]
+        guard utf8.starts(with: files.utf8) else { return nil }
+        utf8 = utf8.dropFirst(files.utf8.count)
+        guard utf8.first == UInt8(ascii: "/") else { return nil }
+        let name = utf8.dropFirst()
+        guard name.starts(with: prefix), name.count > prefix.count,
+            name.dropFirst(prefix.count).allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") })
+        else { return nil }
+        var info = stat()
+        guard lstat(path, &info) == 0, info.st_mode & S_IFMT == S_IFREG else { return nil }
         // A file's name: no look at the disk to ask whether it is a folder.
         return URL(fileURLWithPath: path, isDirectory: false)
     }

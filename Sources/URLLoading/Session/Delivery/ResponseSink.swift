@@ -93,10 +93,12 @@ enum ServeStep: Equatable {
     case askDelegate
 }
 
-/// A download's open file: its handle, where it is, and the bytes that were
-/// there before this response (a resumed download).
+/// A download's file: its handle while the task writes it, where it is, and
+/// the bytes that were there before this response (a resumed download).
 struct DownloadFile: Sendable {
-    let handle: FileHandle
+    /// nil for a file another process wrote whole (transferd's finished
+    /// download): the task only hands its location to the delegate.
+    let handle: FileHandle?
     let url: URL
     var offset: Int64 = 0
 }

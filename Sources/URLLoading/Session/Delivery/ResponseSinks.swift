@@ -180,14 +180,14 @@ struct DownloadSink: ResponseSink {
     }
 
     mutating func take(_ chunk: UnsafeRawBufferPointer, delegateListens: Bool) -> SinkStep {
-        guard let file else { return .taken }
+        guard let file, let handle = file.handle else { return .taken }
         written += Int64(chunk.count)
         // The offset is the partial file's size and the length the server's:
         // checked, so a lying length cannot trap.
         let (total, overflow) = file.offset.addingReportingOverflow(written)
         let (whole, wholeOverflow) = file.offset.addingReportingOverflow(expected)
         return .write(
-            file.handle, total: overflow ? .max : total, expected: expected < 0 || wholeOverflow ? -1 : whole,
+            handle, total: overflow ? .max : total, expected: expected < 0 || wholeOverflow ? -1 : whole,
             report: handler == nil && delegateListens)
     }
 

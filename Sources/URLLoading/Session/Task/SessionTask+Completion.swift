@@ -51,7 +51,7 @@ extension SessionTask {
             deliverParts(contents.tail, session: session)
         }
         var failure = end.error
-        try? contents.file?.handle.close()
+        try? contents.file?.handle?.close()
         let uploadResume = end.uploadResume?.make()
         // A copy of the body that no resume data names any more goes.
         if let spill = end.spill, uploadResume?.spill != spill { DownloadFiles.remove(spill) }
