@@ -27,6 +27,27 @@ import TestSupport
         #expect(rows[1] == [.null, .null, .text("empty"), .blob(Data())])
     }
 
+    @Test("Text reads what was stored: nil for NULL, empty, a NUL inside, a value over several pages, numbers as SQLite spells them")
+    func textReadsStoredBytes() throws {
+        let directory = TemporaryDirectory()
+        let database = try Database(path: directory.path("t.sqlite"), migrations: Self.schema)
+        let long = String(repeating: "ä0123456789", count: 2_000)
+        try database.write { (connection: Connection) throws(SQLiteError) in
+            try connection.run("INSERT INTO t(i, r, s, b) VALUES (?, ?, ?, ?)", [.null, .null, .null, .null])
+            try connection.run("INSERT INTO t(i, r, s, b) VALUES (?, ?, ?, ?)", [.integer(-42), .real(1.5), .text(""), .blob(Data("blob text".utf8))])
+            try connection.run("INSERT INTO t(i, r, s, b) VALUES (?, ?, ?, ?)", [.integer(0), .real(0), .text("héllo\u{0}x"), .blob(Data())])
+            try connection.run("INSERT INTO t(i, r, s, b) VALUES (?, ?, ?, ?)", [.integer(1), .real(2), .text(long), .null])
+        }
+        let rows = try database.read { (connection: Connection) throws(SQLiteError) in
+            try connection.query("SELECT i, r, s, b FROM t ORDER BY id") { row in [row.text(0), row.text(1), row.text(2), row.text(3)] }
+        }
+        #expect(rows.count == 4)
+        #expect(rows[0] == [nil, nil, nil, nil])
+        #expect(rows[1] == ["-42", "1.5", "", "blob text"])
+        #expect(rows[2] == ["0", "0.0", "héllo\u{0}x", ""])
+        #expect(rows[3] == ["1", "2.0", long, nil])
+    }
+
     @Test func errorsHideBoundValues() throws {
         let directory = TemporaryDirectory()
         let database = try Database(path: directory.path("t.sqlite"), migrations: Self.schema)
