@@ -228,7 +228,7 @@ final class BackgroundEngine: TaskEngine {
         else { return nil }
         var info = stat()
         guard lstat(path, &info) == 0, info.st_mode & S_IFMT == S_IFREG else { return nil }
-        // A file's name: no look at the disk to ask whether it is a folder.
+        // Known to be a file: URL is told so rather than looking at the disk again.
         return URL(fileURLWithPath: path, isDirectory: false)
     }
 }
