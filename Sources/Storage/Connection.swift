@@ -146,9 +146,20 @@ package final class Connection {
     /// concurrent writers wait on `busy_timeout` instead of failing with
     /// `SQLITE_BUSY_SNAPSHOT` half way.
     package func immediateTransaction<T>(_ body: () throws(SQLiteError) -> T) throws(SQLiteError) -> T {
+        try transaction("BEGIN IMMEDIATE", body)
+    }
+
+    /// Runs `body` in a deferred transaction that only reads: every
+    /// statement in it sees the database as it was at the first one (a WAL
+    /// snapshot), whatever other connections commit meanwhile.
+    package func readTransaction<T>(_ body: () throws(SQLiteError) -> T) throws(SQLiteError) -> T {
+        try transaction("BEGIN", body)
+    }
+
+    private func transaction<T>(_ begin: String, _ body: () throws(SQLiteError) -> T) throws(SQLiteError) -> T {
         // Cached statements: parsing BEGIN and COMMIT on every write costs
         // more than running them.
-        try cachedStatement("BEGIN IMMEDIATE").run()
+        try cachedStatement(begin).run()
         do {
             let result = try body()
             try cachedStatement("COMMIT").run()

@@ -169,6 +169,17 @@ package final class Database: Sendable {
         return try result.mapError { StorageError.sqlite($0, path: path) }.get()
     }
 
+    /// `read`, in one read transaction: a `body` of several statements
+    /// sees one moment of the database, none of another connection's
+    /// commits in between.
+    ///
+    /// - Throws: `StorageError`, SQLite's error as its cause.
+    package func readSnapshot<T: Sendable>(_ body: (Connection) throws(SQLiteError) -> T) throws(StorageError) -> T {
+        try read { (connection: Connection) throws(SQLiteError) -> T in
+            try connection.readTransaction { () throws(SQLiteError) -> T in try body(connection) }
+        }
+    }
+
     /// Runs `body` on the writer's connection outside a transaction: for
     /// statements that write but cannot run inside one (`VACUUM`).
     ///

@@ -284,8 +284,9 @@ extension CacheMaintenance {
     public static func stats(in directory: URL, now: Date = Date()) throws -> CacheStats {
         let file = try openExisting(directory)
         let current = now.timeIntervalSince1970
-        let usage = try file.usage()
-        return try file.reading { (connection: Connection) throws(SQLiteError) in
+        // One moment of the file: the totals, hosts and ages agree.
+        return try file.readingSnapshot { (connection: Connection) throws(SQLiteError) in
+            let usage = try CacheUsage.read(connection)
             // Rows of a crafted file may repeat a name: summed, never trapped on.
             let counters = Dictionary(
                 try connection.query("SELECT name, value FROM counters") {

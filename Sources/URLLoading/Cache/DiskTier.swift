@@ -126,6 +126,17 @@ final class DiskTier: Sendable {
         }
     }
 
+    /// `reading`, for a `body` of several statements: they see one moment
+    /// of the file (another connection's uses and stores commit between
+    /// statements otherwise).
+    func readingSnapshot<T: Sendable>(_ body: (Connection) throws(SQLiteError) -> T) throws(StoreError) -> T {
+        do throws(StorageError) {
+            return try database.readSnapshot(body)
+        } catch {
+            throw StoreError(error, path: database.path)
+        }
+    }
+
     /// Runs `body` on the writing connection outside a transaction, for a
     /// statement that writes but cannot run in one (`VACUUM`); its failures
     /// as the store's.
@@ -392,7 +403,8 @@ final class DiskTier: Sendable {
 
     /// Entries and bytes, exact in every process (see `CacheUsage`).
     func usage() throws(StoreError) -> (entries: Int, bytes: Int) {
-        try reading { (connection: Connection) throws(SQLiteError) in
+        // The usage row and the rows past its count, read at one moment.
+        try readingSnapshot { (connection: Connection) throws(SQLiteError) in
             let usage = try CacheUsage.read(connection)
             return (usage.entries, usage.bytes)
         }

@@ -2,6 +2,7 @@ import Foundation
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
+import Locking
 import Migrations
 import Storage
 import Testing
@@ -136,6 +137,41 @@ import TestSupport
         cache.store(Self.response(9, size: 300))
         let after = try Self.truth(folder)
         #expect(try cache.diskUsage() == (after.entries, after.bytes) && after.entries == 5)
+    }
+
+    @Test("Usage read while another connection's uses move counted rows past the count: every read sees one moment, so the entries never change")
+    func usageIsOneSnapshot() throws {
+        let folder = TemporaryDirectory()
+        let reader = try ResponseCache.open(memoryCapacity: 0, diskCapacity: 1 << 30, directory: folder.url)
+        let t0 = Date().timeIntervalSince1970
+        // Two folds: every row is counted in the usage row.
+        for index in 0..<64 { reader.store(Self.response(index, size: 1_000), now: t0) }
+        let total = try Self.truth(folder)
+        #expect(total.row.entries == 64 && total.entries == 64, "\(total)")
+        let writer = try ResponseCache.open(memoryCapacity: 0, diskCapacity: 1 << 30, directory: folder.url)
+        let stop = Lock(false)
+        let finished = DispatchSemaphore(value: 0)
+        Thread.detachNewThread {
+            defer { finished.signal() }
+            // Each use, a minute past the last, moves one counted row past the count.
+            var round = 0
+            while !stop.withLock({ $0 }) {
+                round += 1
+                let key = ResponseCacheTests.key("https://example.com/\(round % 64)")
+                _ = writer.lookup(key: key, requestHeaders: [], now: t0 + Double(round) * 61)
+                writer.flush()
+            }
+        }
+        var seen: [Int: Int] = [:]
+        for _ in 0..<3_000 {
+            let entries = try reader.diskUsage().entries
+            seen[entries, default: 0] += 1
+        }
+        stop.withLock { $0 = true }
+        #expect(finished.wait(timeout: .now() + .seconds(60)) == .success)
+        let after = try Self.truth(folder)
+        #expect(after.row.countedThrough == total.row.countedThrough && after.row.entries < 64, "no use moved a row: \(after)")
+        #expect(seen == [64: 3_000], "usage read as other entries than the file holds: \(seen)")
     }
 
     @Test("A crafted counted_through (negative, huge) is no trap: stores, removals and usage go on", arguments: [Int64(-5), Int64(9_000_000_000_000_000_000)])
