@@ -68,7 +68,7 @@ struct BecomeStreamTests {
         #expect(await eventually { delegate.stream.withLock { $0 != nil } })
         let stream = try #require(delegate.stream.withLock { $0 })
         #expect(stream.state == .running && stream.host == "127.0.0.1" && stream.port == origin.port)
-        let (first, _) = try await stream.readData(ofMinLength: 5, maxLength: 5, timeout: 10)
+        let (first, _) = try await stream.readData(ofMinLength: 5, maxLength: 5, timeout: StreamTaskTests.bound)
         #expect(first == Data("hello".utf8))
         try await stream.write(Data("GET /second HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".utf8), timeout: 10)
         let answer = try await Self.read(stream, until: "second answer")

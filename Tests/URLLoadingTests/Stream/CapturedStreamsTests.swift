@@ -56,8 +56,8 @@ struct CapturedStreamsTests {
         let task = session.streamTask(withHostName: "127.0.0.1", port: server.port)
         task.resume()
         task.write(StreamTaskTests.line("one"), timeout: 10) { _ in }
-        task.readData(ofMinLength: 11, maxLength: 11, timeout: 10) { data, _, _ in
-            capturer.calls.withLock { $0.append("read \(String(decoding: data ?? Data(), as: UTF8.self))") }
+        task.readData(ofMinLength: 11, maxLength: 11, timeout: StreamTaskTests.bound) { data, _, error in
+            capturer.calls.withLock { $0.append(error.map { "read failed: \($0)" } ?? "read \(String(decoding: data ?? Data(), as: UTF8.self))") }
         }
         task.captureStreams()
         #expect(await eventually { capturer.streams.withLock { $0 != nil } })
