@@ -71,7 +71,9 @@ import TestSupport
         #expect(server.upload("/files/two") == nil, "the upload ended before its cancel")
         // The resumable handler hands what it read to the application lazily;
         // a HEAD before that is done gets an offset the server then outgrows.
-        #expect(await eventually { server.received("/files/two") == held }, "the server never processed what it read")
+        #expect(
+            await eventually { server.received("/files/two") == held },
+            "the server never processed what it read: \(server.received("/files/two")) of \(held) bytes, requests \(server.requests)")
 
         // Another session goes on with it, as an app started again would.
         let next = Session(configuration: .ephemeral)
