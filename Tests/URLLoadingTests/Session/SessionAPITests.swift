@@ -244,28 +244,35 @@ import TestSupport
             }
         }
         let session = Session(configuration: .ephemeral)
-        /// Runs a task for `path` that begins at `begin` with `delegate`; its data or error.
-        func fetch(_ path: String, begin: Date, delegate: DelayingDelegate) async -> (Data?, (any Error)?) {
-            await withCheckedContinuation { continuation in
+        /// Runs a task for `path` with `delegate` that begins `lead` seconds
+        /// after it is resumed; its data or error, and its begin date. (The
+        /// date is taken just before `resume()`: a date already past when the
+        /// task resumes delays nothing, and the whole suite's load can stall a
+        /// test between two lines.)
+        func fetch(_ path: String, lead: TimeInterval, delegate: DelayingDelegate) async -> (Data?, (any Error)?, Date) {
+            let begin = Lock(Date.distantPast)
+            let (data, error) = await withCheckedContinuation { continuation in
                 let task = session.dataTask(with: URLRequest(url: origin.url(path))) { data, _, error in
                     continuation.resume(returning: (data, error))
                 }
-                task.earliestBeginDate = begin
                 task.delegate = delegate
+                let date = Date().addingTimeInterval(lead)
+                begin.withLock { $0 = date }
+                task.earliestBeginDate = date
                 task.resume()
             }
+            return (data, error, begin.withLock { $0 })
         }
         // Replaced: /b is fetched instead of /a, not before the date.
         let replacing = DelayingDelegate(.useNewRequest, replacement: origin.url("/b"))
-        let begin = Date().addingTimeInterval(0.3)
-        let (data, error) = await fetch("/a", begin: begin, delegate: replacing)
+        let (data, error, begin) = await fetch("/a", lead: 0.5, delegate: replacing)
         #expect(error == nil && data.map { String(decoding: $0, as: UTF8.self) } == "/b")
         #expect(replacing.asked.withLock { $0 } == ["/a"])
         #expect(arrivals.withLock { $0["/b"] }.map { $0 >= begin } == true, "not before the begin date")
         #expect(arrivals.withLock { $0["/a"] } == nil)
         // Cancelled: the task ends cancelled and the origin never hears of it.
         let cancelling = DelayingDelegate(.cancel)
-        let (_, cancelled) = await fetch("/c", begin: Date().addingTimeInterval(0.05), delegate: cancelling)
+        let (_, cancelled, _) = await fetch("/c", lead: 0.5, delegate: cancelling)
         #expect((cancelled as? URLError)?.code == .cancelled)
         #expect(cancelling.asked.withLock { $0 } == ["/c"] && arrivals.withLock { $0["/c"] } == nil)
         session.finishTasksAndInvalidate()
