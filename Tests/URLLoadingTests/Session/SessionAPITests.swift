@@ -250,18 +250,17 @@ import TestSupport
         /// task resumes delays nothing, and the whole suite's load can stall a
         /// test between two lines.)
         func fetch(_ path: String, lead: TimeInterval, delegate: DelayingDelegate) async -> (Data?, (any Error)?, Date) {
-            let begin = Lock(Date.distantPast)
+            var begin = Date.distantPast
             let (data, error) = await withCheckedContinuation { continuation in
                 let task = session.dataTask(with: URLRequest(url: origin.url(path))) { data, _, error in
                     continuation.resume(returning: (data, error))
                 }
                 task.delegate = delegate
-                let date = Date().addingTimeInterval(lead)
-                begin.withLock { $0 = date }
-                task.earliestBeginDate = date
+                begin = Date().addingTimeInterval(lead)
+                task.earliestBeginDate = begin
                 task.resume()
             }
-            return (data, error, begin.withLock { $0 })
+            return (data, error, begin)
         }
         // Replaced: /b is fetched instead of /a, not before the date.
         let replacing = DelayingDelegate(.useNewRequest, replacement: origin.url("/b"))
