@@ -214,6 +214,7 @@ final class DiskTier: Sendable {
             try connection.query("SELECT \(Self.columns) FROM entries WHERE key = ?", [.text(key)]) { Row($0, key: key) }
         }
         var responses: [StoredResponse] = []
+        responses.reserveCapacity(rows.count)
         var touched: [Int64] = []
         for row in rows {
             guard let response = try load(row) else { continue }

@@ -152,8 +152,10 @@ final class MemoryTier: Sendable {
         /// of the capacity; a capacity of 0 keeps nothing.
         func admits(_ cost: Int) -> Bool { capacity > 0 && cost <= capacity / 20 }
 
+        // An empty tier (a capacity of 0, or nothing stored yet) answers
+        // without hashing the key: every disk hit asks it first.
         mutating func get(_ key: String) -> [Entry]? {
-            guard let slot = index[key] else { return nil }
+            guard !index.isEmpty, let slot = index[key] else { return nil }
             moveToNewest(slot)
             return slots[slot].variants
         }
@@ -189,7 +191,7 @@ final class MemoryTier: Sendable {
         }
 
         mutating func remove(_ key: String) {
-            guard let slot = index.removeValue(forKey: key) else { return }
+            guard !index.isEmpty, let slot = index.removeValue(forKey: key) else { return }
             unlink(slot)
             usage -= slots[slot].cost
             slots[slot].variants = []

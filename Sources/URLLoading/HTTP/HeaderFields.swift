@@ -33,6 +33,9 @@ package struct HeaderFields: Sendable, Equatable, Hashable, Sequence, Expressibl
 
     package func makeIterator() -> IndexingIterator<[Field]> { fields.makeIterator() }
 
+    /// Exact: `map` and `Array(_:)` make their array at its size at once.
+    package var underestimatedCount: Int { fields.count }
+
     package var count: Int { fields.count }
     package var isEmpty: Bool { fields.isEmpty }
 
