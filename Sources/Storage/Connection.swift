@@ -116,6 +116,21 @@ package final class Connection {
         let statement = try cachedStatement(sql)
         defer { statement.reset() }
         try statement.bind(arguments)
+        return try Self.rows(of: statement, row)
+    }
+
+    /// `query` with its one argument bound as parameter 1, without an
+    /// array to carry it (a cache lookup by key runs on every disk hit).
+    package func query<T>(
+        _ sql: String, binding argument: SQLiteValue, row: (Statement) throws(SQLiteError) -> T
+    ) throws(SQLiteError) -> [T] {
+        let statement = try cachedStatement(sql)
+        defer { statement.reset() }
+        try statement.bind(argument, at: 1)
+        return try Self.rows(of: statement, row)
+    }
+
+    private static func rows<T>(of statement: Statement, _ row: (Statement) throws(SQLiteError) -> T) throws(SQLiteError) -> [T] {
         var rows: [T] = []
         while try statement.step() {
             rows.append(try row(statement))

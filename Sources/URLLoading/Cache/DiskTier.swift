@@ -211,7 +211,7 @@ final class DiskTier: Sendable {
     /// The variants stored under `key`, whole, marking them used.
     func variants(for key: String, now: Double) throws(StoreError) -> [StoredResponse] {
         let rows = try reading { (connection: Connection) throws(SQLiteError) in
-            try connection.query("SELECT \(Self.columns) FROM entries WHERE key = ?", [.text(key)]) { Row($0, key: key) }
+            try connection.query("SELECT \(Self.columns) FROM entries WHERE key = ?", binding: .text(key)) { Row($0, key: key) }
         }
         var responses: [StoredResponse] = []
         responses.reserveCapacity(rows.count)

@@ -240,7 +240,7 @@ public final class ResponseCache: Sendable, CustomStringConvertible {
         lookups.add(1, ordering: .relaxed)
         var comparable: HeaderFields?
         let hasCredentials = requestHeaders.contains(StoredResponse.credentialsField)
-        func matching(_ variants: [MemoryTier.Entry]) -> MemoryTier.Entry? {
+        func matching<Variants: BidirectionalCollection<MemoryTier.Entry>>(_ variants: Variants) -> MemoryTier.Entry? {
             func selects(_ candidate: MemoryTier.Entry) -> Bool {
                 guard candidate.selectsByRequest else { return true }
                 let stored = candidate.response
@@ -263,7 +263,11 @@ public final class ResponseCache: Sendable, CustomStringConvertible {
         guard let disk else { return nil }
         do {
             let variants = try disk.variants(for: key, now: now ?? Date().timeIntervalSince1970)
-            guard let hit = matching(variants.map { MemoryTier.Entry($0) }) else {
+            // A key has one variant but for Vary: that one needs no array of entries.
+            let found =
+                variants.count == 1
+                ? matching(CollectionOfOne(MemoryTier.Entry(variants[0]))) : matching(variants.map { MemoryTier.Entry($0) })
+            guard let hit = found else {
                 disk.count("misses")
                 return nil
             }
