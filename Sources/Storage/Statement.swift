@@ -155,6 +155,14 @@ package final class Statement {
         return Data(bytes: base, count: count)
     }
 
+    /// Runs `body` on the column's bytes where SQLite holds them (valid
+    /// only inside `body`), without copying them; empty for NULL.
+    package func withBytes<T>(_ column: Int32, _ body: (UnsafeRawBufferPointer) -> T) -> T {
+        // The pointer first, then its length, as SQLite's documentation asks.
+        guard let base = sqlite3_column_blob(handle, column) else { return body(UnsafeRawBufferPointer(start: nil, count: 0)) }
+        return body(UnsafeRawBufferPointer(start: base, count: Int(sqlite3_column_bytes(handle, column))))
+    }
+
     package func value(_ column: Int32) -> SQLiteValue {
         switch sqlite3_column_type(handle, column) {
         case SQLITE_INTEGER: return .integer(int64(column))

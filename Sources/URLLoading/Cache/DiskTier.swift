@@ -232,8 +232,9 @@ final class DiskTier: Sendable {
         var key: String
         var variant: String
         var status: Int
-        var responseHeaders: Data
-        var requestHeaders: Data
+        /// nil when the stored list is damaged.
+        var responseHeaders: HeaderFields?
+        var requestHeaders: HeaderFields?
         var body: Data?
         var bodyFile: String?
         var bodySize: Int
@@ -250,8 +251,9 @@ final class DiskTier: Sendable {
             self.key = key
             variant = s.text(2) ?? ""
             status = s.int(3)
-            responseHeaders = s.data(4) ?? Data()
-            requestHeaders = s.data(5) ?? Data()
+            // Decoded where SQLite holds them: the stored lists are not copied first.
+            responseHeaders = s.withBytes(4) { FieldCoding.decodeFields($0) }
+            requestHeaders = s.withBytes(5) { FieldCoding.decodeFields($0) }
             body = s.data(6)
             bodyFile = s.text(7)
             bodySize = s.int(8)
@@ -265,8 +267,7 @@ final class DiskTier: Sendable {
     }
 
     private func load(_ row: Row) throws(StoreError) -> StoredResponse? {
-        guard let responseHeaders = FieldCoding.decodeFields(row.responseHeaders),
-            let requestHeaders = FieldCoding.decodeFields(row.requestHeaders)
+        guard let responseHeaders = row.responseHeaders, let requestHeaders = row.requestHeaders
         else {
             logger.warning("damaged cache entry removed", metadata: ["id": "\(row.id)"])
             try remove(ids: [row.id])

@@ -147,26 +147,30 @@ package enum FieldCoding {
     }
 
     package static func decodeFields(_ data: Data) -> HeaderFields? {
+        data.withUnsafeBytes { decodeFields($0) }
+    }
+
+    /// `decodeFields` of bytes read in place (a disk hit reads the stored
+    /// lists where SQLite holds them, without a copy).
+    package static func decodeFields(_ raw: UnsafeRawBufferPointer) -> HeaderFields? {
         // Straight into the fields (a disk hit decodes two lists): no
         // array of strings in between.
-        data.withUnsafeBytes { (raw: UnsafeRawBufferPointer) -> HeaderFields? in
-            let bytes = raw.bindMemory(to: UInt8.self)
-            // Counted first (a hop over the lengths): the array is made once, at its size.
-            var strings = 0
-            var index = 0
-            while bytes.count - index >= 4 {
-                index += 4 + (Int(bytes[index]) | Int(bytes[index + 1]) << 8 | Int(bytes[index + 2]) << 16 | Int(bytes[index + 3]) << 24)
-                strings += 1
-            }
-            var fields: [HeaderFields.Field] = []
-            fields.reserveCapacity(strings / 2)
-            index = 0
-            while index < bytes.count {
-                guard let name = string(bytes, at: &index), let value = string(bytes, at: &index) else { return nil }
-                fields.append(HeaderFields.Field(name, value))
-            }
-            return HeaderFields(fields)
+        let bytes = raw.bindMemory(to: UInt8.self)
+        // Counted first (a hop over the lengths): the array is made once, at its size.
+        var strings = 0
+        var index = 0
+        while bytes.count - index >= 4 {
+            index += 4 + (Int(bytes[index]) | Int(bytes[index + 1]) << 8 | Int(bytes[index + 2]) << 16 | Int(bytes[index + 3]) << 24)
+            strings += 1
         }
+        var fields: [HeaderFields.Field] = []
+        fields.reserveCapacity(strings / 2)
+        index = 0
+        while index < bytes.count {
+            guard let name = string(bytes, at: &index), let value = string(bytes, at: &index) else { return nil }
+            fields.append(HeaderFields.Field(name, value))
+        }
+        return HeaderFields(fields)
     }
 
     package static func decodeDictionary(_ data: Data) -> [String: String]? {

@@ -3,6 +3,7 @@ import Foundation
 import FoundationNetworking
 #endif
 import Locking
+import Migrations
 import Storage
 import Testing
 import TestSupport
@@ -325,6 +326,32 @@ import TestSupport
         #expect(cache.lookup(key: Self.key("https://example.com/big"), requestHeaders: []) == nil)
         #expect(try cache.diskListing().isEmpty)
         #expect(cache.currentDiskUsage == 0)
+    }
+
+    @Test("A stored header list that another program damaged is a miss and its entry is removed; the others still answer")
+    func damagedHeaderListIsAMiss() throws {
+        let directory = TemporaryDirectory()
+        let cache = try ResponseCache.open(memoryCapacity: 0, diskCapacity: 1 << 20, directory: directory.url)
+        let names = ["short", "huge", "text", "request", "kept"]
+        for name in names { cache.store(Self.stored("https://example.com/\(name)", body: Data(name.utf8))) }
+        let file = try Database(path: directory.path(DiskTier.databaseName), migrations: Schema.cache)
+        try file.write { (connection: Connection) throws(SQLiteError) in
+            let damage: [(column: String, value: SQLiteValue, name: String)] = [
+                ("response_headers", .blob(Data([5, 0, 0, 0, 0x61, 0x62])), "short"),  // a length past the end
+                ("response_headers", .blob(Data([0xFF, 0xFF, 0xFF, 0x7F, 0x61])), "huge"),
+                ("response_headers", .text("not a list"), "text"),
+                ("request_headers", .blob(Data([1, 0, 0])), "request"),  // a length cut short
+            ]
+            for (column, value, name) in damage {
+                try connection.run("UPDATE entries SET \(column) = ? WHERE url = ?", [value, .text("https://example.com/\(name)")])
+            }
+        }
+        for name in names.dropLast() {
+            #expect(cache.lookup(key: Self.key("https://example.com/\(name)"), requestHeaders: []) == nil, "\(name)")
+        }
+        let kept = cache.lookup(key: Self.key("https://example.com/kept"), requestHeaders: [])
+        #expect(kept?.body == Data("kept".utf8) && kept?.entry.responseHeaders["Cache-Control"] == "max-age=60")
+        #expect(try cache.diskListing().map(\.url) == ["https://example.com/kept"])
     }
 
     // MARK: Several processes, crashes
