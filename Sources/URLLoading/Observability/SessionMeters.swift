@@ -89,17 +89,19 @@ final class SessionMeters: Sendable {
     func record(_ end: TaskEnd) {
         let handles = made.withLock { made in
             let key = RequestKey(method: end.method, statusClass: end.statusClass)
-            let byRequest =
-                made.byRequest[key]
-                ?? {
-                    let dimensions = [("session", session), ("method", end.method), ("status", end.statusClass)]
-                    let made = (
-                        Counter(label: Label.requests, dimensions: dimensions, factory: factory),
-                        CoreMetrics.Timer(label: Label.duration, dimensions: dimensions, factory: factory)
-                    )
-                    return made
-                }()
-            made.byRequest[key] = byRequest
+            let byRequest: (requests: Counter, duration: CoreMetrics.Timer)
+            if let existing = made.byRequest[key] {
+                byRequest = existing
+            } else {
+                let dimensions = [("session", session), ("method", end.method), ("status", end.statusClass)]
+                byRequest = (
+                    Counter(label: Label.requests, dimensions: dimensions, factory: factory),
+                    CoreMetrics.Timer(label: Label.duration, dimensions: dimensions, factory: factory)
+                )
+                made.byRequest[key] = byRequest
+            }
+            // Dimensions are built only when a metric is made: an array
+            // literal in the call would cost an allocation per task.
             return Handles(
                 requests: byRequest.requests, duration: byRequest.duration,
                 cache: end.cacheResult.map { result in
@@ -133,9 +135,11 @@ final class SessionMeters: Sendable {
     }
 
     /// The counter in `slot`, made there first if it is not yet.
-    private static func made(_ slot: inout Counter?, _ label: String, _ dimensions: [(String, String)], _ factory: any MetricsFactory) -> Counter {
+    private static func made(
+        _ slot: inout Counter?, _ label: String, _ dimensions: @autoclosure () -> [(String, String)], _ factory: any MetricsFactory
+    ) -> Counter {
         if let counter = slot { return counter }
-        let counter = Counter(label: label, dimensions: dimensions, factory: factory)
+        let counter = Counter(label: label, dimensions: dimensions(), factory: factory)
         slot = counter
         return counter
     }
