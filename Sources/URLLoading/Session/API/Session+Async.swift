@@ -37,9 +37,14 @@ extension Session {
         delegate: (any SessionDelegate)?
     ) async throws -> (Data, URLResponse) {
         let ((data, response), _) = try await run(delegate: delegate) { deliver, runner in
-            rawTask(kind, with: request, body: body, completionRunner: runner) { data, error, response in
-                deliver(error.map { .failure($0) } ?? .success((data ?? Data(), response)))
-            }
+            // The sink delivers itself: a completion handler between them
+            // would be one more closure context per task.
+            rawTask(
+                kind, with: request, body: body, completionRunner: runner,
+                sink: CollectingSink { data, ending in
+                    let error = ending.error as? URLError
+                    deliver(error.map { .failure($0) } ?? .success((data ?? Data(), CollectingSink.asyncResponse(ending))))
+                })
         }
         // Built on the awaiting task (the completion runner), not on the transport's thread.
         guard let response else {

@@ -26,9 +26,13 @@ struct CollectingSink: ResponseSink {
     /// awaiting Swift task, without the task's lock; the task's own when a
     /// task delegate may have seen (and may compare) it.
     static func asyncCall(_ handler: @escaping @Sendable (Data?, URLError?, HTTPURLResponse?) -> Void) -> CollectingSink {
-        CollectingSink { data, ending in
-            handler(data, ending.error as? URLError, ending.taskDelegate == nil ? ending.response() : ending.task.httpURLResponse)
-        }
+        CollectingSink { data, ending in handler(data, ending.error as? URLError, asyncResponse(ending)) }
+    }
+
+    /// The response an async call returns: built from the end's values,
+    /// or the task's own when a task delegate may have seen it.
+    static func asyncResponse(_ ending: SinkEnding) -> HTTPURLResponse? {
+        ending.taskDelegate == nil ? ending.response() : ending.task.httpURLResponse
     }
 
     var usesCache: Bool { true }
