@@ -22,6 +22,8 @@ public final class Session: Sendable, CustomStringConvertible {
     let tracer: (any Tracer)?
     /// Which of the delegate's per-task methods it is known to lack.
     let delegateAbilities = DelegateAbilities()
+    /// The session was made with a delegate (which may hear task metrics).
+    let madeWithDelegate: Bool
     /// A copy of the configuration the session was made with (a new object
     /// on each access, as Apple's).
     public var configuration: SessionConfiguration {
@@ -128,6 +130,7 @@ public final class Session: Sendable, CustomStringConvertible {
         }()
         self.settings = settings
         self.isShared = isShared
+        madeWithDelegate = delegate != nil
         meters = SessionMeters(sessionLabel: settings.metricsLabel ?? settings.identifier ?? "default")
         let tracer = InstrumentationSystem.tracer
         self.tracer = tracer is NoOpTracer ? nil : tracer

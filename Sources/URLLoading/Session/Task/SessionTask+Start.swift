@@ -332,10 +332,9 @@ extension SessionTask {
             case .serve(let stored, let status, let revalidate):
                 if revalidate { session.revalidateInBackground(request, key: key) }
                 guard let response = CacheView.servedResponse(stored, cacheStatus: showStatus ? status : nil, now: now) else { break }
-                let transaction = TaskTransactions.cached(request, response: response, cacheStatus: status)
                 respondWithoutNetwork(response, body: ServedBody(stored)) { inner in
                     inner.machine.cacheAnswered(status: status)
-                    inner.transactions.append(transaction)
+                    if self.metricsAreRead(inner) { inner.transactions.append(TaskTransactions.cached(request, response: response, cacheStatus: status)) }
                 }
                 return
             case .fail(let message):
@@ -344,7 +343,7 @@ extension SessionTask {
             case .gatewayTimeout(let status):
                 let fields = showStatus ? ["Cache-Status": status] : [:]
                 guard let response = HTTPURLResponse(url: url, statusCode: 504, httpVersion: "HTTP/1.1", headerFields: fields) else { break }
-                locked.withLock { $0.transactions.append(TaskTransactions.cached(request, response: response, cacheStatus: status)) }
+                locked.withLock { if metricsAreRead($0) { $0.transactions.append(TaskTransactions.cached(request, response: response, cacheStatus: status)) } }
                 respondWithoutNetwork(response, Data())
                 return
             case .network(let revalidating, let status):

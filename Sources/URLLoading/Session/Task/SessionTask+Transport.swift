@@ -203,14 +203,21 @@ extension SessionTask {
                 if case .success(let metrics) = result { TaskTransactions.fillCutShort(&inner, hop: hop, metrics) }
                 return ([], nil)
             }
-            let transaction = TaskTransactions.network(&inner, metrics: try? result.get())
-            inner.transactions.append(transaction)
+            if metricsAreRead(inner) { inner.transactions.append(TaskTransactions.network(&inner, metrics: try? result.get())) }
             let actions = inner.machine.transferCompleted(result)
             guard actions.count == 1, case .complete(let ended) = actions[0] else { return (actions, nil) }
             return ([], (ended, ending(&inner, ended)))
         }
         perform(actions)
         if let (result, end) = end { complete(result, end) }
+    }
+
+    /// Whether anything reads the task's metrics at its end: a delegate of
+    /// the task's or of its session's, the session's meters, the task's
+    /// span. Without, the exchanges are not recorded (a transaction costs
+    /// more to build than the rest of a plain GET's end).
+    func metricsAreRead(_ inner: Inner) -> Bool {
+        trace != nil || inner.delegate != nil || inner.session.map { $0.madeWithDelegate || $0.meters != nil } ?? false
     }
 
     /// A hop's transfer was cancelled (cut short): its figures so far.
