@@ -214,8 +214,9 @@ extension SessionTask {
 
     /// Whether anything reads the task's metrics at its end: a delegate of
     /// the task's or of its session's, the session's meters, the task's
-    /// span. Without, the exchanges are not recorded (a transaction costs
-    /// more to build than the rest of a plain GET's end).
+    /// span. Without, the exchanges are not recorded: each record is a
+    /// large value (the request, the response, a dozen dates and counts)
+    /// and an allocation that nobody would read.
     func metricsAreRead(_ inner: Inner) -> Bool {
         trace != nil || inner.delegate != nil || inner.session.map { $0.madeWithDelegate || $0.meters != nil } ?? false
     }
