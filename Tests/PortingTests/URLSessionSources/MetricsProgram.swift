@@ -18,7 +18,7 @@ final class MetricsCollector: NSObject, URLSessionTaskDelegate {
 @Test("Ported: metrics per transaction, with phases, protocol, byte counts and the fetch type")
 func portedMetrics() async throws {
     let origin = try await TestOrigin.start()
-    origin.route("/page", response: ScriptedResponse(headers: [HeaderField("Cache-Control", "max-age=60")], body: "page"))
+    origin.route("/page", response: ScriptedResponse(headers: [HeaderField("Cache-Control", "max-age=86400")], body: "page"))
     let configuration = URLSessionConfiguration.ephemeral
     configuration.urlCache = URLCache(memoryCapacity: 1 << 20, diskCapacity: 0, directory: nil)
     let collector = MetricsCollector()

@@ -24,9 +24,9 @@ import TestSupport
     }
 
     /// A resource with an ETag that honours Range with a matching If-Range;
-    /// the first full answer pauses after 100,000 bytes (long enough that a
-    /// cancel on a loaded machine still lands in the pause), or cuts the
-    /// connection there.
+    /// the first full answer holds the rest after 100,000 bytes at a gate
+    /// nobody opens (the test's cancel ends it, however long a loaded machine
+    /// takes to get there), or cuts the connection there.
     static func route(_ origin: TestOrigin, etag: Tag, cut: Bool = false) {
         origin.route("/big") { request in
             let tag = etag.current
@@ -39,7 +39,7 @@ import TestSupport
             }
             var response = ScriptedResponse(
                 status: 200, headers: [HeaderField("ETag", tag), HeaderField("Accept-Ranges", "bytes")],
-                parts: [.bytes(Array(body[..<100_000])), cut ? .closeConnection : .pause(.seconds(45)), .bytes(Array(body[100_000...]))],
+                parts: [.bytes(Array(body[..<100_000])), cut ? .closeConnection : .waitFor(OriginGate()), .bytes(Array(body[100_000...]))],
                 framing: .contentLength)
             response.headers.append(HeaderField("Content-Length", String(body.count)))
             response.framing = .declaredLength(body.count)
@@ -140,7 +140,8 @@ import TestSupport
 
     /// A 4 MB resource of the big-transfer block, honouring Range with
     /// If-Range; the full answer stops after `offset` bytes (the server drops
-    /// the connection, or pauses for the client to cancel).
+    /// the connection, or holds it at a gate nobody opens until the client
+    /// cancels).
     static func cutRoute(_ origin: TestOrigin, offset: Int, drop: Bool) -> [UInt8] {
         let total = 4_000_037
         let block = TestOrigin.pattern(offset: 0, count: 1_000_003)
@@ -153,7 +154,7 @@ import TestSupport
             }
             return ScriptedResponse(
                 status: 200, headers: headers,
-                parts: [.cycle(of: block, offset: 0, count: offset), drop ? .closeConnection : .pause(.seconds(30))],
+                parts: [.cycle(of: block, offset: 0, count: offset), drop ? .closeConnection : .waitFor(OriginGate())],
                 framing: .declaredLength(total))
         }
         var whole: [UInt8] = []
