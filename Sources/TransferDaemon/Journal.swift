@@ -304,7 +304,7 @@ package final class Journal: Sendable {
                 record.finished.map { .real($0.timeIntervalSince1970) } ?? .null, .integer(record.id),
             ]
         }
-        let spec: [SQLiteValue] = part == .whole ? [.text(try Self.json(seal.sealed(record.spec)))] : []
+        let spec: [SQLiteValue] = part == .whole ? [.text(try JournalJSON.spec(seal.sealed(record.spec)))] : []
         return spec + [
             .text(record.phaseName), date, outcome,
             .integer(record.suspended ? 1 : 0), .integer(Int64(record.machine.attempts)), .integer(record.machine.bytes),
@@ -411,9 +411,5 @@ package final class Journal: Sendable {
         try database.write { (connection: Connection) throws(SQLiteError) in
             try connection.run("DELETE FROM transfers WHERE phase = 'delivered' AND coalesce(finished, created) < ?", [.real(date.timeIntervalSince1970)])
         }
-    }
-
-    private static func json<T: Encodable>(_ value: T) throws -> String {
-        String(decoding: try JSONEncoder().encode(value), as: UTF8.self)
     }
 }

@@ -163,4 +163,36 @@ import URLLoading
             #expect(try JSONDecoder().decode(ResponseSpec.self, from: Data(text.utf8)) == head, "\(text)")
         }
     }
+
+    @Test("A task's JSON, written by hand, reads back whole with Foundation's decoder: every optional present or absent, awkward text, dates and times; a time that is no number is refused")
+    func specJSON() throws {
+        var full = TaskSpec(
+            task: -7, kind: .upload,
+            request: RequestSpec(
+                url: "https://example.com/a\"b\\c?q=\u{1}", method: "PATCH",
+                headers: [["Authorization", Self.token], ["X-Ctl", "a\tb\r\n\u{0}\u{1F}"], ["X-Ünïcode", "välue ✓ 🎉"], [], ["A", "1", "extra"]],
+                timeout: 12.345678901234),
+            bodyFile: "/tmp/up \"load\".body", earliestBeginDate: Date(timeIntervalSinceReferenceDate: 812_345_678.123456),
+            isDiscretionary: true, taskDescription: "nightly \\ sync\n", proxies: Self.proxies, trustRootsFile: "/etc/roots.pem",
+            resumableUploadVersion: 0, tlsMinimumVersion: [1, 2], tlsMaximumVersion: [1, 3])
+        full.bodyPassed = true
+        full.resumed = false
+        let bare = TaskSpec(
+            task: Int.max, kind: .download, request: RequestSpec(url: "", method: "GET", headers: [], timeout: 0), bodyFile: nil,
+            earliestBeginDate: nil, isDiscretionary: false, taskDescription: nil)
+        var tiny = bare
+        tiny.request.timeout = 1e-300
+        tiny.earliestBeginDate = Date(timeIntervalSinceReferenceDate: -1e9)
+        tiny.tlsMinimumVersion = []
+        for spec in [full, bare, tiny, Self.record().spec] {
+            let text = try JournalJSON.spec(spec)
+            #expect(try JSONDecoder().decode(TaskSpec.self, from: Data(text.utf8)) == spec, "\(text)")
+        }
+        var endless = bare
+        endless.request.timeout = .infinity
+        #expect(throws: EncodingError.self) { try JournalJSON.spec(endless) }
+        endless.request.timeout = 1
+        endless.earliestBeginDate = Date(timeIntervalSinceReferenceDate: .nan)
+        #expect(throws: EncodingError.self) { try JournalJSON.spec(endless) }
+    }
 }
