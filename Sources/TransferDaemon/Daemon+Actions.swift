@@ -11,7 +11,7 @@ import URLLoading
 /// What the daemon does once a change is journaled: transfers started and
 /// stopped, timers, events sent, files removed.
 extension Daemon {
-    func apply(_ actions: [BackgroundTransferMachine.Action], to id: Int64) {
+    func apply(_ actions: [BackgroundTransferMachine.Action], to id: Int64, kind: TaskSpec.Kind) {
         for action in actions {
             switch action {
             case .startTransfer(let from, let ifRange): startTransfer(id, from: from, ifRange: ifRange)
@@ -42,7 +42,7 @@ extension Daemon {
                     launchApp(of: record.session)
                 }
             case .removeFiles:
-                for path in [partialFile(id), finishedFile(id), bodyCopy(id)] { unlink(path) }
+                for path in files(of: id, kind: kind) { unlink(path) }
             }
         }
     }
@@ -83,6 +83,14 @@ extension Daemon {
     func finishedFile(_ id: Int64) -> String { "\(paths.files)/download-\(id)" }
     /// transferd's copy of an upload's body.
     func bodyCopy(_ id: Int64) -> String { "\(paths.files)/upload-\(id)" }
+    /// Every file transferd may have made for a task of `kind` (each a
+    /// system call to remove, which fails for those that are gone).
+    func files(of id: Int64, kind: TaskSpec.Kind) -> [String] {
+        switch kind {
+        case .download: [partialFile(id), finishedFile(id)]
+        case .upload: [bodyCopy(id)]
+        }
+    }
 
     func fileSize(_ path: String) -> Int64? {
         var info = stat()

@@ -112,7 +112,7 @@ package final class Daemon: Sendable {
     struct Pending {
         private(set) var records: [TransferRecord] = []
         private var positions: [Int64: Int] = [:]
-        private(set) var actions: [(id: Int64, actions: [BackgroundTransferMachine.Action])] = []
+        private(set) var actions: [(id: Int64, kind: TaskSpec.Kind, actions: [BackgroundTransferMachine.Action])] = []
 
         var isEmpty: Bool { records.isEmpty && actions.isEmpty }
 
@@ -125,8 +125,8 @@ package final class Daemon: Sendable {
             }
         }
 
-        mutating func act(_ actions: [BackgroundTransferMachine.Action], on id: Int64) {
-            if !actions.isEmpty { self.actions.append((id, actions)) }
+        mutating func act(_ actions: [BackgroundTransferMachine.Action], on record: TransferRecord) {
+            if !actions.isEmpty { self.actions.append((record.id, record.spec.kind, actions)) }
         }
     }
 
@@ -163,7 +163,7 @@ package final class Daemon: Sendable {
             state.withLock { state in
                 state.put(record)
                 state.pending.note(record)
-                state.pending.act(actions, on: record.id)
+                state.pending.act(actions, on: record)
             }
         }
         commit()
@@ -299,7 +299,7 @@ package final class Daemon: Sendable {
         state.withLock { state in
             for record in inserted {
                 state.put(record)
-                state.pending.act(record.machine.initialActions, on: record.id)
+                state.pending.act(record.machine.initialActions, on: record)
             }
         }
     }
@@ -350,7 +350,7 @@ package final class Daemon: Sendable {
         }
         state.withLock { state in
             state.put(record)
-            state.pending.act(record.machine.initialActions, on: record.id)
+            state.pending.act(record.machine.initialActions, on: record)
         }
     }
 
@@ -374,7 +374,7 @@ package final class Daemon: Sendable {
         state.withLock { state in
             state.put(record)
             state.pending.note(record)
-            state.pending.act(actions, on: id)
+            state.pending.act(actions, on: record)
         }
     }
 
@@ -421,7 +421,7 @@ package final class Daemon: Sendable {
             }
             guard !pending.isEmpty else { return }
             persist(pending.records)
-            for (id, actions) in pending.actions { apply(actions, to: id) }
+            for (id, kind, actions) in pending.actions { apply(actions, to: id, kind: kind) }
         }
     }
 

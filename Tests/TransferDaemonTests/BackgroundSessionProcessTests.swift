@@ -333,6 +333,10 @@ extension BackgroundSessionProcessTests {
         #expect(lines.contains("listed 1:running"), "\(lines)")
         #expect(lines.contains("complete 1 cancelled status 200"), "\(lines)")
         #expect(await eventually { world.records().first?.phaseName == "delivered" })
+        // Delivered: its partial file is removed.
+        #expect(
+            await eventually { (try? FileManager.default.contentsOfDirectory(atPath: world.paths.files))?.isEmpty ?? true },
+            "\((try? FileManager.default.contentsOfDirectory(atPath: world.paths.files)) ?? [])")
         // The cancelled download's partial file is closed, not held open
         // (deleted) by transferd for as long as it runs.
         let transferd = try #require(world.transferdPID)

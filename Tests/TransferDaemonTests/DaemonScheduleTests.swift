@@ -58,19 +58,23 @@ import URLLoading
     func turnPending() {
         var pending = Daemon.Pending()
         #expect(pending.isEmpty)
-        pending.act([], on: 9)
+        pending.act([], on: Self.record(9))
         #expect(pending.isEmpty)
         var first = Self.record(2)
         pending.note(first)
-        pending.act(first.machine.start(), on: 2)
-        pending.note(Self.record(1))
+        pending.act(first.machine.start(), on: first)
+        var upload = Self.record(1)
+        upload.spec.kind = .upload
+        pending.note(upload)
         _ = first.machine.completed(status: 200)
         pending.note(first)
-        pending.act([.deliverEvents], on: 2)
-        pending.act([.removeFiles], on: 1)
+        pending.act([.deliverEvents], on: first)
+        pending.act([.removeFiles], on: upload)
         #expect(pending.records.map(\.id) == [2, 1])
         #expect(pending.records.first?.machine.isFinished == true)
         #expect(pending.actions.map(\.id) == [2, 2, 1])
+        // Which files a task may have depends on its kind.
+        #expect(pending.actions.map(\.kind) == [.download, .download, .upload])
         #expect(pending.actions.map(\.actions) == [[.startTransfer(from: 0, ifRange: nil)], [.deliverEvents], [.removeFiles]])
     }
 
