@@ -39,7 +39,8 @@ import Tracing
 //     tasks recorded, in order. "--proxy URL" sets the configuration's
 //     proxyURL; "--trust-roots PEM" its trustRootsFile; "--no-resumable-upload"
 //     sets resumableUploadVersion to nil; "--tls-max 1.2" the
-//     configuration's tlsMaximumSupportedVersion; "--no-cookies" its
+//     configuration's tlsMaximumSupportedVersion; "--timeout SECONDS" (inf
+//     and nan too) a download request's timeoutInterval; "--no-cookies" its
 //     httpShouldSetCookies to false; "--count N" makes a download N
 //     download tasks of the URL at once. "--trace"
 //     bootstraps a tracer (swift-distributed-tracing's in-memory one,
@@ -247,6 +248,12 @@ func runBackgroundApp(_ given: [String]) -> Never {
         headers.append((parts[0], parts[1].trimmingCharacters(in: .whitespaces)))
         arguments.removeSubrange(at...(at + 1))
     }
+    var timeout: TimeInterval?
+    if let at = arguments.firstIndex(of: "--timeout"), at + 1 < arguments.count {
+        guard let value = TimeInterval(arguments[at + 1]) else { fail("--timeout SECONDS") }
+        timeout = value
+        arguments.removeSubrange(at...(at + 1))
+    }
     var count = 1
     if let at = arguments.firstIndex(of: "--count"), at + 1 < arguments.count {
         guard let value = Int(arguments[at + 1]), (1...200).contains(value) else { fail("--count 1...200") }
@@ -294,6 +301,7 @@ func runBackgroundApp(_ given: [String]) -> Never {
         guard let url = rest.first.flatMap(URL.init(string:)) else { fail("download <url>") }
         var request = URLRequest(url: url)
         for (name, value) in headers { request.addValue(value, forHTTPHeaderField: name) }
+        if let timeout { request.timeoutInterval = timeout }
         task = session.downloadTask(with: request)
         others = (1..<count).map { _ in session.downloadTask(with: request) }
     case "upload":

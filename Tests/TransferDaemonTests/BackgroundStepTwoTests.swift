@@ -12,6 +12,31 @@ import URLLoading
 /// deaths, busy servers, delayed begins. Real processes, as the suite's
 /// other tests.
 extension BackgroundSessionProcessTests {
+    @Test("A request whose timeout is infinite, not a number or beyond a year downloads without a limit, as in the foreground, instead of never completing")
+    func unboundedTimeouts() async throws {
+        let origin = try await TestOrigin.start()
+        origin.route("/small", response: ScriptedResponse(body: "hello"))
+        let world = World()
+        for value in ["inf", "-inf", "nan", "1e300"] {
+            let lines = try await world.run(["timeout\(value)", "--timeout", value, "download", origin.url("/small").absoluteString])
+            #expect(lines.contains("complete 1 nil status 200"), "timeout \(value): \(lines)\n\(world.log)")
+        }
+        try await origin.shutdown()
+    }
+
+    @Test("A request beyond what transferd takes (a header field of 70,000 bytes) fails with bad URL instead of never completing; the session goes on")
+    func refusedRequest() async throws {
+        let origin = try await TestOrigin.start()
+        origin.route("/small", response: ScriptedResponse(body: "hello"))
+        let world = World()
+        let lines = try await world.run(["refused", "--header", "X-Big:" + String(repeating: "a", count: 70_000), "download", origin.url("/small").absoluteString])
+        #expect(lines.contains("complete 1 bad-URL status 0"), "\(lines)\n\(world.log)")
+        #expect(origin.requests(to: "/small").isEmpty)
+        let next = try await world.run(["refused", "download", origin.url("/small").absoluteString])
+        #expect(next.contains { $0.hasPrefix("complete ") && $0.hasSuffix(" nil status 200") }, "\(next)\n\(world.log)")
+        try await origin.shutdown()
+    }
+
     @Test("An upload survives the app's SIGKILL and transferd's: restarted from zero, the origin gets the whole body; a new app gets the response once")
     func uploadSurvivesBoth() async throws {
         let origin = try await TestOrigin.start()

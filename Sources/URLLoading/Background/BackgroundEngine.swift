@@ -71,6 +71,18 @@ final class BackgroundEngine: TaskEngine {
             // One message where transferd understands it: created and started.
             let resumed = link.createsResumed
             if resumed { create.resumed = true }
+            // transferd refuses a message out of its bounds (and the link with
+            // it): such a task fails here, as a foreground task would, instead
+            // of waiting for an answer that never comes.
+            do throws(BackgroundWireError) {
+                try BackgroundMessage.create(create).check()
+            } catch {
+                if body >= 0 { close(body) }
+                state.withLock { $0.running = false }
+                let refused = SessionError(.badURL, failingURL: task.currentRequest?.url, message: "the request cannot be sent: \(error.description)")
+                task.perform(task.locked.withLock { $0.machine.finishWithoutTransfer(.failure(refused)) })
+                return
+            }
             // Counted before it is sent: created and started in one message,
             // the task can finish, and its end reach the link's reader, before
             // `send` returns (the count would then go 0, 1 and stay at 1).

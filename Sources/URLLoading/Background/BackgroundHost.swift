@@ -123,7 +123,8 @@ final class BackgroundHost: RemoteTaskHost {
         var headers = (request.allHTTPHeaderFields ?? [:]).sorted { $0.key < $1.key }.map { [$0.key, $0.value] }
         let pairs = headers.map { (name: $0[0], value: $0[1]) }
         if let cookie = RequestCookies.header(for: request, headers: pairs, session: session) { headers.append(["Cookie", cookie]) }
-        let timeout = request.timeoutInterval > 0 && request.timeoutInterval != 60 ? request.timeoutInterval : settings.timeoutIntervalForRequest
+        let timeout = RequestSpec.carried(
+            request.timeoutInterval > 0 && request.timeoutInterval != 60 ? request.timeoutInterval : settings.timeoutIntervalForRequest)
         // The task's identifier goes in when transferd is told of the task (at its first resume).
         let spec = TaskSpec(
             task: 0, kind: kind == .download ? .download : .upload,

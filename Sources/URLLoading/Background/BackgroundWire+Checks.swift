@@ -116,7 +116,7 @@ extension RequestSpec {
                 }
             }
         }
-        guard timeout.isFinite, timeout >= 0, timeout <= 86_400 * 7 else { throw BackgroundWireError("a request timeout of \(timeout) s") }
+        guard timeout.isFinite, timeout >= 0, timeout <= RequestSpec.longestTimeout else { throw BackgroundWireError("a request timeout of \(timeout) s") }
     }
 }
 

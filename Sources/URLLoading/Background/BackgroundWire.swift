@@ -96,13 +96,26 @@ package struct RequestSpec: Codable, Sendable, Equatable {
     /// In the order set; `Authorization` and `Cookie` values among them are
     /// secrets (the journal is 0600; they are never printed).
     package var headers: [[String]]
+    /// Seconds without progress before the transfer fails; at most
+    /// `longestTimeout` (a message with more is refused).
     package var timeout: Double
+
+    /// The longest timeout a message carries: a week without a byte, as
+    /// good as none.
+    package static let longestTimeout: Double = 86_400 * 7
 
     package init(url: String, method: String, headers: [[String]], timeout: Double) {
         self.url = url
         self.method = method
         self.headers = headers
         self.timeout = timeout
+    }
+
+    /// The timeout a message carries for a request's effective one: no limit
+    /// (zero or less, infinity, NaN: what a foreground task runs without a
+    /// limit) and anything longer become `longestTimeout`.
+    package static func carried(_ timeout: TimeInterval) -> Double {
+        timeout.isFinite && timeout > 0 ? min(timeout, longestTimeout) : longestTimeout
     }
 }
 
