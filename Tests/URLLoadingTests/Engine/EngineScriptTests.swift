@@ -18,7 +18,8 @@ import Transport
 
     @Test("A redirect chain runs as one hop after another under the task's one deadline, each earlier hop cancelled")
     func redirectChainSharesOneDeadline() async throws {
-        let harness = EngineHarness { $0.timeoutIntervalForResource = 30 }
+        // A deadline no stall of a loaded machine reaches: the hops' budgets are what is checked.
+        let harness = EngineHarness { $0.timeoutIntervalForResource = 3600 }
         defer { harness.session.invalidateAndCancel() }
         let (_, outcome) = harness.start("/a")
         let first = try #require(await harness.executor.transfer(0))
@@ -32,9 +33,9 @@ import Transport
         #expect([first, second, third].map { URL(string: $0.request.url)?.path } == ["/a", "/b", "/c"])
         #expect(first.wasCancelled && second.wasCancelled, "a redirect's own body is never read")
         #expect(!third.wasCancelled)
-        // One deadline: each hop gets what is left of it, never a fresh 30 s.
+        // One deadline: each hop gets what is left of it, never a fresh hour.
         let budgets = [first, second, third].map { $0.request.totalTimeout ?? .zero }
-        #expect(budgets.allSatisfy { $0 > .zero && $0 <= .seconds(30) }, "\(budgets)")
+        #expect(budgets.allSatisfy { $0 > .zero && $0 <= .seconds(3600) }, "\(budgets)")
         #expect(budgets[2] <= budgets[0], "\(budgets)")
     }
 
@@ -290,7 +291,7 @@ import Transport
 
     @Test("The transport's timeout while awaiting the head ends the task timedOut with the failing URL")
     func deadlineWhileAwaitingHead() async throws {
-        let harness = EngineHarness { $0.timeoutIntervalForResource = 5 }
+        let harness = EngineHarness { $0.timeoutIntervalForResource = 3600 }
         defer { harness.session.invalidateAndCancel() }
         let (_, outcome) = harness.start("/quiet")
         let transfer = try #require(await harness.executor.transfer(0))
@@ -303,7 +304,7 @@ import Transport
     @Test("The deadline passing while the delegate decides on the head ends the task timedOut; the late answer changes nothing")
     func deadlineWhileDeciding() async throws {
         let delegate = HoldingDelegate(holdsHead: true)
-        let harness = EngineHarness(delegate: delegate) { $0.timeoutIntervalForResource = 5 }
+        let harness = EngineHarness(delegate: delegate) { $0.timeoutIntervalForResource = 3600 }
         defer { harness.session.invalidateAndCancel() }
         _ = harness.delegated("/undecided")
         let transfer = try #require(await harness.executor.transfer(0))
@@ -318,7 +319,7 @@ import Transport
 
     @Test("The deadline passing mid-body ends the task timedOut, the bytes so far counted")
     func deadlineWhileReceiving() async throws {
-        let harness = EngineHarness { $0.timeoutIntervalForResource = 5 }
+        let harness = EngineHarness { $0.timeoutIntervalForResource = 3600 }
         defer { harness.session.invalidateAndCancel() }
         let (task, outcome) = harness.start("/endless")
         let transfer = try #require(await harness.executor.transfer(0))

@@ -61,6 +61,10 @@ import TestSupport
         try body.write(to: file)
         var request = URLRequest(url: try #require(URL(string: "\(server.origin)/files/two")))
         request.httpMethod = "PUT"
+        // Longer than any stall of a loaded machine: the held connection's
+        // idle timeout must not end it (and resume the upload elsewhere)
+        // before the cancel.
+        request.timeoutInterval = 3600
         let listener = Listener()
         let session = Session(configuration: .ephemeral, delegate: listener)
         let task = fromFile ? session.uploadTask(with: request, fromFile: file) : session.uploadTask(with: request, from: body)
