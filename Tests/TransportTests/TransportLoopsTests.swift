@@ -98,7 +98,7 @@ import TestSupport
         #expect(origins.count == 2, "no origin was routed to one of the loops")
         let multi = try CurlMulti(loops: 2)
         for (_, origin) in origins {
-            origin.route("/slow", response: ScriptedResponse(parts: [.bytes([1]), .pause(.seconds(60)), .bytes([2])], framing: .contentLength))
+            origin.route("/slow", response: ScriptedResponse(parts: [.bytes([1]), .waitFor(OriginGate()), .bytes([2])], framing: .contentLength))
         }
         for (_, origin) in origins {
             let recorder = Recorder()
