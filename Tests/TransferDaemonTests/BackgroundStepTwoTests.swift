@@ -37,6 +37,37 @@ extension BackgroundSessionProcessTests {
         try await origin.shutdown()
     }
 
+    @Test(
+        "A delegate's answer transferd cannot take (a new request past its bounds or not http, a password of 5,000 bytes) fails the task saying so, sends nothing more, and the session goes on"
+    )
+    func refusedAnswers() async throws {
+        let origin = try await TestOrigin.start()
+        origin.route("/small", response: ScriptedResponse(body: "hello"))
+        let password = String(repeating: "p", count: 5_000)
+        let expected = "Basic " + Data("alice:\(password)".utf8).base64EncodedString()
+        origin.route("/guarded") { request in
+            if request.header("Authorization") == expected { return ScriptedResponse(body: "in") }
+            return ScriptedResponse(status: 401, headers: [HeaderField("WWW-Authenticate", "Basic realm=\"vault\"")], body: "who?")
+        }
+        let world = World()
+        let long = origin.url("/small").absoluteString + "?" + String(repeating: "a", count: 70_000)
+        let tooLong = try await world.run(["refused", "--begin-after", "0.2", "--begin-answer", "new:" + long, "download", origin.url("/small").absoluteString])
+        #expect(tooLong.contains("complete 1 bad-URL status 0"), "\(tooLong)\n\(world.log)")
+        let ftp = try await world.run(["refused", "--begin-after", "0.2", "--begin-answer", "new:ftp://127.0.0.1/x", "download", origin.url("/small").absoluteString])
+        #expect(ftp.contains("complete 2 unsupported-URL status 0"), "\(ftp)\n\(world.log)")
+        #expect(origin.requests(to: "/small").isEmpty, "neither the original nor the new request went")
+        let challenged = try await world.run(["refused", "--challenge-answer", "alice:" + password, "download", origin.url("/guarded").absoluteString])
+        #expect(challenged.contains("challenge 3 vault 0"), "\(challenged)")
+        #expect(challenged.contains("complete 3 user-authentication-required status 0"), "\(challenged)\n\(world.log)")
+        // transferd's own first try hands a 401 to a task of its session, which sends the request once more, then asks.
+        let guarded = origin.requests(to: "/guarded")
+        #expect(guarded.count <= 2 && guarded.allSatisfy { $0.header("Authorization") == nil }, "not sent again, with or without the credential: \(guarded.count)")
+        let next = try await world.run(["refused", "download", origin.url("/small").absoluteString])
+        #expect(next.contains("complete 4 nil status 200"), "\(next)\n\(world.log)")
+        #expect(!world.log.contains(password), "the password stays out of transferd's log")
+        try await origin.shutdown()
+    }
+
     @Test("An upload survives the app's SIGKILL and transferd's: restarted from zero, the origin gets the whole body; a new app gets the response once")
     func uploadSurvivesBoth() async throws {
         let origin = try await TestOrigin.start()

@@ -26,6 +26,9 @@ final class BackgroundEngine: TaskEngine {
         /// The task's end came from transferd, which hears when it was
         /// delivered; then this runs (the session's count of events to deliver).
         var acknowledgement: (@Sendable () -> Void)?
+        /// The delegate answered with what transferd cannot take, so the task
+        /// was ended there: its end says why instead of transferd's words.
+        var refusal: SessionError?
     }
 
     /// - Parameter onCreate: Called with the task's identifier when
@@ -149,18 +152,26 @@ final class BackgroundEngine: TaskEngine {
         }
     }
 
-    /// transferd asks whether the delayed task may begin.
+    /// transferd asks whether the delayed task may begin. A new request
+    /// transferd would refuse (not http, or past its bounds) ends the task.
     func askToBegin(_ task: SessionTask) {
         guard let session = task.session, let request = task.currentRequest else { return }
         let timeout = state.withLock { $0.spec.request.timeout }
-        task.events.enqueue { [link] in
+        task.events.enqueue { [link, self] in
             let (disposition, replacement) =
                 await task.askDelegate { await $0.urlSession(session, task: task, willBeginDelayedRequest: request) } ?? (.continueLoading, nil)
             var spec: RequestSpec?
+            var refusal: SessionError?
             if disposition == .useNewRequest, let replacement, let url = replacement.url {
                 task.locked.withLock { $0.machine.use(replacement) }
                 let headers = (replacement.allHTTPHeaderFields ?? [:]).sorted { $0.key < $1.key }.map { [$0.key, $0.value] }
                 spec = RequestSpec(url: url.absoluteString, method: replacement.httpMethod ?? "GET", headers: headers, timeout: timeout)
+                refusal = Self.refusal(of: .answerBegin(task: task.taskIdentifier, proceed: true, request: spec), url: url)
+            }
+            if let refusal {
+                self.state.withLock { $0.refusal = refusal }
+                link.send(.answerBegin(task: task.taskIdentifier, proceed: false, request: nil))
+                return
             }
             link.send(.answerBegin(task: task.taskIdentifier, proceed: disposition != .cancel, request: spec))
         }
@@ -172,10 +183,37 @@ final class BackgroundEngine: TaskEngine {
     func answerChallenge(_ task: SessionTask, _ spec: BackgroundChallenge) {
         guard let session = task.session else { return }
         let challenge = spec.challenge
-        task.events.enqueue { [link] in
+        task.events.enqueue { [link, self] in
             let (disposition, credential) =
                 await task.askDelegate { await $0.urlSession(session, task: task, didReceive: challenge) } ?? (.performDefaultHandling, nil)
-            link.send(.answerChallenge(task: task.taskIdentifier, answer: BackgroundChallengeAnswer(disposition, credential)))
+            var answer = BackgroundChallengeAnswer(disposition, credential)
+            // A credential transferd cannot take ends the task: sending the
+            // request again without it would only be challenged again.
+            if let refusal = Self.refusal(of: .answerChallenge(task: task.taskIdentifier, answer: answer), url: task.currentRequest?.url) {
+                self.state.withLock { $0.refusal = refusal }
+                answer = BackgroundChallengeAnswer(disposition: .cancelAuthenticationChallenge)
+            }
+            link.send(.answerChallenge(task: task.taskIdentifier, answer: answer))
+        }
+    }
+
+    /// Why transferd would refuse a message the delegate's answer makes, as
+    /// the task's error (the check's words name sizes and kinds, never values).
+    private static func refusal(of message: BackgroundMessage, url: URL?) -> SessionError? {
+        do throws(BackgroundWireError) {
+            try message.check()
+            return nil
+        } catch {
+            switch message {
+            case .answerChallenge:
+                return SessionError(.userAuthenticationRequired, failingURL: url, message: "the delegate's credential cannot be sent: \(error.description)")
+            default:
+                let scheme = url?.scheme?.lowercased()
+                guard scheme == "http" || scheme == "https" else {
+                    return SessionError(.unsupportedURL, failingURL: url, message: "a background session loads http and https URLs only")
+                }
+                return SessionError(.badURL, failingURL: url, message: "the new request cannot be sent: \(error.description)")
+            }
         }
     }
 
@@ -186,7 +224,8 @@ final class BackgroundEngine: TaskEngine {
     func finish(_ task: SessionTask, _ result: TaskResult, acknowledge: Bool, acknowledged: (@Sendable () -> Void)? = nil) {
         guard let session = task.session else { return }
         let url = task.currentRequest?.url
-        let failure = result.errorCode.map { SessionError(SessionError.Code(named: $0), failingURL: url, message: result.errorMessage ?? "") }
+        let refusal = state.withLock { $0.refusal.take() }
+        let failure = result.errorCode.map { refusal ?? SessionError(SessionError.Code(named: $0), failingURL: url, message: result.errorMessage ?? "") }
         var head: (URL, ResponseHead)?
         if let response = result.response, let responseURL = URL(string: response.url) {
             let fields = response.headers.compactMap { $0.count == 2 ? (name: $0[0], value: $0[1]) : nil }
