@@ -178,6 +178,29 @@ extension BackgroundSessionProcessTests {
         try await origin.shutdown()
     }
 
+    @Test("A new request from willBeginDelayedRequest goes with the app's cookies and the task's trace context, as the original would have")
+    func delayedReplacementCarriesCookiesAndTrace() async throws {
+        let origin = try await TestOrigin.start()
+        origin.route("/set", response: ScriptedResponse(headers: [HeaderField("Set-Cookie", "sid=s1; Path=/; Max-Age=3600")], body: "set"))
+        origin.route("/later", response: ScriptedResponse(body: "later"))
+        origin.route("/instead", response: ScriptedResponse(body: "instead"))
+        let world = World()
+        // Kept on disk (a session cookie would stay in the first app's memory).
+        let set = try await world.run(["replaced", "download", origin.url("/set").absoluteString])
+        #expect(set.contains("complete 1 nil status 200"), "\(set)\n\(world.log)")
+        let replaced = try await world.run([
+            "replaced", "--trace", "--begin-after", "0.2", "--begin-answer", "new:" + origin.url("/instead").absoluteString, "download",
+            origin.url("/later").absoluteString,
+        ])
+        #expect(replaced.contains("complete 2 nil status 200"), "\(replaced)\n\(world.log)")
+        let span = replaced.first { $0.hasPrefix("span ") }?.split(separator: " ").last.map(String.init)
+        let sent = origin.requests(to: "/instead")
+        #expect(sent.count == 1 && origin.requests(to: "/later").isEmpty)
+        #expect(sent.first?.header("Cookie") == "sid=s1")
+        #expect(span != nil && sent.first?.headerValues("traceparent") == [span ?? ""], "\(replaced)")
+        try await origin.shutdown()
+    }
+
     /// An app started with `arguments` downloads a gated body and is
     /// SIGKILLed once it wrote; then the body flows, so the task finishes in
     /// transferd with no app attached and its events wait (launches 0.3 s apart).

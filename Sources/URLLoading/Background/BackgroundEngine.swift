@@ -61,12 +61,7 @@ final class BackgroundEngine: TaskEngine {
             return state.spec
         }
         if var create {
-            if let trace = task.trace {
-                // transferd's requests carry the span's context, as a local task's do.
-                var fields = create.request.headers.compactMap { $0.count == 2 ? (name: $0[0], value: $0[1]) : nil }
-                trace.inject(into: &fields)
-                create.request.headers = fields.map { [$0.name, $0.value] }
-            }
+            create.request = Self.traced(create.request, task)
             // The body's descriptor goes with the task: transferd copies the
             // file even if the app deletes it, or dies, once resume() returned.
             let body = create.bodyFile.map { open($0, O_RDONLY | O_CLOEXEC) } ?? -1
@@ -164,8 +159,8 @@ final class BackgroundEngine: TaskEngine {
             var refusal: SessionError?
             if disposition == .useNewRequest, let replacement, let url = replacement.url {
                 task.locked.withLock { $0.machine.use(replacement) }
-                let headers = (replacement.allHTTPHeaderFields ?? [:]).sorted { $0.key < $1.key }.map { [$0.key, $0.value] }
-                spec = RequestSpec(url: url.absoluteString, method: replacement.httpMethod ?? "GET", headers: headers, timeout: timeout)
+                // Sent as the original would be: with the app's cookies and the span's context.
+                spec = Self.traced(BackgroundHost.spec(of: replacement, url: url, timeout: timeout, session: session), task)
                 refusal = Self.refusal(of: .answerBegin(task: task.taskIdentifier, proceed: true, request: spec), url: url)
             }
             if let refusal {
@@ -195,6 +190,16 @@ final class BackgroundEngine: TaskEngine {
             }
             link.send(.answerChallenge(task: task.taskIdentifier, answer: answer))
         }
+    }
+
+    /// transferd's requests carry the task's span context, as a local task's do.
+    private static func traced(_ request: RequestSpec, _ task: SessionTask) -> RequestSpec {
+        guard let trace = task.trace else { return request }
+        var request = request
+        var fields = request.headers.compactMap { $0.count == 2 ? (name: $0[0], value: $0[1]) : nil }
+        trace.inject(into: &fields)
+        request.headers = fields.map { [$0.name, $0.value] }
+        return request
     }
 
     /// Why transferd would refuse a message the delegate's answer makes, as

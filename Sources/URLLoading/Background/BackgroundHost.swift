@@ -120,15 +120,12 @@ final class BackgroundHost: RemoteTaskHost {
         guard scheme == "http" || scheme == "https", let link, let url = request.url else {
             return .failure(SessionError(.unsupportedURL, failingURL: request.url, message: "a background session loads http and https URLs only"))
         }
-        var headers = (request.allHTTPHeaderFields ?? [:]).sorted { $0.key < $1.key }.map { [$0.key, $0.value] }
-        let pairs = headers.map { (name: $0[0], value: $0[1]) }
-        if let cookie = RequestCookies.header(for: request, headers: pairs, session: session) { headers.append(["Cookie", cookie]) }
         let timeout = RequestSpec.carried(
             request.timeoutInterval > 0 && request.timeoutInterval != 60 ? request.timeoutInterval : settings.timeoutIntervalForRequest)
         // The task's identifier goes in when transferd is told of the task (at its first resume).
         let spec = TaskSpec(
             task: 0, kind: kind == .download ? .download : .upload,
-            request: RequestSpec(url: url.absoluteString, method: request.httpMethod ?? "GET", headers: headers, timeout: timeout),
+            request: Self.spec(of: request, url: url, timeout: timeout, session: session),
             bodyFile: bodyFile, earliestBeginDate: nil, isDiscretionary: settings.isDiscretionary, taskDescription: nil,
             proxies: settings.chosenProxies, trustRootsFile: settings.trustRootsFile,
             resumableUploadVersion: settings.resumableUploadVersion ?? 0,
@@ -139,6 +136,15 @@ final class BackgroundHost: RemoteTaskHost {
                 guard let self, let session else { return }
                 self.queue(session) { _ = $0.insert(task) }
             })
+    }
+
+    /// A request as transferd sends it: the app's own fields and, as the
+    /// configuration says, the cookies of the app's store (transferd has none).
+    static func spec(of request: URLRequest, url: URL, timeout: TimeInterval, session: Session) -> RequestSpec {
+        var headers = (request.allHTTPHeaderFields ?? [:]).sorted { $0.key < $1.key }.map { [$0.key, $0.value] }
+        let pairs = headers.map { (name: $0[0], value: $0[1]) }
+        if let cookie = RequestCookies.header(for: request, headers: pairs, session: session) { headers.append(["Cookie", cookie]) }
+        return RequestSpec(url: url.absoluteString, method: request.httpMethod ?? "GET", headers: headers, timeout: timeout)
     }
 
     /// A message from transferd (on the link's reader thread).
