@@ -37,6 +37,17 @@ extension BackgroundSessionProcessTests {
         try await origin.shutdown()
     }
 
+    @Test("A session transferd cannot attach (an identifier of 2,000 bytes, or with a tab) fails its task saying why, without a transferd")
+    func refusedIdentifier() async throws {
+        let world = World()
+        for (identifier, why) in [(String(repeating: "a", count: 2_000), "a session identifier of 2000 bytes"), ("a\tb", "control character")] {
+            let lines = try await world.run([identifier, "download", "http://127.0.0.1:1/never"])
+            #expect(lines.contains("complete 1 background-session-was-disconnected status 0"), "\(lines)")
+            #expect(lines.contains { $0.hasPrefix("why 1 ") && $0.contains(why) }, "\(lines)")
+        }
+        #expect(!FileManager.default.fileExists(atPath: world.paths.journal), "no transferd was started")
+    }
+
     @Test(
         "A delegate's answer transferd cannot take (a new request past its bounds or not http, a password of 5,000 bytes) fails the task saying so, sends nothing more, and the session goes on"
     )

@@ -52,9 +52,14 @@ final class BackgroundLink: Sendable {
 
     private func connectAndAttach() throws(SessionError) -> Attached {
         do {
+            let attach = BackgroundMessage.attach(
+                Attachment(identifier: identifier, processID: getpid(), launchCommand: launchCommand, credentialStore: credentialStore))
+            // transferd would close the connection on an attach out of its
+            // bounds (a session identifier of 2,000 bytes): say which, and
+            // start no transferd for it.
+            try attach.check()
             let socket = try TransferdLauncher.connect(paths)
-            try socket.send(
-                .attach(Attachment(identifier: identifier, processID: getpid(), launchCommand: launchCommand, credentialStore: credentialStore)))
+            try socket.send(attach)
             guard socket.waitReadable(seconds: 10) else { throw BackgroundWireError("transferd did not answer within 10 s") }
             var framing = BackgroundFraming()
             switch try socket.receive(&framing) {
