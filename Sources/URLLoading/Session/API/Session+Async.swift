@@ -96,10 +96,7 @@ extension Session {
         guard let location else {
             throw SessionError(.badServerResponse, failingURL: url, message: "no response").urlError
         }
-        let kept: URL
-        do { kept = try DownloadFiles.unusedName() } catch { throw error.urlError }
-        try FileManager.default.moveItem(at: location, to: kept)
-        return kept
+        do { return try DownloadFiles.keep(location) } catch { throw error.urlError }
     }
 
     /// Bridges one task to async/await. The transfer's end is handled on the

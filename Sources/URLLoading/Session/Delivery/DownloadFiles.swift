@@ -33,7 +33,7 @@ enum DownloadFiles {
     /// the copy of an upload's body its resume data names), open for writing.
     static func create(prefix: String = "download", suffix: String = ".tmp") throws(SessionError) -> (handle: FileHandle, url: URL) {
         let folder = try privateDirectory()
-        let url = folder.appendingPathComponent("\(prefix)-\(UUID().uuidString)\(suffix)")
+        let url = folder.appendingPathComponent("\(prefix)-\(UUID().uuidString)\(suffix)", isDirectory: false)
         let descriptor = open(url.path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
         guard descriptor >= 0 else {
             throw failure("cannot create a download file in \(folder.path): \(String(cString: strerror(errno)))")
@@ -41,16 +41,33 @@ enum DownloadFiles {
         return (FileHandle(fileDescriptor: descriptor, closeOnDealloc: true), url)
     }
 
-    /// A name for a file in the folder that does not exist yet (to move a
-    /// finished download to, for a caller who keeps it).
-    static func unusedName() throws(SessionError) -> URL {
-        try privateDirectory().appendingPathComponent("download-\(UUID().uuidString).tmp")
+    /// A finished download's file under a new name in the folder, for a
+    /// caller who keeps it (the task deletes the file it named when its
+    /// handler returns). A file already in the folder, which was private when
+    /// the file was made in it, is renamed beside itself: one system call.
+    static func keep(_ location: URL) throws(SessionError) -> URL {
+        let name = "download-\(UUID().uuidString).tmp"
+        let folder = location.deletingLastPathComponent()
+        guard folder.path == directory.path else {
+            let kept = try privateDirectory().appendingPathComponent(name, isDirectory: false)
+            do {
+                try FileManager.default.moveItem(at: location, to: kept)
+            } catch {
+                throw failure("cannot keep the download: \(error.localizedDescription)")
+            }
+            return kept
+        }
+        let kept = folder.appendingPathComponent(name, isDirectory: false)
+        guard rename(location.path, kept.path) == 0 else {
+            throw failure("cannot keep the download in \(folder.path): \(String(cString: strerror(errno)))")
+        }
+        return kept
     }
 
     /// Reopens the partial file `name` (a bare name, checked by `ResumeData`)
     /// for writing.
     static func reopen(_ name: String) throws(SessionError) -> (handle: FileHandle, url: URL) {
-        let url = try privateDirectory().appendingPathComponent(name)
+        let url = try privateDirectory().appendingPathComponent(name, isDirectory: false)
         let descriptor = open(url.path, O_WRONLY | O_NOFOLLOW | O_CLOEXEC)
         guard descriptor >= 0 else { throw failure("cannot reopen the partial download: \(String(cString: strerror(errno)))") }
         var info = stat()
@@ -77,7 +94,7 @@ enum DownloadFiles {
     /// Removes the file `name` (a bare name) from the folder, if it is there.
     static func remove(_ name: String) {
         guard !name.contains("/"), !name.hasPrefix(".") else { return }
-        unlink(directory.appendingPathComponent(name).path)
+        unlink(directory.appendingPathComponent(name, isDirectory: false).path)
     }
 
     private static func failure(_ message: String) -> SessionError {
