@@ -35,6 +35,11 @@ public final class TestStreamServer: Sendable {
         let record = LineRecord()
         let bootstrap = ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+            // Room for every connection a test opens at once (300): beyond
+            // the accept queue (NIO's default is 128), a connection made
+            // while a starved test accepts nothing waits on the kernel's
+            // retries and can be lost.
+            .serverChannelOption(.backlog, value: 512)
             .childChannelOption(.allowRemoteHalfClosure, value: true)
             .childChannelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
