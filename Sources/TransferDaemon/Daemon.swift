@@ -13,9 +13,13 @@ package import URLLoading
 package final class Daemon: Sendable {
     /// What can be tuned (from the environment, for tests and packagers).
     package struct Settings: Sendable {
-        /// Transfers running at once (discretionary ones take what is left):
-        /// Apple's default of connections per host on macOS.
-        package var maximumRunning = 6
+        /// Transfers handed to the transport at once (discretionary ones
+        /// take what is left). The transport opens at most six connections
+        /// per host (Apple's default on macOS); the transfers past that
+        /// wait in its queue and start the moment a connection frees, with
+        /// no turn of the owner between one transfer's end and the next's
+        /// start. Their request timeout counts from their sending.
+        package var maximumRunning = 16
         /// The first retry's wait after a network error (then doubling).
         package var firstRetryDelay: TimeInterval = BackgroundTransferMachine.firstRetryDelay
         /// Delivered tasks are forgotten after this long.

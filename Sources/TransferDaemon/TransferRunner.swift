@@ -220,6 +220,9 @@ final class TransferRunner: SessionDataDelegate, SessionTaskDelegate {
             configuration.httpShouldSetCookies = false
             configuration.urlCredentialStorage = nil
             configuration.transportSpins = false
+            // More transfers run than a host has connections: those waiting
+            // for one must not time out for it (see `Daemon.Settings.maximumRunning`).
+            configuration.requestTimeoutCountsFromSend = true
             configuration.proxiesFromEnvironment = false
             configuration.presetProxyRules = choice.proxies
             configuration.trustRootsFile = choice.trustRootsFile

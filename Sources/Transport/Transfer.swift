@@ -43,6 +43,9 @@ final class Transfer {
     }
     /// Fail when nothing moves for this long while not paused by us.
     private(set) var idleSeconds: Double?
+    /// The idle clock waits for the request's sending (see
+    /// `TransferRequest.idleTimeoutCountsFromSend`); set once it was seen.
+    private var idleClockWaitsForSend = false
     /// Counts what moved (head lines, body chunks, bytes sent, pauses):
     /// the callbacks only count, and `isIdle` reads the clock once per
     /// turn of the loop (a clock read per callback cost more than the
@@ -222,6 +225,7 @@ final class Transfer {
         // The idle timeout is the loop's (see `idleSeconds`): libcurl's low-speed
         // limit would also count the pauses of a reader that applies back-pressure.
         idleSeconds = request.idleTimeout.map { Double(milliseconds($0)) / 1000 }
+        idleClockWaitsForSend = request.idleTimeoutCountsFromSend
         if let total = request.totalTimeout {
             try set(CURLOPT_TIMEOUT_MS, max(1, milliseconds(total)))
         } else if left != nil {
@@ -427,10 +431,26 @@ final class Transfer {
         if activity != seenActivity {
             seenActivity = activity
             lastActivity = now
+            // Something moved: the request went (or its body is going).
+            idleClockWaitsForSend = false
             return false
         }
         guard !paused else { return false }
-        return Double(now &- lastActivity) / 1e9 > idleSeconds
+        guard Double(now &- lastActivity) / 1e9 > idleSeconds else { return false }
+        if idleClockWaitsForSend {
+            // Read only once the timeout would pass: nothing was sent while
+            // the transfer waited for a connection or connected.
+            var sent = 0
+            guard urlloading_easy_getinfo_long(handle, CURLINFO_REQUEST_SIZE, &sent) == CURLE_OK, sent > 0 else {
+                lastActivity = now
+                return false
+            }
+            // Sent at some point since the last look: counted from now.
+            idleClockWaitsForSend = false
+            lastActivity = now
+            return false
+        }
+        return true
     }
 
     /// One line of the head; false stops the transfer.

@@ -63,6 +63,13 @@ package struct TransferRequest: Sendable {
     package var connectTimeout: Duration?
     /// Fail when no byte moves for this long (Apple's request timeout).
     package var idleTimeout: Duration?
+    /// The idle timeout counts from the request's sending, not from the
+    /// start: a transfer waiting for one of its host's connections (past
+    /// the per-host limit, in libcurl's queue) or connecting (bounded by
+    /// `connectTimeout`) never times out for idleness. For a daemon that
+    /// queues transfers on purpose; a session's tasks keep Apple's rule,
+    /// where a task waiting for a connection can time out.
+    package var idleTimeoutCountsFromSend = false
     /// Fail when the whole exchange takes longer (Apple's resource timeout).
     package var totalTimeout: Duration?
     /// Ask for a compressed body and decode it (`Accept-Encoding`).

@@ -70,6 +70,9 @@ final class Recorder: TransferObserver {
 
     var bodySize: Int { state.withLock { $0.outcome.body.count } }
 
+    /// Whether the transfer completed (either way).
+    var isDone: Bool { state.withLock { $0.done } }
+
     func outcome() async -> Outcome {
         await withCheckedContinuation { continuation in
             let ready = state.withLock { state -> Outcome? in

@@ -84,6 +84,9 @@ extension SessionConfiguration {
         var transportLoops = SessionConfiguration.defaultTransportLoops
         /// Whether those loops spin for the next event (`CurlMulti`).
         var transportSpins = true
+        /// Whether the request timeout counts from the request's sending
+        /// (`TransferRequest.idleTimeoutCountsFromSend`).
+        var requestTimeoutCountsFromSend = false
         /// Whether requests get cookies from the cookie store and responses'
         /// `Set-Cookie` fields go into it (per request, `URLRequest.httpShouldHandleCookies`
         /// must allow it too).

@@ -231,6 +231,16 @@ public final class SessionConfiguration: Sendable, CustomStringConvertible {
         get { value(\.transportSpins) }
         set { update(\.transportSpins, newValue) }
     }
+    /// Whether the request timeout counts from a request's sending rather
+    /// than from its start (off by default, as in Apple's sessions, where a
+    /// task that waits past it for one of its host's connections times
+    /// out). transferd turns it on: it hands the transport more transfers
+    /// than a host has connections, and one that waits its turn in the
+    /// transport's queue must not fail for it.
+    package var requestTimeoutCountsFromSend: Bool {
+        get { value(\.requestTimeoutCountsFromSend) }
+        set { update(\.requestTimeoutCountsFromSend, newValue) }
+    }
     /// The lowest TLS version to negotiate, e.g. `(1, 2)`.
     public var tlsMinimumSupportedVersion: (major: Int, minor: Int)? {
         get { value(\.tlsMinimumSupportedVersion) }

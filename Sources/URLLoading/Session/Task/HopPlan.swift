@@ -67,6 +67,7 @@ enum HopPlan {
         let idleLimit = Session.timeLimit(idle)
         transfer.connectTimeout = idleLimit
         transfer.idleTimeout = idleLimit
+        transfer.idleTimeoutCountsFromSend = settings.requestTimeoutCountsFromSend
         transfer.totalTimeout = deadline.map { .milliseconds(max(1, Int64(min($0.timeIntervalSince(now), 365 * 86_400) * 1000))) }
         transfer.proxy = target.socketPath == nil ? settings.proxy(for: url) : nil
         transfer.tls.caFile = settings.trustRootsFile
