@@ -22,7 +22,10 @@ import TestSupport
 
         var fromStart = TransferRequest(url: origin.url("/next").absoluteString)
         fromStart.idleTimeout = .seconds(1)
+        // Three seconds: once its request is out, a stalled test process
+        // must not make it time out; it still waits longer than that here.
         var fromSend = fromStart
+        fromSend.idleTimeout = .seconds(3)
         fromSend.idleTimeoutCountsFromSend = true
         let timesOut = Recorder()
         let waits = Recorder()
@@ -37,8 +40,8 @@ import TestSupport
             return
         }
         #expect(error.kind == .idleTimeout)
-        // The other has waited as long, and waits on for two timeouts more.
-        try await Task.sleep(for: .seconds(2))
+        // The other has waited as long, and waits on past its own timeout.
+        try await Task.sleep(for: .seconds(3))
         #expect(!waits.isDone, "a transfer whose timeout counts from its sending timed out while it waited for a connection")
 
         gate.open()
