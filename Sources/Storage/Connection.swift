@@ -124,10 +124,19 @@ package final class Connection {
     package func query<T>(
         _ sql: String, binding argument: SQLiteValue, row: (Statement) throws(SQLiteError) -> T
     ) throws(SQLiteError) -> [T] {
+        var rows: [T] = []
+        try forEachRow(sql, binding: argument) { (statement: Statement) throws(SQLiteError) in rows.append(try row(statement)) }
+        return rows
+    }
+
+    /// `query(_:binding:row:)` handing each row to `row` as it is read,
+    /// with no array and nothing generic (other modules call this module's
+    /// generic functions unspecialised, which looks up types at run time).
+    package func forEachRow(_ sql: String, binding argument: SQLiteValue, _ row: (Statement) throws(SQLiteError) -> Void) throws(SQLiteError) {
         let statement = try cachedStatement(sql)
         defer { statement.reset() }
         try statement.bind(argument, at: 1)
-        return try Self.rows(of: statement, row)
+        while try statement.step() { try row(statement) }
     }
 
     private static func rows<T>(of statement: Statement, _ row: (Statement) throws(SQLiteError) -> T) throws(SQLiteError) -> [T] {

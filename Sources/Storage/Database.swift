@@ -156,17 +156,32 @@ package final class Database: Sendable {
     ///
     /// - Throws: `StorageError`, SQLite's error as its cause.
     package func read<T: Sendable>(_ body: (Connection) throws(SQLiteError) -> T) throws(StorageError) -> T {
-        let result: Result<T, SQLiteError>
-        if readerLimit > 0, let done = lock.withLockIfAvailable({ _ in Self.run(body, on: connection) }) {
-            result = done
-        } else if readerLimit > 0, let reader = takeReader() {
-            result = Self.run(body, on: reader.connection)
-            readers.withLock { $0.idle.append(reader) }
-            readerTurns.signal()
-        } else {
-            result = lock.withLock { _ in Self.run(body, on: connection) }
+        try onReadingConnection { Self.run(body, on: $0) }.mapError { StorageError.sqlite($0, path: path) }.get()
+    }
+
+    /// `read` for a `body` that keeps what it reads in its caller's
+    /// variables. Not generic: other modules call this module's generic
+    /// functions unspecialised, and each such call looks up its types at
+    /// run time (a disk hit of the cache runs through here).
+    ///
+    /// - Throws: `StorageError`, SQLite's error as its cause.
+    package func withReader(_ body: (Connection) throws(SQLiteError) -> Void) throws(StorageError) {
+        try onReadingConnection { Self.run(body, on: $0) }.mapError { StorageError.sqlite($0, path: path) }.get()
+    }
+
+    /// Runs `work` on the connection `read` chooses.
+    private func onReadingConnection<R: Sendable>(_ work: (Connection) -> R) -> R {
+        if readerLimit > 0, let done = lock.withLockIfAvailable({ _ in work(connection) }) {
+            return done
         }
-        return try result.mapError { StorageError.sqlite($0, path: path) }.get()
+        if readerLimit > 0, let reader = takeReader() {
+            defer {
+                readers.withLock { $0.idle.append(reader) }
+                readerTurns.signal()
+            }
+            return work(reader.connection)
+        }
+        return lock.withLock { _ in work(connection) }
     }
 
     /// `read`, in one read transaction: a `body` of several statements

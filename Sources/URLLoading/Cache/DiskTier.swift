@@ -208,10 +208,18 @@ final class DiskTier: Sendable {
         request_time, response_time, stored_at, storage_policy, user_info, last_used
         """
 
+    /// A key's variants (built once: the statement cache looks it up by its text).
+    private static let lookup = "SELECT \(columns) FROM entries WHERE key = ?"
+
     /// The variants stored under `key`, whole, marking them used.
     func variants(for key: String, now: Double) throws(StoreError) -> [StoredResponse] {
-        let rows = try reading { (connection: Connection) throws(SQLiteError) in
-            try connection.query("SELECT \(Self.columns) FROM entries WHERE key = ?", binding: .text(key)) { Row($0, key: key) }
+        var rows: [Row] = []
+        do throws(StorageError) {
+            try database.withReader { (connection: Connection) throws(SQLiteError) in
+                try connection.forEachRow(Self.lookup, binding: .text(key)) { rows.append(Row($0, key: key)) }
+            }
+        } catch {
+            throw StoreError(error, path: database.path)
         }
         var responses: [StoredResponse] = []
         responses.reserveCapacity(rows.count)
