@@ -58,9 +58,11 @@ extension Session {
         try await run(delegate: delegate) { deliver, runner in
             makeTask(
                 .download, request, body: Self.body(of: request),
-                sink: DownloadSink { location, response, error in
-                    deliver(Result { try Self.kept(location, response, error, url: request.url) })
-                }, completionRunner: runner)
+                sink: DownloadSink(ending: { location, ending in
+                    let kept = Result { try Self.kept(location, ending.task.response, ending.error, url: request.url) }
+                    deliver(kept)
+                    return (try? kept.get()) != nil
+                }), completionRunner: runner)
         }.0
     }
 
@@ -75,14 +77,16 @@ extension Session {
         try await run(delegate: delegate) { deliver, runner in
             resumedTask(
                 resumeData,
-                sink: DownloadSink { location, response, error in
-                    deliver(Result { try Self.kept(location, response, error, url: nil) })
-                }, completionRunner: runner)
+                sink: DownloadSink(ending: { location, ending in
+                    let kept = Result { try Self.kept(location, ending.task.response, ending.error, url: nil) }
+                    deliver(kept)
+                    return (try? kept.get()) != nil
+                }), completionRunner: runner)
         }.0
     }
 
-    /// A finished download's file under a new name the caller owns: the
-    /// task deletes its own file when the handler returns.
+    /// A finished download's file under a new name the caller owns: when
+    /// this throws, the task deletes its own file after the handler.
     private static func kept(_ location: URL?, _ response: URLResponse?, _ error: (any Error)?, url: URL?) throws -> (URL, URLResponse) {
         if let error { throw error }
         guard let response else {

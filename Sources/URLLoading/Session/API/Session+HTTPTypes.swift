@@ -42,14 +42,15 @@ extension Session {
             makeTask(
                 .download, urlRequest, body: .none,
                 sink: DownloadSink(ending: { location, ending in
-                    deliver(
-                        Result {
-                            if let error = ending.error { throw error }
-                            guard let response = ending.fieldsResponse() else {
-                                throw SessionError(.badServerResponse, failingURL: urlRequest.url, message: "no response").urlError
-                            }
-                            return (try Self.kept(location, url: urlRequest.url), response)
-                        })
+                    let kept = Result {
+                        if let error = ending.error { throw error }
+                        guard let response = ending.fieldsResponse() else {
+                            throw SessionError(.badServerResponse, failingURL: urlRequest.url, message: "no response").urlError
+                        }
+                        return (try Self.kept(location, url: urlRequest.url), response)
+                    }
+                    deliver(kept)
+                    return (try? kept.get()) != nil
                 }), completionRunner: runner)
         }.0
     }

@@ -152,8 +152,9 @@ struct DelegateDataSink: ResponseSink {
 /// deleted when that returns (unless resume data points at it).
 struct DownloadSink: ResponseSink {
     /// nil: the delegate hears of the download. Given the file (nil on
-    /// failure) and the task's end.
-    let handler: (@Sendable (URL?, SinkEnding) -> Void)?
+    /// failure) and the task's end; returns whether it took the file away
+    /// (renamed it), so the task has nothing left to delete.
+    let handler: (@Sendable (URL?, SinkEnding) -> Bool)?
     var deliversToHandler: Bool { handler != nil }
     private(set) var file: DownloadFile?
     private var expected: Int64 = -1
@@ -161,15 +162,19 @@ struct DownloadSink: ResponseSink {
 
     init(handler: (@Sendable (URL?, URLResponse?, (any Error)?) -> Void)? = nil, file: DownloadFile? = nil) {
         if let handler {
-            self.handler = { location, ending in handler(location, ending.task.response, ending.error) }
+            self.handler = { location, ending in
+                handler(location, ending.task.response, ending.error)
+                return false
+            }
         } else {
             self.handler = nil
         }
         self.file = file
     }
 
-    /// A download whose handler reads the task's end itself.
-    init(ending handler: @escaping @Sendable (URL?, SinkEnding) -> Void) {
+    /// A download whose handler reads the task's end itself and says
+    /// whether it took the file.
+    init(ending handler: @escaping @Sendable (URL?, SinkEnding) -> Bool) {
         self.handler = handler
     }
 
@@ -207,8 +212,8 @@ struct DownloadSink: ResponseSink {
     func end(_ contents: SinkContents, _ ending: SinkEnding) {
         if let handler {
             ending.reportMetrics()
-            handler(ending.error == nil ? contents.file?.url : nil, ending)
-            ending.removeFile(contents)
+            let taken = handler(ending.error == nil ? contents.file?.url : nil, ending)
+            if !taken { ending.removeFile(contents) }
             return
         }
         if let file = contents.file, ending.error == nil {
