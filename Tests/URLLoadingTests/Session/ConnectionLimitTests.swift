@@ -50,7 +50,11 @@ import TestSupport
         gate.open()
         #expect(await eventually { outcomes.count == 6 }, "\(outcomes.count) of 6 tasks ended")
         for query in ["1", "2", "3", "5", "6"] {
-            if case .success(let status) = outcomes.of(query) { #expect(status == 200) } else { Issue.record("task \(query) failed") }
+            switch outcomes.of(query) {
+            case .success(let status): #expect(status == 200)
+            case .failure(let error): Issue.record("task \(query) failed: \(error.code.rawValue) \(error.localizedDescription)")
+            case nil: Issue.record("task \(query) never ended")
+            }
         }
         let served = origin.requests(to: "/held")
         // The order among tasks resumed together is not defined: each resume only schedules its start.

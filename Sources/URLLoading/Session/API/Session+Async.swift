@@ -58,11 +58,9 @@ extension Session {
         try await run(delegate: delegate) { deliver, runner in
             makeTask(
                 .download, request, body: Self.body(of: request),
-                sink: DownloadSink(ending: { location, ending in
-                    let kept = Result { try Self.kept(location, ending.task.response, ending.error, url: request.url) }
-                    deliver(kept)
-                    return (try? kept.get()) != nil
-                }), completionRunner: runner)
+                sink: DownloadSink(
+                    keep: { location, ending in try Self.kept(location, ending.task.response, ending.error, url: request.url) },
+                    deliver: deliver), completionRunner: runner)
         }.0
     }
 
@@ -77,11 +75,9 @@ extension Session {
         try await run(delegate: delegate) { deliver, runner in
             resumedTask(
                 resumeData,
-                sink: DownloadSink(ending: { location, ending in
-                    let kept = Result { try Self.kept(location, ending.task.response, ending.error, url: nil) }
-                    deliver(kept)
-                    return (try? kept.get()) != nil
-                }), completionRunner: runner)
+                sink: DownloadSink(
+                    keep: { location, ending in try Self.kept(location, ending.task.response, ending.error, url: nil) },
+                    deliver: deliver), completionRunner: runner)
         }.0
     }
 

@@ -41,17 +41,15 @@ extension Session {
         return try await run(delegate: delegate) { deliver, runner in
             makeTask(
                 .download, urlRequest, body: .none,
-                sink: DownloadSink(ending: { location, ending in
-                    let kept = Result {
+                sink: DownloadSink(
+                    keep: { location, ending in
                         if let error = ending.error { throw error }
                         guard let response = ending.fieldsResponse() else {
                             throw SessionError(.badServerResponse, failingURL: urlRequest.url, message: "no response").urlError
                         }
                         return (try Self.kept(location, url: urlRequest.url), response)
-                    }
-                    deliver(kept)
-                    return (try? kept.get()) != nil
-                }), completionRunner: runner)
+                    },
+                    deliver: deliver), completionRunner: runner)
         }.0
     }
 

@@ -149,7 +149,8 @@ struct DelegateDataSink: ResponseSink {
 
 /// A download: the body streams into a private file, handed to the
 /// delegate's `didFinishDownloadingTo` or to a completion handler, and
-/// deleted when that returns (unless resume data points at it).
+/// deleted when that returns (unless resume data points at it, or the
+/// handler took the file away under a name of its own).
 struct DownloadSink: ResponseSink {
     /// nil: the delegate hears of the download. Given the file (nil on
     /// failure) and the task's end; returns whether it took the file away
@@ -172,10 +173,19 @@ struct DownloadSink: ResponseSink {
         self.file = file
     }
 
-    /// A download whose handler reads the task's end itself and says
-    /// whether it took the file.
-    init(ending handler: @escaping @Sendable (URL?, SinkEnding) -> Bool) {
-        self.handler = handler
+    /// A download whose `keep` step reads the task's end and moves the
+    /// file to a name of its own, or throws; `deliver` gets what it kept
+    /// or why not. The task deletes the file only when `keep` threw.
+    init<Kept>(
+        keep: @escaping @Sendable (URL?, SinkEnding) throws -> Kept,
+        deliver: @escaping @Sendable (Result<Kept, any Error>) -> Void
+    ) {
+        self.handler = { location, ending in
+            let kept = Result { try keep(location, ending) }
+            deliver(kept)
+            if case .success = kept { return true }
+            return false
+        }
     }
 
     mutating func accept(length: Int64, cacheCopyLimit: Int) {
