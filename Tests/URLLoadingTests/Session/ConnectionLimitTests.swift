@@ -32,6 +32,10 @@ import TestSupport
         let configuration = SessionConfiguration.ephemeral
         configuration.urlCache = nil
         configuration.httpMaximumConnectionsPerHost = 2
+        // The held requests are silent until the gate opens: on a loaded
+        // machine the test can stall past the default 60 s request timeout
+        // in between, and the timeout is not what this test is about.
+        configuration.timeoutIntervalForRequest = 600
         let session = Session(configuration: configuration)
         let outcomes = Outcomes()
         func task(_ query: String) -> SessionTask {
