@@ -13,7 +13,8 @@ import FoundationNetworking
 //     true|false", "stored", "password <text>|none", "removed true|false",
 //     "item <host> <port> <realm> <user> <password-known>" and "locked <count>"
 //     (items whose owner a locked keyring hides), or "error <message>"
-//     (exit 1). URLLOADING_KEYRING_TIMEOUT bounds each call (seconds).
+//     (exit 1). Calls separated by "," run one after another in the
+//     process. URLLOADING_KEYRING_TIMEOUT bounds each call (seconds).
 //
 // urlloading-test-helper credentials DIR STEP...
 //     A CredentialStore opened in DIR (the automatic choice), then the
@@ -31,31 +32,38 @@ import FoundationNetworking
 func runKeyring(_ arguments: [String]) -> Never {
     let timeout = ProcessInfo.processInfo.environment["URLLOADING_KEYRING_TIMEOUT"].flatMap(TimeInterval.init) ?? 5
     let keyring = SecretServiceKeyring(scope: "helper", timeout: timeout)
-    do {
-        switch arguments.first {
-        case "available":
-            print("available \(SecretServiceKeyring.available(timeout: timeout))")
-        case "store" where arguments.count == 6:
-            try keyring.store(user: arguments[4], password: arguments[5], for: helperSpace(arguments[1...3]))
-            print("stored")
-        case "lookup" where arguments.count == 5:
-            print(try keyring.password(user: arguments[4], for: helperSpace(arguments[1...3])).map { "password \($0)" } ?? "none")
-        case "remove" where arguments.count == 5:
-            print("removed \(try keyring.remove(user: arguments[4], for: helperSpace(arguments[1...3])))")
-        case "list":
-            let found = try keyring.items()
-            for item in found.items.sorted(by: { ($0.space.host, $0.user) < ($1.space.host, $1.user) }) {
-                print("item \(item.space.host) \(item.space.port) \(item.space.realm ?? "-") \(item.user) \(item.password != nil)")
-            }
-            if found.locked > 0 { print("locked \(found.locked)") }
-        default:
-            fail("keyring available|store|lookup|remove|list ...")
+    var failed = false
+    for call in arguments.split(separator: ",", omittingEmptySubsequences: false).map(Array.init) {
+        do {
+            try runKeyringCall(call, keyring, timeout: timeout)
+        } catch {
+            print("error \(error)")
+            failed = true
         }
-    } catch {
-        print("error \(error)")
-        exit(1)
     }
-    exit(0)
+    exit(failed ? 1 : 0)
+}
+
+private func runKeyringCall(_ arguments: [String], _ keyring: SecretServiceKeyring, timeout: TimeInterval) throws {
+    switch arguments.first {
+    case "available":
+        print("available \(SecretServiceKeyring.available(timeout: timeout))")
+    case "store" where arguments.count == 6:
+        try keyring.store(user: arguments[4], password: arguments[5], for: helperSpace(arguments[1...3]))
+        print("stored")
+    case "lookup" where arguments.count == 5:
+        print(try keyring.password(user: arguments[4], for: helperSpace(arguments[1...3])).map { "password \($0)" } ?? "none")
+    case "remove" where arguments.count == 5:
+        print("removed \(try keyring.remove(user: arguments[4], for: helperSpace(arguments[1...3])))")
+    case "list":
+        let found = try keyring.items()
+        for item in found.items.sorted(by: { ($0.space.host, $0.user) < ($1.space.host, $1.user) }) {
+            print("item \(item.space.host) \(item.space.port) \(item.space.realm ?? "-") \(item.user) \(item.password != nil)")
+        }
+        if found.locked > 0 { print("locked \(found.locked)") }
+    default:
+        fail("keyring available|store|lookup|remove|list ... [, another call ...]")
+    }
 }
 
 private func helperSpace(_ values: ArraySlice<String>) -> ProtectionSpace {

@@ -1,5 +1,6 @@
 import CSecret
 import Foundation
+import Locking
 
 /// The desktop keyring through the freedesktop.org Secret Service (GNOME
 /// Keyring, KeePassXC, KWallet) over libsecret, loaded when first needed:
@@ -71,13 +72,11 @@ final class SecretServiceKeyring: Sendable {
     /// with the other `default` value goes first, so one item is left.
     func store(user: String, password: String, for space: ProtectionSpace, isDefault: Bool = false) throws(Failure) {
         let label = "URLLoading: \(user) at \(space.isProxy ? "proxy " : "")\(space.protocol)://\(space.host):\(space.port)\(space.realm.map { " (\($0))" } ?? "")"
-        var other = attributePairs(space, user: user)
-        other.append(("default", isDefault ? "0" : "1"))
+        let other = attributePairs(space, user: user) + [("default", isDefault ? "0" : "1")]
         if try bounded({ cancellable, message in Self.withAttributes(other) { urlloading_secret_clear($0, cancellable, message) } }) < 0 {
             throw Failure(description: "the keyring did not replace the item")
         }
-        var attributes = attributePairs(space, user: user)
-        attributes.append(("default", isDefault ? "1" : "0"))
+        let attributes = attributePairs(space, user: user) + [("default", isDefault ? "1" : "0")]
         let stored = try bounded { cancellable, message in
             Self.withAttributes(attributes) { urlloading_secret_store($0, label, password, cancellable, message) == 1 }
         }
@@ -86,8 +85,9 @@ final class SecretServiceKeyring: Sendable {
 
     /// The password of `user` in `space`; nil when there is none.
     func password(user: String, for space: ProtectionSpace) throws(Failure) -> String? {
-        try bounded { cancellable, message in
-            Self.withAttributes(attributePairs(space, user: user)) { attributes in
+        let pairs = attributePairs(space, user: user)
+        return try bounded { cancellable, message in
+            Self.withAttributes(pairs) { attributes in
                 guard let found = urlloading_secret_lookup(attributes, cancellable, message) else { return nil }
                 defer { urlloading_secret_free_string(found) }
                 return String(cString: found)
@@ -98,22 +98,23 @@ final class SecretServiceKeyring: Sendable {
     /// Removes the item of `user` in `space`; false when there was none.
     @discardableResult
     func remove(user: String, for space: ProtectionSpace) throws(Failure) -> Bool {
-        try bounded { cancellable, message in
-            Self.withAttributes(attributePairs(space, user: user)) { urlloading_secret_clear($0, cancellable, message) == 1 }
+        let pairs = attributePairs(space, user: user)
+        return try bounded { cancellable, message in
+            Self.withAttributes(pairs) { urlloading_secret_clear($0, cancellable, message) == 1 }
         }
     }
 
     /// Removes every item of this store.
     func removeAll() throws(Failure) {
-        _ = try bounded { cancellable, message in Self.withAttributes([("store", scope)]) { urlloading_secret_clear($0, cancellable, message) } }
+        let pairs = [("store", scope)]
+        _ = try bounded { cancellable, message in Self.withAttributes(pairs) { urlloading_secret_clear($0, cancellable, message) } }
     }
 
     /// The items of this store (of one space when given), with the number
     /// of items the keyring holds locked: a locked collection shows only
     /// hashed attributes, so those cannot say whose they are.
     func items(in space: ProtectionSpace? = nil) throws(Failure) -> (items: [Item], locked: Int) {
-        var query = [("store", scope)]
-        if let space { query = attributePairs(space, user: "").filter { $0.0 != "user" } }
+        let query = space.map { attributePairs($0, user: "").filter { $0.0 != "user" } } ?? [("store", scope)]
         return try bounded { cancellable, message in
             let found = Self.withAttributes(query) { urlloading_secret_search($0, cancellable, message) }
             guard let list = found else { return ([], 0) }
@@ -143,25 +144,47 @@ final class SecretServiceKeyring: Sendable {
 
     // MARK: Plumbing
 
-    /// Runs `call` with a cancellable that a timer cancels after `timeout`;
-    /// a message the call left becomes the error.
-    private func bounded<T>(_ call: (OpaquePointer?, UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>) -> T) throws(Failure) -> T {
+    /// Runs `call` on a thread of its own with a cancellable that a timer
+    /// cancels after `timeout`; a message the call left becomes the error.
+    /// libsecret does not always return when cancelled (a call waiting on
+    /// a prompt of a service that went away waits for its answer forever):
+    /// a call still running a second after its cancel is left to its
+    /// thread, and every later call of the process fails at once.
+    private func bounded<T: Sendable>(
+        _ call: @escaping @Sendable (OpaquePointer?, UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>) -> T
+    ) throws(Failure) -> T {
         if let reason = Self.libraryMissing { throw Failure(description: reason) }
+        if let stuck = Self.stuckCall.withLock({ $0 }) { throw Failure(description: stuck) }
         guard let cancellable = urlloading_cancellable_new() else { throw Failure(description: "GLib could not make a cancellable") }
         let handle = CancellableHandle(cancellable)
         let timer = DispatchWorkItem { handle.cancel() }
         DispatchQueue.global().asyncAfter(deadline: .now() + timeout, execute: timer)
-        var message: UnsafeMutablePointer<CChar>?
-        let result = call(cancellable, &message)
+        let outcome = CallOutcome<T>()
+        Thread.detachNewThread {
+            var message: UnsafeMutablePointer<CChar>?
+            let result = call(handle.pointer, &message)
+            handle.release()
+            let text = message.map { String(cString: $0) }
+            urlloading_secret_free_string(message)
+            outcome.finish(result, message: text)
+        }
+        let ended = outcome.wait(until: .now() + timeout + Self.cancelGrace)
         timer.cancel()
-        handle.release()
-        if let message {
-            defer { urlloading_secret_free_string(message) }
-            let text = String(cString: message)
+        guard let (result, text) = ended else {
+            let stuck = "the keyring did not answer within \(timeout) s, nor end its call when cancelled; it is not asked again in this process"
+            Self.stuckCall.withLock { $0 = stuck }
+            throw Failure(description: stuck)
+        }
+        if let text {
             throw Failure(description: handle.wasCancelled ? "the keyring did not answer within \(timeout) s (\(text))" : text)
         }
         return result
     }
+
+    /// How long a cancelled call may take to return before it is left running.
+    private static let cancelGrace: TimeInterval = 1
+    /// Why calls fail at once: an earlier call never returned.
+    private static let stuckCall = Lock<String?>(nil)
 
     private static func withAttributes<T>(_ pairs: [(String, String)], _ body: (OpaquePointer?) -> T) -> T {
         let attributes = urlloading_secret_attributes()
@@ -192,28 +215,53 @@ final class SecretServiceKeyring: Sendable {
     }
 }
 
+/// The end of a call running on its own thread, awaited with a bound.
+private final class CallOutcome<T: Sendable>: Sendable {
+    private let ended = DispatchSemaphore(value: 0)
+    private let value = Lock<(result: T, message: String?)?>(nil)
+
+    func finish(_ result: T, message: String?) {
+        value.withLock { $0 = (result, message) }
+        ended.signal()
+    }
+
+    /// The call's result and message; nil when it had not ended by `deadline`.
+    func wait(until deadline: DispatchTime) -> (T, String?)? {
+        guard ended.wait(timeout: deadline) == .success else { return nil }
+        return value.withLock { $0 }
+    }
+}
+
 /// A GCancellable shared with the timer that may cancel it.
 private final class CancellableHandle: @unchecked Sendable {
     // GCancellable is thread-safe (GLib's documentation); the lock guards
     // only the release against a late timer.
     private let lock = NSLock()
-    private var pointer: OpaquePointer?
-    private(set) var wasCancelled = false
+    /// The cancellable, for the call only (valid until `release`).
+    let pointer: OpaquePointer
+    private var released = false
+    private var cancelled = false
+    /// Whether the timer cancelled the call.
+    var wasCancelled: Bool {
+        lock.lock()
+        defer { lock.unlock() }
+        return cancelled
+    }
 
     init(_ pointer: OpaquePointer) { self.pointer = pointer }
 
     func cancel() {
         lock.lock()
         defer { lock.unlock() }
-        guard let pointer else { return }
-        wasCancelled = true
+        guard !released else { return }
+        cancelled = true
         urlloading_cancellable_cancel(pointer)
     }
 
     func release() {
         lock.lock()
         defer { lock.unlock() }
-        if let pointer { urlloading_cancellable_free(pointer) }
-        pointer = nil
+        if !released { urlloading_cancellable_free(pointer) }
+        released = true
     }
 }

@@ -18,7 +18,9 @@ struct KeyringTests {
     /// Standard error (the store's log) is kept in `$1/stderr`.
     /// With `unlocked` false the daemon starts without the password: the
     /// keyring a first session made stays locked.
-    static func session(_ steps: String, home: TemporaryDirectory, unlocked: Bool = true) async throws -> [String]? {
+    /// With `service` (a shell line that starts one in the background),
+    /// that program is the Secret Service instead of gnome-keyring-daemon.
+    static func session(_ steps: String, home: TemporaryDirectory, unlocked: Bool = true, service: String? = nil) async throws -> [String]? {
         guard tools.allSatisfy(FileManager.default.isExecutableFile(atPath:)) else {
             print("keyring: dbus-run-session, gnome-keyring-daemon or secret-tool is not installed; the keyring tests did not run")
             return nil
@@ -29,7 +31,7 @@ struct KeyringTests {
             mkdir -p "$XDG_RUNTIME_DIR" && chmod 700 "$XDG_RUNTIME_DIR"
             H="$2" C="$3" D="$1/store"
             exec 2>>"$1/stderr"
-            \(unlocked ? "printf 'test-keyring-password' | gnome-keyring-daemon --unlock" : "gnome-keyring-daemon </dev/null") --components=secrets --daemonize >/dev/null 2>&1
+            \(service ?? ((unlocked ? "printf 'test-keyring-password' | gnome-keyring-daemon --unlock" : "gnome-keyring-daemon </dev/null") + " --components=secrets --daemonize >/dev/null 2>&1"))
             # --daemonize returns before the daemon owns its bus name; a call before that would
             # have D-Bus start a second daemon, without the test keyring. Wait (bounded) for the name.
             i=0
@@ -39,7 +41,7 @@ struct KeyringTests {
             done
             \(steps)
             # The daemon belongs to this session; it ends with it, and now.
-            pkill -KILL -u "$(id -u)" -f "gnome-keyring-daemon.*--components=secrets" 2>/dev/null || true
+            \(service == nil ? #"pkill -KILL -u "$(id -u)" -f "gnome-keyring-daemon.*--components=secrets" 2>/dev/null || true"# : "kill %1 2>/dev/null || true")
             """
         let path = home.path("steps.sh")
         try Data(script.utf8).write(to: URL(fileURLWithPath: path))
@@ -125,6 +127,78 @@ struct KeyringTests {
         let absent = try await ChildProcess.run(ChildProcess.helper, ["keyring", "available"], environment: environment)
         #expect(absent.standardOutput == "available false\n", "\(absent.standardOutput)\(absent.standardError)")
     }
+
+    @Test(
+        "A Secret Service that never ends its prompt, even dismissed: the call returns an error after its bound, and later calls of the process fail at once"
+    )
+    func promptThatNeverEnds() async throws {
+        let home = TemporaryDirectory()
+        try Data(Self.promptNeverEnds.utf8).write(to: URL(fileURLWithPath: home.path("service.py")))
+        guard
+            let lines = try await Self.session(
+                #"timeout 60 "$H" keyring store example.test 443 api alice 'p4ss-alice' , lookup example.test 443 api alice"#, home: home,
+                service: #"/usr/bin/python3 "$1/../service.py" "$1/../service.log" &"#)
+        else { return }
+        let log = (try? String(contentsOfFile: home.path("service.log"), encoding: .utf8)) ?? ""
+        #expect(log.contains("Prompt") && log.contains("Dismiss"), "the store reached the prompt and cancelled it: \(log)")
+        #expect(lines.count == 2, "both calls returned: \(lines)")
+        #expect(lines.first?.contains("nor end its call when cancelled") == true, "\(lines)")
+        #expect(lines.last?.contains("not asked again") == true, "\(lines)")
+        #expect(!lines.joined().contains("p4ss"), "\(lines)")
+    }
+
+    /// A Secret Service (GLib's D-Bus bindings for Python) whose items
+    /// are made only through a prompt that never completes: libsecret's
+    /// store waits for the prompt's Completed signal, also after it
+    /// dismissed the prompt. Each method call is logged by name.
+    static let promptNeverEnds = #"""
+        import sys
+        from gi.repository import Gio, GLib
+        log = open(sys.argv[1], "a", buffering=1)
+        BASE = "/org/freedesktop/secrets"
+        NODE = Gio.DBusNodeInfo.new_for_xml("""<node>
+          <interface name="org.freedesktop.Secret.Service">
+            <method name="OpenSession"><arg type="s" direction="in"/><arg type="v" direction="in"/>
+              <arg type="v" direction="out"/><arg type="o" direction="out"/></method>
+            <method name="SearchItems"><arg type="a{ss}" direction="in"/><arg type="ao" direction="out"/><arg type="ao" direction="out"/></method>
+            <method name="ReadAlias"><arg type="s" direction="in"/><arg type="o" direction="out"/></method>
+            <method name="CreateCollection"><arg type="a{sv}" direction="in"/><arg type="s" direction="in"/>
+              <arg type="o" direction="out"/><arg type="o" direction="out"/></method>
+          </interface>
+          <interface name="org.freedesktop.Secret.Collection">
+            <method name="CreateItem"><arg type="a{sv}" direction="in"/><arg type="(oayays)" direction="in"/><arg type="b" direction="in"/>
+              <arg type="o" direction="out"/><arg type="o" direction="out"/></method>
+          </interface>
+          <interface name="org.freedesktop.Secret.Prompt">
+            <method name="Prompt"><arg type="s" direction="in"/></method>
+            <method name="Dismiss"/>
+            <signal name="Completed"><arg type="b"/><arg type="v"/></signal>
+          </interface>
+        </node>""")
+        ANSWERS = {
+            "OpenSession": lambda: GLib.Variant("(vo)", (GLib.Variant("s", ""), BASE + "/session/s1")),
+            "SearchItems": lambda: GLib.Variant("(aoao)", ([], [])),
+            "ReadAlias": lambda: GLib.Variant("(o)", (BASE + "/collection/login",)),
+            "CreateCollection": lambda: GLib.Variant("(oo)", (BASE + "/collection/login", "/")),
+            "CreateItem": lambda: GLib.Variant("(oo)", ("/", BASE + "/prompt/p1")),
+            "Prompt": lambda: None,
+            "Dismiss": lambda: None,
+        }
+        def called(connection, sender, path, interface, method, parameters, invocation):
+            log.write(method + "\n")
+            answer = ANSWERS.get(method)
+            if method == "OpenSession" and parameters[0] != "plain":
+                invocation.return_dbus_error("org.freedesktop.DBus.Error.NotSupported", "plain only")
+            elif answer is None:
+                invocation.return_dbus_error("org.freedesktop.DBus.Error.UnknownMethod", method)
+            else:
+                invocation.return_value(answer())
+        bus = Gio.bus_get_sync(Gio.BusType.SESSION, None)
+        for path, interface in [(BASE, 0), (BASE + "/collection/login", 1), (BASE + "/aliases/default", 1), (BASE + "/prompt/p1", 2)]:
+            bus.register_object(path, NODE.interfaces[interface], called, None, None)
+        Gio.bus_own_name_on_connection(bus, "org.freedesktop.secrets", Gio.BusNameOwnerFlags.NONE, None, None)
+        GLib.MainLoop().run()
+        """#
 
     @Test(
         "The store chooses the keyring: permanent credentials become items with the documented attributes, a new process finds them with their default, for-session ones never reach the keyring, removal removes the item"
