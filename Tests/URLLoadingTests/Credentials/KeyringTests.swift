@@ -12,6 +12,15 @@ import TestSupport
 struct KeyringTests {
     static let tools = ["/usr/bin/dbus-run-session", "/usr/bin/gnome-keyring-daemon", "/usr/bin/secret-tool"]
 
+    /// Shell lines that kill the gnome-keyring-daemons of this session's
+    /// `HOME` (`$1`), the one it started and any D-Bus started for it.
+    static let endDaemons = #"""
+        for p in $(pgrep -u "$(id -u)" -f "gnome-keyring-daemon" 2>/dev/null); do
+            tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qxF "HOME=$1" && kill -KILL "$p" 2>/dev/null
+        done
+        true
+        """#
+
     /// Runs `steps` (shell lines; `$H` is the helper, `$C` cachetool, `$D`
     /// a store's folder) in a new D-Bus session with an unlocked keyring in
     /// `home`; nil (said in one line) when the tools are not installed.
@@ -40,8 +49,9 @@ struct KeyringTests {
                 i=$((i + 1)); [ "$i" -ge 400 ] && break; sleep 0.05
             done
             \(steps)
-            # The daemon belongs to this session; it ends with it, and now.
-            \(service == nil ? #"pkill -KILL -u "$(id -u)" -f "gnome-keyring-daemon.*--components=secrets" 2>/dev/null || true"# : "kill %1 2>/dev/null || true")
+            # The daemon belongs to this session; it ends with it, and now. Only this session's
+            # daemons (those whose HOME is this test's): another test run's keyring lives on.
+            \(service == nil ? Self.endDaemons : "kill %1 2>/dev/null || true")
             """
         let path = home.path("steps.sh")
         try Data(script.utf8).write(to: URL(fileURLWithPath: path))
