@@ -13,10 +13,14 @@ struct KeyringTests {
     static let tools = ["/usr/bin/dbus-run-session", "/usr/bin/gnome-keyring-daemon", "/usr/bin/secret-tool"]
 
     /// Shell lines that kill the gnome-keyring-daemons of this session's
-    /// `HOME` (`$1`), the one it started and any D-Bus started for it.
+    /// bus, found by its address in their environment: the one the script
+    /// started has it as `DBUS_SESSION_BUS_ADDRESS`, one D-Bus started on
+    /// demand as `DBUS_STARTER_ADDRESS`. Another test run's daemons live on.
     static let endDaemons = #"""
         for p in $(pgrep -u "$(id -u)" -f "gnome-keyring-daemon" 2>/dev/null); do
-            tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qxF "HOME=$1" && kill -KILL "$p" 2>/dev/null
+            tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null \
+                | grep -qxF -e "DBUS_SESSION_BUS_ADDRESS=$DBUS_SESSION_BUS_ADDRESS" -e "DBUS_STARTER_ADDRESS=$DBUS_SESSION_BUS_ADDRESS" \
+                && kill -KILL "$p" 2>/dev/null
         done
         true
         """#
@@ -49,8 +53,7 @@ struct KeyringTests {
                 i=$((i + 1)); [ "$i" -ge 400 ] && break; sleep 0.05
             done
             \(steps)
-            # The daemon belongs to this session; it ends with it, and now. Only this session's
-            # daemons (those whose HOME is this test's): another test run's keyring lives on.
+            # The daemon belongs to this session; it ends with it, and now.
             \(service == nil ? Self.endDaemons : "kill %1 2>/dev/null || true")
             """
         let path = home.path("steps.sh")
