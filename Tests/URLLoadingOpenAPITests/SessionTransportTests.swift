@@ -19,6 +19,8 @@ import URLLoading
     static func session() -> Session {
         let configuration = SessionConfiguration.ephemeral
         configuration.urlCache = nil
+        // Bodies come from the test's own tasks, and responses wait at gates it opens.
+        configuration.timeoutIntervalForRequest = TestTimeouts.request
         return Session(configuration: configuration)
     }
 

@@ -105,6 +105,8 @@ struct FleetCoalescingTests {
         var sessions: [Session] = []
         for _ in 0..<3 {
             let configuration = SessionConfiguration.ephemeral
+            // The responses wait at the gate until the test opens it.
+            configuration.timeoutIntervalForRequest = TestTimeouts.request
             // A wait bound longer than the test's: only letting go of the key lets the others on.
             let storage = try PostgresCacheStorage(database: PostgresDatabase(url: database.url), capacity: 1 << 24, fleetWaitBound: 600)
             configuration.urlCache = ResponseCache(memoryCapacity: 0, storage: storage)

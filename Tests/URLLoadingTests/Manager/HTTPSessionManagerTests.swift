@@ -15,7 +15,10 @@ import TestSupport
     }
 
     static func manager(_ origin: TestOrigin) -> HTTPSessionManager {
-        HTTPSessionManager(baseURL: origin.url("/api"), configuration: .ephemeral)
+        // Some responses wait at gates the tests open.
+        let configuration = SessionConfiguration.ephemeral
+        configuration.timeoutIntervalForRequest = TestTimeouts.request
+        return HTTPSessionManager(baseURL: origin.url("/api"), configuration: configuration)
     }
 
     static let json = [HeaderField("Content-Type", "application/json; charset=utf-8")]

@@ -85,7 +85,10 @@ import TestSupport
         defer { gate.open() }
         origin.route("/api/slow", response: ScriptedResponse(headers: Self.json, parts: [.bytes(Array("[1".utf8)), .waitFor(gate), .bytes(Array("]".utf8))], framing: .declaredLength(3)))
         let recorder = Recorder()
-        let manager = HTTPSessionManager(baseURL: origin.url("/api"), configuration: .ephemeral, monitors: [recorder])
+        // The response waits at the gate until the test opens it.
+        let configuration = SessionConfiguration.ephemeral
+        configuration.timeoutIntervalForRequest = TestTimeouts.request
+        let manager = HTTPSessionManager(baseURL: origin.url("/api"), configuration: configuration, monitors: [recorder])
         let posted = Lock<[String]>([])
         // Other suites' managers post too: only this manager's tasks count.
         let ours = Lock<Set<ObjectIdentifier>>([])

@@ -13,6 +13,8 @@ import TestSupport
 @Suite(.timeLimit(.minutes(Sanitizer.minutes(1)))) struct HTTPTypesTests {
     static func session(configure: (inout SessionConfiguration) -> Void = { _ in }) -> Session {
         var configuration = SessionConfiguration.ephemeral
+        // Responses wait at gates the test opens, and bodies come from its tasks.
+        configuration.timeoutIntervalForRequest = TestTimeouts.request
         configure(&configuration)
         return Session(configuration: configuration)
     }
