@@ -63,7 +63,7 @@ final class DelegateQueue: Sendable {
     }
 
     private func schedule() {
-        ContextQueues.async { self.drain() }
+        ContextQueues.drain(self)
     }
 
     /// The next item, or nil (and idle) when there is none.
@@ -87,7 +87,8 @@ final class DelegateQueue: Sendable {
         }
     }
 
-    private func drain() {
+    /// Runs the jobs in order until none is left (on `ContextQueues`).
+    func drain() {
         while let item = take() {
             switch item {
             case .sync(let job):
