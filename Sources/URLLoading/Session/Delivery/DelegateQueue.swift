@@ -8,7 +8,7 @@ import Locking
 /// only the task it belongs to.
 ///
 /// Jobs run on `ContextQueues`, never on the caller's thread nor on
-/// Dispatch's global queues: a job that blocks (a completion handler
+/// Dispatch's plain global queue: a job that blocks (a completion handler
 /// waiting on a semaphore, a store waiting on another process's lock)
 /// holds a thread of its own, not one of the few that Swift's tasks run
 /// on. An async job runs in a Swift task and the queue goes on when it
