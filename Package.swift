@@ -72,8 +72,6 @@ let package = Package(
         ),
         // Stream connections' loops: epoll and eventfd (headers only).
         .systemLibrary(name: "CEventPoll"),
-        // The session's contexts: libdispatch's overcommitting queue (headers only).
-        .systemLibrary(name: "CDispatchOvercommit"),
         // Credentials: the desktop keyring (the Secret Service over D-Bus).
         // libsecret is loaded at run time, when a store first asks for the
         // keyring: building needs none of its (or GLib's) headers, and a
@@ -159,7 +157,6 @@ let package = Package(
                 "Migrations",
                 "Locking",
                 "CSecret",
-                "CDispatchOvercommit",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "CoreMetrics", package: "swift-metrics"),

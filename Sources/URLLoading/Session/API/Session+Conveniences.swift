@@ -29,7 +29,7 @@ extension Session {
     /// Every task not yet completed, to `completionHandler` (off the caller's thread).
     public func getAllTasks(completionHandler: @escaping @Sendable ([SessionTask]) -> Void) {
         let tasks = allTasks
-        ContextQueues.async { completionHandler(tasks) }
+        DispatchQueue.global().async { completionHandler(tasks) }
     }
 
     /// The data, upload and download tasks not yet completed, to
@@ -38,7 +38,7 @@ extension Session {
         _ completionHandler: @escaping @Sendable ([SessionTask], [SessionTask], [SessionTask]) -> Void
     ) {
         let tasks = allTasks
-        ContextQueues.async {
+        DispatchQueue.global().async {
             completionHandler(
                 tasks.filter { $0.kind == .data }, tasks.filter { $0.kind == .upload }, tasks.filter { $0.kind == .download })
         }

@@ -7,12 +7,11 @@ import Locking
 /// its own events, so a slow delegate method or completion handler delays
 /// only the task it belongs to.
 ///
-/// Jobs run on `ContextQueues`, never on the caller's thread nor on
-/// Dispatch's plain global queue: a job that blocks (a completion handler
-/// waiting on a semaphore, a store waiting on another process's lock)
-/// holds a thread of its own, not one of the few that Swift's tasks run
-/// on. An async job runs in a Swift task and the queue goes on when it
-/// returns.
+/// Jobs run on Dispatch's global threads, never on the caller's: a job that
+/// blocks (a completion handler waiting on a semaphore, a store waiting on
+/// another process's lock) holds a Dispatch thread, not one of Swift's few
+/// cooperative threads. An async job runs in a Swift task and the queue
+/// goes on when it returns.
 ///
 /// ```
 /// idle ─enqueue→ scheduled ─drain: next job─→ running sync job ─→ (more? drain : idle)
@@ -63,7 +62,7 @@ final class DelegateQueue: Sendable {
     }
 
     private func schedule() {
-        ContextQueues.drain(self)
+        DispatchQueue.global().async { self.drain() }
     }
 
     /// The next item, or nil (and idle) when there is none.
@@ -87,8 +86,7 @@ final class DelegateQueue: Sendable {
         }
     }
 
-    /// Runs the jobs in order until none is left (on `ContextQueues`).
-    func drain() {
+    private func drain() {
         while let item = take() {
             switch item {
             case .sync(let job):
